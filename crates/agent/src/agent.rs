@@ -1,0 +1,220 @@
+//! Agent specifications: who an agent is (persona), what it may call (tools), how far
+//! it may go (permission rules) and when it must stop (`max_steps`).
+//!
+//! An [`AgentSpec`] is plain data. The coordinator resolves it once and ships it to the
+//! worker inside the task envelope, so every worker runs the same definition.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::InvalidName;
+use crate::permission::PermissionRule;
+
+/// Longest accepted agent name; long enough for descriptive names, short enough for a
+/// metric label or a subject token.
+const MAX_NAME_LEN: usize = 64;
+
+/// A validated agent name: 1..=64 of `a-z`, `0-9`, `-`, `_`.
+///
+/// The alphabet is narrow on purpose: names end up in file names
+/// (`.taskwire/agents/<name>.md`), NATS subjects and metric labels.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AgentName(String);
+
+impl AgentName {
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn validate(name: &str) -> Result<(), InvalidName> {
+        let invalid = |reason| InvalidName {
+            name: name.to_owned(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(invalid("it is empty"));
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(invalid("it is longer than 64 characters"));
+        }
+        let allowed =
+            |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+        if !name.chars().all(allowed) {
+            return Err(invalid(
+                "only lowercase ascii letters, digits, '-' and '_' are allowed",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for AgentName {
+    type Err = InvalidName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::validate(s)?;
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl TryFrom<String> for AgentName {
+    type Error = InvalidName;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::validate(&s)?;
+        Ok(Self(s))
+    }
+}
+
+impl From<AgentName> for String {
+    fn from(name: AgentName) -> Self {
+        name.0
+    }
+}
+
+impl fmt::Display for AgentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for AgentName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where an agent may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentMode {
+    /// Talks to the user directly; never started by the `task` tool.
+    Primary,
+    /// Only started by another agent (the `task` tool or a slash command).
+    Subagent,
+    /// Either.
+    All,
+}
+
+impl AgentMode {
+    /// Whether another agent may delegate to an agent of this mode.
+    pub fn is_subagent(self) -> bool {
+        matches!(self, Self::Subagent | Self::All)
+    }
+}
+
+/// A complete, resolved agent definition.
+///
+/// Shipped between processes as JSON (and later in the proto envelope); optional
+/// fields are omitted when unset so that specs stay small on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub name: AgentName,
+    /// One line shown to a parent model choosing a subagent, and in listings.
+    pub description: String,
+    pub mode: AgentMode,
+    /// Hidden agents can be called by name but are not listed.
+    #[serde(default)]
+    pub hidden: bool,
+    /// The system prompt.
+    pub prompt: String,
+    /// Allow-list of tool names; wildcards (`*`, `?`) allowed, e.g. `["*"]`.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Permission rules, evaluated last-match-wins (see [`crate::permission`]).
+    #[serde(default)]
+    pub permission: Vec<PermissionRule>,
+    /// Upper bound of model calls in one session; the last one may not call tools.
+    pub max_steps: u32,
+    /// Model override (`provider/model` or a bare model id); `None` inherits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Display colour for UIs, e.g. `#38bdf8`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub color: Option<String>,
+}
+
+impl AgentSpec {
+    /// Whether the allow-list names `tool` (directly or by wildcard).
+    ///
+    /// This is only the allow-list; permission rules can still disable the tool (see
+    /// [`crate::permission::is_disabled`]).
+    pub fn lists_tool(&self, tool: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|pattern| crate::permission::wildcard_match(pattern, tool))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::permission::PermissionAction;
+
+    #[test]
+    fn valid_names_parse() {
+        for name in ["general", "explore", "code-review_2", "a", &"x".repeat(64)] {
+            let parsed: AgentName = name.parse().expect("valid name");
+            assert_eq!(parsed.as_str(), name);
+            assert_eq!(parsed.to_string(), name);
+        }
+    }
+
+    #[test]
+    fn invalid_names_are_rejected_with_the_reason() {
+        for name in [
+            "",
+            "Explore",
+            "with space",
+            "dot.name",
+            "ünï",
+            &"x".repeat(65),
+        ] {
+            let err = name.parse::<AgentName>().expect_err("invalid name");
+            assert!(err.to_string().starts_with("invalid agent name"), "{err}");
+        }
+    }
+
+    #[test]
+    fn spec_round_trips_through_json_and_rejects_bad_names() {
+        let spec = AgentSpec {
+            name: "explore".parse().expect("valid name"),
+            description: "d".into(),
+            mode: AgentMode::Subagent,
+            hidden: false,
+            prompt: "p".into(),
+            tools: vec!["read".into(), "g*".into()],
+            permission: vec![PermissionRule::new("edit", "*", PermissionAction::Deny)],
+            max_steps: 10,
+            model: None,
+            temperature: Some(0.2),
+            top_p: None,
+            color: None,
+        };
+        let json = serde_json::to_string(&spec).expect("serializable");
+        assert!(!json.contains("top_p"), "unset options are omitted: {json}");
+        let back: AgentSpec = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back, spec);
+
+        let bad = json.replace("\"explore\"", "\"Bad Name\"");
+        assert!(serde_json::from_str::<AgentSpec>(&bad).is_err());
+    }
+
+    #[test]
+    fn allow_list_matches_wildcards() {
+        let mut spec = crate::builtin::general();
+        spec.tools = vec!["g*".into(), "read".into()];
+        assert!(spec.lists_tool("grep"));
+        assert!(spec.lists_tool("glob"));
+        assert!(spec.lists_tool("read"));
+        assert!(!spec.lists_tool("list"));
+    }
+}

@@ -1,0 +1,109 @@
+//! What a session reports while it runs ([`SessionEvent`]) and how it ends
+//! ([`SessionOutcome`]). The worker maps events to `TaskProgress` and the outcome to
+//! `TaskResult`; nothing here knows about the wire.
+
+use serde::{Deserialize, Serialize};
+use taskwire_llm::{Message, Usage};
+
+use crate::error::SessionError;
+
+/// Receives progress as it happens. Called inline from the session loop, so it must
+/// be quick (push to a channel, not publish and wait).
+pub trait SessionObserver: Send + Sync {
+    fn on_event(&self, event: SessionEvent);
+}
+
+/// Any `Fn(SessionEvent)` is an observer, handy for tests and simple callers.
+impl<F: Fn(SessionEvent) + Send + Sync> SessionObserver for F {
+    fn on_event(&self, event: SessionEvent) {
+        self(event)
+    }
+}
+
+/// Discards events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl SessionObserver for NoopObserver {
+    fn on_event(&self, _event: SessionEvent) {}
+}
+
+/// One progress event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionEvent {
+    StepStarted {
+        step: u32,
+    },
+    /// `usage` is this step's model call only.
+    StepFinished {
+        step: u32,
+        usage: Usage,
+    },
+    TextDelta {
+        text: String,
+    },
+    /// A tool call moved to `state`. Every call goes `pending`, then `running` unless
+    /// it was refused, then `completed` or `error`.
+    ToolCall {
+        call_id: String,
+        tool: String,
+        state: ToolCallState,
+        title: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallState {
+    Pending,
+    Running,
+    Completed,
+    Error,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// The model answered without calling tools.
+    Completed,
+    /// The step limit was reached; `text` is the model's summary. Resumable.
+    MaxSteps,
+    Cancelled,
+    /// The model call failed; see [`SessionOutcome::error`].
+    Error,
+}
+
+/// One tool call of the session, for the result's summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallSummary {
+    pub call_id: String,
+    pub tool: String,
+    pub title: String,
+    pub ok: bool,
+}
+
+/// The end of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionOutcome {
+    pub status: SessionStatus,
+    /// The final answer for `completed`; otherwise the last non-empty assistant text
+    /// (the summary for `max_steps`, whatever was said last for `cancelled` and
+    /// `error`).
+    pub text: String,
+    /// Summed over all model calls of this run.
+    pub usage: Usage,
+    /// Model calls started in this run.
+    pub steps: u32,
+    pub tool_calls: Vec<ToolCallSummary>,
+    /// The conversation to resume from: the given history plus this run's user prompt,
+    /// assistant turns and tool results. The system prompt is not included (it is
+    /// rebuilt from the agent spec on every run) and neither is the step-limit
+    /// instruction. Always well-formed: every tool call has a result.
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<SessionError>,
+}

@@ -1,0 +1,295 @@
+//! Tools the model can call, and the registry the session loop picks them from.
+//!
+//! One file per tool under `tools/`. Every tool confines its paths with
+//! [`Workspace::resolve`], does its file work on the blocking pool (see
+//! [`run_blocking`]), checks the cancellation token between files, and caps its output
+//! so one call cannot flood the model's context.
+//!
+//! Tools do not check permissions themselves: they describe the call
+//! ([`Tool::permission`], [`Tool::subject`]) and the session loop decides before
+//! [`Tool::execute`] runs, so a tool the rules deny never executes.
+
+mod glob;
+mod grep;
+mod list;
+mod read;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use taskwire_llm::ToolDef;
+use tokio_util::sync::CancellationToken;
+
+pub use self::glob::GlobTool;
+pub use self::grep::GrepTool;
+pub use self::list::ListTool;
+pub use self::read::ReadTool;
+use crate::agent::AgentSpec;
+use crate::error::ToolError;
+use crate::permission;
+use crate::workspace::Workspace;
+
+/// What a tool needs from the session it runs in. Later changes add the session and
+/// task ids, the approval channel and the parent's scope (for `task`).
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub workspace: Workspace,
+    /// Cancelled when the session is; long walks check it between files.
+    pub cancel: CancellationToken,
+}
+
+/// A successful tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Short description for progress events, e.g. `grep TODO in src`.
+    pub title: String,
+    /// What the model reads.
+    pub output: String,
+    /// Structured details for UIs and summaries (counts, truncation); never sent to
+    /// the model.
+    pub metadata: Value,
+}
+
+/// A capability offered to the model.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by; also the allow-list key.
+    fn name(&self) -> &'static str;
+
+    /// Tells the model when and how to use the tool.
+    fn description(&self) -> &str;
+
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+
+    /// The permission rules are matched against. Defaults to the tool name; tools
+    /// that share a risk share a key (the coming edit/write/patch tools all use
+    /// `edit`).
+    fn permission(&self) -> &'static str {
+        self.name()
+    }
+
+    /// The subject the rules' patterns match for this call: a workspace-relative path
+    /// for file tools, the search pattern for search tools, the command for `bash`.
+    /// Must not fail: unparsable arguments give an empty subject (matched by `*`), and
+    /// `execute` then reports the bad arguments.
+    fn subject(&self, args: &Value, workspace: &Workspace) -> String;
+
+    /// Short title for progress while the call runs.
+    fn title(&self, args: &Value) -> String;
+
+    /// Runs the call.
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// The definition offered to the model.
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            name: self.name().to_owned(),
+            description: self.description().to_owned(),
+            parameters: self.parameters(),
+        }
+    }
+}
+
+/// The tools a worker can offer, by name.
+#[derive(Default)]
+pub struct ToolRegistry {
+    // A handful of tools: a vector keeps registration order for stable tool lists
+    // (and stable prompt caching upstream) and is as fast as a map at this size.
+    tools: Vec<Box<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.tools.iter().map(|tool| tool.name()))
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The built-in tools: `read`, `list`, `glob`, `grep`.
+    pub fn builtin() -> Self {
+        let mut registry = Self::new();
+        registry.register(ReadTool);
+        registry.register(ListTool);
+        registry.register(GlobTool);
+        registry.register(GrepTool);
+        registry
+    }
+
+    /// Adds `tool`, replacing a tool of the same name.
+    pub fn register(&mut self, tool: impl Tool + 'static) {
+        let tool: Box<dyn Tool> = Box::new(tool);
+        match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
+            Some(slot) => *slot = tool,
+            None => self.tools.push(tool),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools
+            .iter()
+            .find(|tool| tool.name() == name)
+            .map(|tool| tool.as_ref())
+    }
+
+    /// All tools in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &dyn Tool> {
+        self.tools.iter().map(|tool| tool.as_ref())
+    }
+
+    /// The tools `agent` may be offered: named by its allow-list (wildcards allowed)
+    /// and not disabled outright by its permission rules.
+    pub fn available_to<'a>(&'a self, agent: &'a AgentSpec) -> impl Iterator<Item = &'a dyn Tool> {
+        self.iter().filter(move |tool| {
+            agent.lists_tool(tool.name())
+                && !permission::is_disabled(&agent.permission, tool.permission())
+        })
+    }
+}
+
+/// Deserializes a tool's arguments, naming the tool in the error.
+pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|err| ToolError::invalid_arguments(tool, err))
+}
+
+/// A string argument for titles and subjects, which must not fail.
+pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// Runs file work on the blocking pool so a slow disk never stalls the runtime that
+/// drives thousands of sessions.
+pub(crate) async fn run_blocking<T: Send + 'static>(
+    tool: &str,
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ToolError::Failed {
+            tool: tool.to_owned(),
+            reason: err.to_string(),
+        })?
+}
+
+/// A walker over `root` with the search tools' shared rules: `.gitignore`/`.ignore`
+/// respected even outside a git repository, hidden files included (the model often
+/// needs `.github/`), `.git/` itself skipped, symlinks not followed (a followed link
+/// could lead out of the workspace), and a stable order. `keep` prunes further
+/// entries (a pruned directory is not descended into).
+pub(crate) fn walker(
+    root: &Path,
+    keep: impl Fn(&ignore::DirEntry) -> bool + Send + Sync + 'static,
+) -> ignore::Walk {
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        // The walker holds one filter, so the `.git` rule and the caller's are combined.
+        .filter_entry(move |entry| entry.file_name() != ".git" && keep(entry))
+        .build()
+}
+
+/// A file-name glob with ripgrep's `--glob` reading: a pattern without `/` matches
+/// the file name at any depth (`*.rs`), one with `/` matches the path relative to the
+/// search root (`src/**/*.rs`). `*` stays within one path segment, `**` crosses them.
+pub(crate) struct FileGlob {
+    matcher: globset::GlobMatcher,
+    basename_only: bool,
+}
+
+impl FileGlob {
+    pub(crate) fn new(tool: &str, pattern: &str) -> Result<Self, ToolError> {
+        let glob = globset::GlobBuilder::new(pattern.trim_start_matches("./"))
+            .literal_separator(true)
+            .build()
+            .map_err(|err| {
+                ToolError::invalid_arguments(tool, format!("bad glob {pattern}: {err}"))
+            })?;
+        Ok(Self {
+            matcher: glob.compile_matcher(),
+            basename_only: !pattern.contains('/'),
+        })
+    }
+
+    /// `relative` is the path below the search root.
+    pub(crate) fn matches(&self, relative: &Path) -> bool {
+        if self.basename_only {
+            relative
+                .file_name()
+                .is_some_and(|name| self.matcher.is_match(name))
+        } else {
+            self.matcher.is_match(relative)
+        }
+    }
+}
+
+/// Cuts `line` to at most `max` characters, marking the cut.
+pub(crate) fn truncate_line(line: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}... (line truncated)", &line[..cut]).into(),
+        None => line.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::permission::{PermissionAction, PermissionRule};
+
+    #[test]
+    fn available_tools_follow_allow_list_and_blanket_denies() {
+        let registry = ToolRegistry::builtin();
+        let mut agent = crate::builtin::general();
+        agent.tools = vec!["*".into()];
+        agent.permission = vec![PermissionRule::new("grep", "*", PermissionAction::Deny)];
+        let names: Vec<_> = registry
+            .available_to(&agent)
+            .map(|tool| tool.name())
+            .collect();
+        assert_eq!(names, ["read", "list", "glob"]);
+
+        agent.tools = vec!["read".into(), "nonexistent".into()];
+        let names: Vec<_> = registry
+            .available_to(&agent)
+            .map(|tool| tool.name())
+            .collect();
+        assert_eq!(names, ["read"]);
+    }
+
+    #[test]
+    fn register_replaces_a_tool_of_the_same_name() {
+        let mut registry = ToolRegistry::builtin();
+        registry.register(ReadTool);
+        assert_eq!(registry.iter().count(), 4);
+        assert!(registry.get("read").is_some());
+        assert!(registry.get("bash").is_none());
+    }
+
+    #[test]
+    fn file_glob_without_slash_matches_names_at_any_depth() {
+        let glob = FileGlob::new("glob", "*.rs").expect("valid glob");
+        assert!(glob.matches(Path::new("a.rs")));
+        assert!(glob.matches(Path::new("src/deep/a.rs")));
+        let glob = FileGlob::new("glob", "src/*.rs").expect("valid glob");
+        assert!(glob.matches(Path::new("src/a.rs")));
+        assert!(!glob.matches(Path::new("src/deep/a.rs")));
+        let glob = FileGlob::new("glob", "src/**/*.rs").expect("valid glob");
+        assert!(glob.matches(Path::new("src/deep/a.rs")));
+        assert!(FileGlob::new("glob", "a[").is_err());
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_char_boundaries() {
+        assert_eq!(truncate_line("héllo", 10), "héllo");
+        assert_eq!(truncate_line("héllo", 2), "hé... (line truncated)");
+    }
+}

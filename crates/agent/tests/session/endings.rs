@@ -1,0 +1,129 @@
+//! The other ways a session ends: step limit, cancellation, a failed model call.
+
+use serde_json::json;
+use taskwire_agent::{SessionEvent, SessionStatus, builtin};
+use taskwire_llm::{ChatResponse, FinishReason, LlmError, Role, ToolCall};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn last_step_offers_no_tools_and_ends_max_steps() {
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([
+        call("c1", "list", json!({})),
+        // Ignores the instruction and calls a tool anyway: it must not run.
+        Answer::Reply(ChatResponse {
+            text: "listed the root; still to do: read src".into(),
+            tool_calls: vec![ToolCall {
+                id: "c2".into(),
+                name: "read".into(),
+                arguments: "{}".into(),
+            }],
+            usage: usage(10, 5),
+            finish_reason: FinishReason::ToolCalls,
+        }),
+    ]);
+    let outcome = fx.run(fx.params(builtin::explore(), 2), &model).await;
+
+    assert_eq!(outcome.status, SessionStatus::MaxSteps);
+    assert_eq!(outcome.text, "listed the root; still to do: read src");
+    assert_eq!(outcome.steps, 2);
+    let requests = model.requests();
+    assert_eq!(tool_names(&requests[0]), ["read", "list", "glob", "grep"]);
+    assert!(
+        requests[1].tools.is_empty(),
+        "the last step offers no tools"
+    );
+    let instruction = requests[1].messages.last().expect("has messages");
+    assert_eq!(instruction.role, Role::User);
+    assert!(instruction.content.contains("MAXIMUM STEPS REACHED"));
+
+    let ids: Vec<_> = fx.tool_events().into_iter().map(|(id, ..)| id).collect();
+    assert!(
+        !ids.contains(&"c2".to_owned()),
+        "the last step's call never runs: {ids:?}"
+    );
+    // The transcript keeps neither the instruction nor the unanswered call.
+    let last = outcome.messages.last().expect("has messages");
+    assert_eq!((last.role, last.tool_calls.len()), (Role::Assistant, 0));
+    assert!(
+        !outcome
+            .messages
+            .iter()
+            .any(|m| m.content.contains("MAXIMUM STEPS REACHED"))
+    );
+}
+
+#[tokio::test]
+async fn cancellation_stops_the_loop_while_the_model_is_thinking() {
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([call("c1", "list", json!({})), Answer::Hang]);
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let outcome = fx
+        .run_with(
+            fx.params(builtin::general(), 10),
+            &model,
+            cancel,
+            move |event| {
+                if *event == (SessionEvent::StepStarted { step: 2 }) {
+                    trigger.cancel();
+                }
+            },
+        )
+        .await;
+
+    assert_eq!(outcome.status, SessionStatus::Cancelled);
+    assert_eq!(outcome.steps, 2);
+    assert_eq!(outcome.tool_calls.len(), 1);
+    // Still resumable: the finished call has its result.
+    let roles: Vec<_> = outcome.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+}
+
+#[tokio::test]
+async fn cancelled_before_start_makes_no_model_call() {
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([]);
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let outcome = fx
+        .run_with(fx.params(builtin::general(), 10), &model, cancel, |_| {})
+        .await;
+    assert_eq!(outcome.status, SessionStatus::Cancelled);
+    assert!(model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn provider_error_ends_the_session_with_the_retry_verdict() {
+    for (status, retryable) in [(429, true), (503, true), (400, false)] {
+        let fx = Fixture::new();
+        let model = ScriptedModel::new([
+            call("c1", "list", json!({})),
+            Answer::Fail(LlmError::Http {
+                url: "http://model/v1/chat/completions".into(),
+                status,
+                body: "nope".into(),
+                retry_after: None,
+            }),
+        ]);
+        let outcome = fx.run(fx.params(builtin::general(), 10), &model).await;
+
+        assert_eq!(outcome.status, SessionStatus::Error);
+        let error = outcome.error.expect("error outcomes carry the error");
+        assert_eq!(error.retryable, retryable, "status {status}");
+        assert_eq!(
+            error.message,
+            format!(
+                "model request to http://model/v1/chat/completions failed with status {status}: nope"
+            )
+        );
+        assert_eq!(outcome.steps, 2);
+        assert_eq!(
+            outcome.usage,
+            usage(10, 5),
+            "usage of the calls that succeeded is kept"
+        );
+    }
+}

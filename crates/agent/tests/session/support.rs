@@ -1,0 +1,217 @@
+//! The scripted model and the workspace fixture shared by the session tests.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use taskwire_agent::{
+    AgentSpec, SessionEvent, SessionOutcome, SessionParams, ToolCallState, ToolRegistry, Workspace,
+    run_session,
+};
+use taskwire_llm::{
+    ChatRequest, ChatResponse, FinishReason, LlmError, Message, Provider, Role, StreamDelta,
+    ToolCall, Usage,
+};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) enum Answer {
+    Reply(ChatResponse),
+    Fail(LlmError),
+    /// Never answers, like a model that is still thinking.
+    Hang,
+}
+
+#[derive(Default)]
+pub(crate) struct ScriptedModel {
+    script: Mutex<VecDeque<Answer>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    pub(crate) fn new(script: impl IntoIterator<Item = Answer>) -> Self {
+        Self {
+            script: Mutex::new(script.into_iter().collect()),
+            requests: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().expect("not poisoned").clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for ScriptedModel {
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<ChatResponse, LlmError> {
+        self.requests
+            .lock()
+            .expect("not poisoned")
+            .push(request.clone());
+        let answer = self.script.lock().expect("not poisoned").pop_front();
+        match answer.expect("the script has an answer for every model call") {
+            Answer::Reply(response) => {
+                if !response.text.is_empty() {
+                    on_delta(StreamDelta::Text(response.text.clone()));
+                }
+                Ok(response)
+            }
+            Answer::Fail(err) => Err(err),
+            Answer::Hang => std::future::pending().await,
+        }
+    }
+}
+
+pub(crate) fn usage(input: u64, output: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+    }
+}
+
+pub(crate) fn text(text: &str) -> Answer {
+    Answer::Reply(ChatResponse {
+        text: text.into(),
+        tool_calls: Vec::new(),
+        usage: usage(10, 5),
+        finish_reason: FinishReason::Stop,
+    })
+}
+
+pub(crate) fn calls(calls: &[(&str, &str, serde_json::Value)]) -> Answer {
+    Answer::Reply(ChatResponse {
+        text: String::new(),
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, args)| ToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+        usage: usage(10, 5),
+        finish_reason: FinishReason::ToolCalls,
+    })
+}
+
+pub(crate) fn call(id: &str, name: &str, args: serde_json::Value) -> Answer {
+    calls(&[(id, name, args)])
+}
+
+pub(crate) struct Fixture {
+    _dir: tempfile::TempDir,
+    pub(crate) workspace: Workspace,
+    events: Mutex<Vec<SessionEvent>>,
+}
+
+impl Fixture {
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let files = [
+            ("src/lib.rs", "pub fn run() {}\n// TODO: handle errors\n"),
+            ("src/main.rs", "fn main() { lib::run() }\n"),
+            ("notes.txt", "secret plans\n"),
+        ];
+        for (file, content) in files {
+            let path = dir.path().join(file);
+            std::fs::create_dir_all(path.parent().expect("has parent")).expect("mkdir");
+            std::fs::write(path, content).expect("write");
+        }
+        let workspace = Workspace::new(dir.path()).expect("workspace");
+        Self {
+            _dir: dir,
+            workspace,
+            events: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn params(&self, agent: AgentSpec, max_steps: u32) -> SessionParams {
+        SessionParams {
+            agent,
+            model: "test-model".into(),
+            prompt: "find the TODO".into(),
+            max_steps,
+            history: Vec::new(),
+            workspace: self.workspace.clone(),
+        }
+    }
+
+    pub(crate) async fn run(&self, params: SessionParams, model: &ScriptedModel) -> SessionOutcome {
+        self.run_with(params, model, CancellationToken::new(), |_| {})
+            .await
+    }
+
+    /// Runs a session; `also` sees each event after it is recorded.
+    pub(crate) async fn run_with(
+        &self,
+        params: SessionParams,
+        model: &ScriptedModel,
+        cancel: CancellationToken,
+        also: impl Fn(&SessionEvent) + Send + Sync,
+    ) -> SessionOutcome {
+        let observer = |event: SessionEvent| {
+            also(&event);
+            self.events.lock().expect("not poisoned").push(event);
+        };
+        let tools = ToolRegistry::builtin();
+        let session = run_session(params, model, &tools, &observer, cancel);
+        tokio::time::timeout(Duration::from_secs(10), session)
+            .await
+            .expect("session ends promptly")
+    }
+
+    pub(crate) fn events(&self) -> Vec<SessionEvent> {
+        self.events.lock().expect("not poisoned").clone()
+    }
+
+    /// The tool-call events as `(call_id, state, title, error)`.
+    pub(crate) fn tool_events(&self) -> Vec<(String, ToolCallState, String, Option<String>)> {
+        self.events()
+            .into_iter()
+            .filter_map(|event| match event {
+                SessionEvent::ToolCall {
+                    call_id,
+                    state,
+                    title,
+                    error,
+                    ..
+                } => Some((call_id, state, title, error)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+pub(crate) fn tool_event(
+    call_id: &str,
+    tool: &str,
+    state: ToolCallState,
+    title: &str,
+) -> SessionEvent {
+    SessionEvent::ToolCall {
+        call_id: call_id.into(),
+        tool: tool.into(),
+        state,
+        title: title.into(),
+        error: None,
+    }
+}
+
+pub(crate) fn tool_names(request: &ChatRequest) -> Vec<&str> {
+    request
+        .tools
+        .iter()
+        .map(|tool| tool.name.as_str())
+        .collect()
+}
+
+pub(crate) fn tool_result<'m>(messages: &'m [Message], call_id: &str) -> &'m str {
+    messages
+        .iter()
+        .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call_id))
+        .map(|m| m.content.as_str())
+        .expect("every call has a result")
+}

@@ -1,0 +1,138 @@
+//! Stream and consumer set-up. Idempotent: every process calls it at start.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+
+use crate::{BusError, Subjects};
+
+/// JetStream settings shared by coordinator and workers.
+#[derive(Debug, Clone)]
+pub struct BusConfig {
+    pub subjects: Subjects,
+    /// Most tasks waiting in the tasks stream; beyond it a publish is refused
+    /// (and `Submit` answers `RESOURCE_EXHAUSTED`) instead of dropping work.
+    pub max_queued_tasks: i64,
+    /// How long a worker may hold a task without a progress ack before redelivery.
+    pub ack_wait: Duration,
+    /// Deliveries of one task message before JetStream gives up on it.
+    pub max_deliver: i64,
+    /// How long progress events are kept for `Watch` replay.
+    pub events_max_age: Duration,
+}
+
+impl Default for BusConfig {
+    fn default() -> Self {
+        Self {
+            subjects: Subjects::default(),
+            max_queued_tasks: 1_000_000,
+            ack_wait: Duration::from_secs(30),
+            max_deliver: 5,
+            events_max_age: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// Creates (or updates to match) taskwire's streams.
+pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<(), BusError> {
+    let s = &cfg.subjects;
+    let streams = [
+        stream::Config {
+            name: s.tasks_stream(),
+            subjects: vec![s.tasks_all()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            max_messages: cfg.max_queued_tasks,
+            discard: stream::DiscardPolicy::New,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        },
+        stream::Config {
+            name: s.events_stream(),
+            subjects: vec![s.progress_all()],
+            retention: stream::RetentionPolicy::Limits,
+            max_age: cfg.events_max_age,
+            ..Default::default()
+        },
+        stream::Config {
+            name: s.results_stream(),
+            subjects: vec![s.results_all()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        },
+        stream::Config {
+            name: s.dead_letter_stream(),
+            subjects: vec![s.dead_letters()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..Default::default()
+        },
+    ];
+    for config in streams {
+        let name = config.name.clone();
+        match js.get_stream(&name).await {
+            Ok(_) => {
+                js.update_stream(config)
+                    .await
+                    .map_err(|e| BusError::Stream { stream: name, reason: e.to_string() })?;
+            }
+            Err(_) => {
+                js.create_stream(config)
+                    .await
+                    .map_err(|e| BusError::Stream { stream: name, reason: e.to_string() })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The durable pull consumer shared by all workers of `queue`.
+pub async fn tasks_consumer(
+    js: &jetstream::Context,
+    cfg: &BusConfig,
+    queue: &str,
+    max_ack_pending: i64,
+) -> Result<consumer::PullConsumer, BusError> {
+    let s = &cfg.subjects;
+    let name = s.workers_consumer(queue);
+    let stream = js
+        .get_stream(s.tasks_stream())
+        .await
+        .map_err(|e| BusError::Stream { stream: s.tasks_stream(), reason: e.to_string() })?;
+    let config = consumer::pull::Config {
+        durable_name: Some(name.clone()),
+        filter_subject: s.tasks(queue),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: cfg.ack_wait,
+        max_deliver: cfg.max_deliver,
+        max_ack_pending,
+        ..Default::default()
+    };
+    stream
+        .get_or_create_consumer(&name, config)
+        .await
+        .map_err(|e| BusError::Consumer { consumer: name, reason: e.to_string() })
+}
+
+/// A durable pull consumer on one of the coordinator's streams (results, dead letters).
+pub async fn coordinator_consumer(
+    js: &jetstream::Context,
+    stream_name: &str,
+    name: &str,
+    ack_wait: Duration,
+) -> Result<consumer::PullConsumer, BusError> {
+    let stream = js
+        .get_stream(stream_name)
+        .await
+        .map_err(|e| BusError::Stream { stream: stream_name.to_owned(), reason: e.to_string() })?;
+    let config = consumer::pull::Config {
+        durable_name: Some(name.to_owned()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait,
+        max_ack_pending: 20_000,
+        ..Default::default()
+    };
+    stream
+        .get_or_create_consumer(name, config)
+        .await
+        .map_err(|e| BusError::Consumer { consumer: name.to_owned(), reason: e.to_string() })
+}

@@ -1,0 +1,101 @@
+//! Subject and stream names, all derived from one prefix.
+
+use taskwire_protocol::TaskId;
+
+/// The names of one deployment's subjects and streams.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subjects {
+    prefix: String,
+    stream_prefix: String,
+}
+
+impl Subjects {
+    /// `prefix` is a subject token such as `taskwire` (the default) or `t42`.
+    pub fn new(prefix: &str) -> Self {
+        let stream_prefix = prefix
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+            .collect();
+        Self { prefix: prefix.to_owned(), stream_prefix }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Where tasks for `queue` are dispatched.
+    pub fn tasks(&self, queue: &str) -> String {
+        format!("{}.tasks.{queue}", self.prefix)
+    }
+    pub fn tasks_all(&self) -> String {
+        format!("{}.tasks.>", self.prefix)
+    }
+    /// Progress events of one task.
+    pub fn progress(&self, task: TaskId) -> String {
+        format!("{}.progress.{task}", self.prefix)
+    }
+    pub fn progress_all(&self) -> String {
+        format!("{}.progress.>", self.prefix)
+    }
+    /// Results of one task's attempts.
+    pub fn result(&self, task: TaskId) -> String {
+        format!("{}.results.{task}", self.prefix)
+    }
+    pub fn results_all(&self) -> String {
+        format!("{}.results.>", self.prefix)
+    }
+    /// Dead letters reported by workers.
+    pub fn dead_letters(&self) -> String {
+        format!("{}.dlq", self.prefix)
+    }
+    /// Claim requests (request/reply to the coordinators' queue group).
+    pub fn claim(&self) -> String {
+        format!("{}.rpc.claim", self.prefix)
+    }
+    /// Cancel notice for one running task.
+    pub fn cancel(&self, task: TaskId) -> String {
+        format!("{}.cancel.{task}", self.prefix)
+    }
+    pub fn cancel_all(&self) -> String {
+        format!("{}.cancel.*", self.prefix)
+    }
+    /// "This task is finished" notice, published after the result is recorded.
+    pub fn finished(&self, task: TaskId) -> String {
+        format!("{}.finished.{task}", self.prefix)
+    }
+
+    pub fn tasks_stream(&self) -> String {
+        format!("{}_TASKS", self.stream_prefix)
+    }
+    pub fn events_stream(&self) -> String {
+        format!("{}_EVENTS", self.stream_prefix)
+    }
+    pub fn results_stream(&self) -> String {
+        format!("{}_RESULTS", self.stream_prefix)
+    }
+    pub fn dead_letter_stream(&self) -> String {
+        format!("{}_DLQ", self.stream_prefix)
+    }
+    /// The durable consumer shared by all workers of `queue`.
+    pub fn workers_consumer(&self, queue: &str) -> String {
+        format!("workers-{queue}")
+    }
+}
+
+impl Default for Subjects {
+    fn default() -> Self {
+        Self::new("taskwire")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_names_are_upper_case_and_safe() {
+        let s = Subjects::new("tw-test.1");
+        assert_eq!(s.tasks_stream(), "TW_TEST_1_TASKS");
+        assert_eq!(s.tasks("default"), "tw-test.1.tasks.default");
+    }
+}

@@ -1,0 +1,1 @@
+//! taskwire cli (under construction).

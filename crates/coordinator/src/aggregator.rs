@@ -1,0 +1,156 @@
+//! The aggregator: records results and dead letters reported by workers.
+//!
+//! Results arrive on the RESULTS stream; each is written fenced by its claim epoch
+//! (a stale attempt's result is discarded), then acknowledged, then a "finished" notice
+//! wakes watchers. A message that cannot be decoded is recorded as a dead letter and
+//! terminated. Failure policy: a failed database write naks the batch (redelivered after
+//! a delay); the loop restarts with backoff if the consumer itself fails.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use futures::StreamExt;
+use taskwire_bus::Subjects;
+use taskwire_protocol::{TaskId, TaskResult, pb, task::decode};
+use taskwire_store::Store;
+use tokio_util::sync::CancellationToken;
+
+const MAX_BATCH: usize = 512;
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Consumes results until `shutdown`, restarting the consumer on failure.
+pub async fn run_results(
+    client: async_nats::Client,
+    js: jetstream::Context,
+    store: Store,
+    subjects: Subjects,
+    shutdown: CancellationToken,
+) {
+    supervise("results aggregator", shutdown.clone(), || {
+        results_once(client.clone(), js.clone(), store.clone(), subjects.clone(), shutdown.clone())
+    })
+    .await
+}
+
+/// Consumes dead letters until `shutdown`, restarting the consumer on failure.
+pub async fn run_dead_letters(js: jetstream::Context, store: Store, subjects: Subjects, shutdown: CancellationToken) {
+    supervise("dead-letter recorder", shutdown.clone(), || {
+        dead_letters_once(js.clone(), store.clone(), subjects.clone(), shutdown.clone())
+    })
+    .await
+}
+
+async fn supervise<F, Fut>(name: &'static str, shutdown: CancellationToken, mut start: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let mut backoff = Duration::from_millis(100);
+    while !shutdown.is_cancelled() {
+        match start().await {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(loop_name = name, error = %e, "loop failed, restarting"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn results_once(
+    client: async_nats::Client,
+    js: jetstream::Context,
+    store: Store,
+    subjects: Subjects,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let consumer =
+        taskwire_bus::coordinator_consumer(&js, &subjects.results_stream(), "aggregator", Duration::from_secs(30))
+            .await
+            .map_err(|e| e.to_string())?;
+    let messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut chunks = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()).ready_chunks(MAX_BATCH));
+    while let Some(chunk) = chunks.next().await {
+        let mut results = Vec::with_capacity(chunk.len());
+        let mut acks = Vec::with_capacity(chunk.len());
+        for msg in chunk {
+            let msg = msg.map_err(|e| e.to_string())?;
+            match decode::<pb::TaskResult>("task result", &msg.payload).and_then(TaskResult::try_from) {
+                Ok(r) => {
+                    results.push(r);
+                    acks.push(msg);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, subject = %msg.subject, "malformed result, dead-lettering");
+                    store
+                        .record_dead_letter(msg.subject.as_str(), &e.to_string(), &msg.payload, None, None)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let _ = msg.ack_with(AckKind::Term).await;
+                }
+            }
+        }
+        match store.record_results(&results).await {
+            Ok(recorded) => {
+                for ((msg, result), recorded) in acks.iter().zip(&results).zip(recorded) {
+                    if recorded {
+                        tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded");
+                        let _ = client.publish(subjects.finished(result.task_id), Vec::new().into()).await;
+                    } else {
+                        tracing::info!(
+                            task.id = %result.task_id,
+                            task.attempt = result.attempt,
+                            "result discarded: stale claim or task already finished"
+                        );
+                    }
+                    let _ = msg.ack().await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, batch = results.len(), "failed to record results, redelivering");
+                for msg in &acks {
+                    let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn dead_letters_once(
+    js: jetstream::Context,
+    store: Store,
+    subjects: Subjects,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let consumer = taskwire_bus::coordinator_consumer(
+        &js,
+        &subjects.dead_letter_stream(),
+        "dead-letters",
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
+    while let Some(msg) = messages.next().await {
+        let msg = msg.map_err(|e| e.to_string())?;
+        let (subject, reason, payload, worker, task) = match decode::<pb::DeadLetter>("dead letter", &msg.payload) {
+            Ok(d) => (d.subject, d.reason, d.payload, Some(d.worker_id), d.task_id.parse::<TaskId>().ok().map(|t| t.as_uuid())),
+            Err(e) => (msg.subject.to_string(), e.to_string(), msg.payload.to_vec(), None, None),
+        };
+        match store.record_dead_letter(&subject, &reason, &payload, worker.as_deref(), task).await {
+            Ok(()) => {
+                tracing::warn!(subject = %subject, reason = %reason, "dead letter recorded");
+                let _ = msg.double_ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "failed to record a dead letter, redelivering");
+                let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
+            }
+        }
+    }
+    Ok(())
+}

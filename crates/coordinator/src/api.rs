@@ -1,0 +1,156 @@
+//! The gRPC `taskwire.v1.TaskService`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use taskwire_protocol::{TaskId, TaskStatus, TraceId, pb};
+use taskwire_store::{InsertOutcome, ListFilter};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::convert::task_of;
+use crate::submit::{ParentInfo, build_task};
+use crate::watch::{WatchItem, stream_task};
+use crate::{CoordinatorError, State};
+
+/// The service implementation; cheap to clone.
+#[derive(Clone)]
+pub struct TaskApi {
+    state: Arc<State>,
+}
+
+impl TaskApi {
+    pub fn new(state: Arc<State>) -> Self {
+        Self { state }
+    }
+}
+
+fn parse_task_id(field: &'static str, s: &str) -> Result<TaskId, Status> {
+    TaskId::parse_field(field, s).map_err(|e| CoordinatorError::from(e).into())
+}
+
+#[tonic::async_trait]
+impl pb::task_service_server::TaskService for TaskApi {
+    async fn submit(&self, request: Request<pb::SubmitRequest>) -> Result<Response<pb::SubmitResponse>, Status> {
+        let req = request.into_inner();
+        let st = &self.state;
+        let parent = match req.parent_task_id.as_str() {
+            "" => None,
+            p => {
+                let id = parse_task_id("parent_task_id", p)?;
+                let rec = st
+                    .store
+                    .get_task(id)
+                    .await
+                    .map_err(CoordinatorError::from)?
+                    .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {id}")))?;
+                Some(ParentInfo { task_id: id, trace_id: rec.trace_id, depth: rec.depth })
+            }
+        };
+        let task = build_task(&st.config, &st.registry, &st.subjects, req, parent)?;
+        let trace_id = task.request.trace_id;
+        let outcome = st.submitter.submit(task).await?;
+        let (task_id, created) = match outcome {
+            InsertOutcome::Created(id) => (id, true),
+            InsertOutcome::Existing(id) => (id, false),
+            InsertOutcome::Conflict(id) => {
+                return Err(CoordinatorError::AlreadyExists(format!(
+                    "idempotency key already used by task {id} with a different request"
+                ))
+                .into());
+            }
+        };
+        if created {
+            tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");
+        }
+        let trace_id = if created {
+            trace_id
+        } else {
+            st.store
+                .get_task(task_id)
+                .await
+                .map_err(CoordinatorError::from)?
+                .map_or(trace_id, |r| r.trace_id)
+        };
+        Ok(Response::new(pb::SubmitResponse { task_id: task_id.to_string(), trace_id: trace_id.to_string(), created }))
+    }
+
+    async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Task>, Status> {
+        let id = parse_task_id("task_id", &request.into_inner().task_id)?;
+        let rec = self
+            .state
+            .store
+            .get_task(id)
+            .await
+            .map_err(CoordinatorError::from)?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        Ok(Response::new(task_of(&rec)))
+    }
+
+    type WatchStream = Pin<Box<dyn futures::Stream<Item = WatchItem> + Send>>;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let id = parse_task_id("task_id", &request.into_inner().task_id)?;
+        if self.state.store.get_task(id).await.map_err(CoordinatorError::from)?.is_none() {
+            return Err(CoordinatorError::NotFound(format!("task {id}")).into());
+        }
+        let (tx, rx) = mpsc::channel(256);
+        tokio::spawn(stream_task(self.state.clone(), id, tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn cancel(&self, request: Request<pb::CancelRequest>) -> Result<Response<pb::CancelResponse>, Status> {
+        let req = request.into_inner();
+        let id = parse_task_id("task_id", &req.task_id)?;
+        let st = &self.state;
+        if st.store.get_task(id).await.map_err(CoordinatorError::from)?.is_none() {
+            return Err(CoordinatorError::NotFound(format!("task {id}")).into());
+        }
+        let reason = if req.reason.is_empty() { "cancelled by request".to_owned() } else { req.reason };
+        let cancelled = st.store.cancel_tree(id).await.map_err(CoordinatorError::from)?;
+        for t in &cancelled {
+            tracing::info!(task.id = %t, reason = %reason, "task cancelled");
+            st.notify_stopped(*t, &reason).await;
+        }
+        let rec = st
+            .store
+            .get_task(id)
+            .await
+            .map_err(CoordinatorError::from)?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        Ok(Response::new(pb::CancelResponse { status: pb::TaskStatus::from(rec.status) as i32 }))
+    }
+
+    async fn list(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+        let req = request.into_inner();
+        let filter = ListFilter {
+            tenant: (!req.tenant.is_empty()).then_some(req.tenant),
+            trace_id: match req.trace_id.as_str() {
+                "" => None,
+                t => Some(TraceId::parse_field("trace_id", t).map_err(CoordinatorError::from)?),
+            },
+            parent_task_id: match req.parent_task_id.as_str() {
+                "" => None,
+                p => Some(parse_task_id("parent_task_id", p)?),
+            },
+            status: match req.status {
+                0 => None,
+                s => Some(TaskStatus::from_wire("status", s).map_err(CoordinatorError::from)?),
+            },
+            agent: (!req.agent.is_empty()).then_some(req.agent),
+            limit: req.limit,
+        };
+        let tasks = self.state.store.list_tasks(&filter).await.map_err(CoordinatorError::from)?;
+        Ok(Response::new(pb::ListResponse { tasks: tasks.iter().map(task_of).collect() }))
+    }
+
+    async fn list_agents(
+        &self,
+        request: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        let include_hidden = request.into_inner().include_hidden;
+        let agents = self.state.registry.list(include_hidden).into_iter().map(pb::AgentSpec::from).collect();
+        Ok(Response::new(pb::ListAgentsResponse { agents }))
+    }
+}

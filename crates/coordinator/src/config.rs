@@ -1,0 +1,50 @@
+//! Coordinator settings. Every field has a default; the CLI layers env and flags on top.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How a coordinator runs.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// Postgres URL (the source of truth). Default `postgres://postgres@127.0.0.1:5432/taskwire`.
+    pub database_url: String,
+    /// NATS URL. Default `nats://127.0.0.1:4222`.
+    pub nats_url: String,
+    /// gRPC listen address. Default `127.0.0.1:50051`.
+    pub listen: SocketAddr,
+    /// Subject prefix of this deployment. Default `taskwire`.
+    pub prefix: String,
+    /// Queue that tasks are dispatched to. Default `default`.
+    pub queue: String,
+    /// Largest accepted prompt, in bytes. Default 256 KiB.
+    pub max_prompt_bytes: usize,
+    /// Largest accepted encoded request (prompt, input, attachments), in bytes; must stay
+    /// below NATS's `max_payload` (1 MiB by default). Default 768 KiB.
+    pub max_request_bytes: usize,
+    /// Most tasks waiting in the tasks stream. Default 1,000,000.
+    pub max_queued_tasks: i64,
+    /// Workers' ack wait (redelivery after a silent worker). Default 30 s.
+    pub ack_wait: Duration,
+    /// Postgres pool size. Default 16.
+    pub db_max_connections: u32,
+    /// How often the sweeper looks for overdue tasks. Default 1 s.
+    pub sweep_interval: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        Self {
+            database_url: "postgres://postgres@127.0.0.1:5432/taskwire".to_owned(),
+            nats_url: "nats://127.0.0.1:4222".to_owned(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            prefix: "taskwire".to_owned(),
+            queue: "default".to_owned(),
+            max_prompt_bytes: 256 * 1024,
+            max_request_bytes: 768 * 1024,
+            max_queued_tasks: 1_000_000,
+            ack_wait: Duration::from_secs(30),
+            db_max_connections: 16,
+            sweep_interval: Duration::from_secs(1),
+        }
+    }
+}

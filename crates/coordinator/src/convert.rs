@@ -1,0 +1,44 @@
+//! Store records to API messages.
+
+use taskwire_protocol::{pb, time};
+use taskwire_store::TaskRecord;
+
+/// The API view of a task.
+pub fn task_of(r: &TaskRecord) -> pb::Task {
+    pb::Task {
+        task_id: r.task_id.to_string(),
+        parent_task_id: r.parent_task_id.map(|p| p.to_string()).unwrap_or_default(),
+        trace_id: r.trace_id.to_string(),
+        tenant: r.tenant.clone(),
+        agent: r.agent.clone(),
+        prompt: r.prompt.clone(),
+        status: pb::TaskStatus::from(r.status) as i32,
+        attempt: r.attempt,
+        created_at: Some(time::to_wire(r.created_at)),
+        updated_at: Some(time::to_wire(r.updated_at)),
+        deadline: r.deadline.map(time::to_wire),
+        result: r.status.is_terminal().then(|| result_of(r)),
+        depth: r.depth,
+    }
+}
+
+/// The result of a finished task: the one a worker reported, or, for a task stopped
+/// without one (cancelled, expired), a result that carries only the status.
+pub fn result_of(r: &TaskRecord) -> pb::TaskResult {
+    match &r.result {
+        Some(result) => {
+            let mut wire = pb::TaskResult::from(result);
+            // The recorded status wins: a task cancelled after its result arrived keeps it.
+            wire.status = pb::TaskStatus::from(r.status) as i32;
+            wire
+        }
+        None => pb::TaskResult {
+            task_id: r.task_id.to_string(),
+            trace_id: r.trace_id.to_string(),
+            attempt: r.attempt,
+            claim_epoch: r.claim_epoch.0,
+            status: pb::TaskStatus::from(r.status) as i32,
+            ..Default::default()
+        },
+    }
+}

@@ -1,0 +1,138 @@
+//! The taskwire coordinator: the only process that talks to Postgres.
+//!
+//! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
+//! - [`submit`]: validation and the group-commit submit batcher.
+//! - [`relay`]: publishes the outbox to the JetStream tasks stream.
+//! - [`claims`]: answers workers' claims with a fencing epoch.
+//! - [`aggregator`]: records results (fenced) and dead letters.
+//! - [`watch`]: live progress streaming with replay.
+//! - [`sweeper`]: finishes overdue tasks.
+//! - [`config`], [`error`], [`convert`].
+//!
+//! [`run`] binds the configured address; tests call [`serve`] with a listener on port 0.
+
+pub mod aggregator;
+pub mod api;
+pub mod claims;
+pub mod config;
+pub mod convert;
+pub mod error;
+pub mod relay;
+pub mod submit;
+pub mod sweeper;
+pub mod watch;
+
+use std::sync::Arc;
+
+use taskwire_agent::builtin::AgentRegistry;
+use taskwire_bus::{BusConfig, Subjects};
+use taskwire_protocol::{TaskId, pb};
+use taskwire_store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub use config::CoordinatorConfig;
+pub use error::CoordinatorError;
+
+/// What every part of the coordinator shares.
+pub struct State {
+    pub config: CoordinatorConfig,
+    pub store: Store,
+    pub client: async_nats::Client,
+    pub js: async_nats::jetstream::Context,
+    pub subjects: Subjects,
+    pub registry: AgentRegistry,
+    pub submitter: submit::Submitter,
+}
+
+impl State {
+    /// Tells a worker running `task` to stop, and watchers that it is finished.
+    pub async fn notify_stopped(&self, task: TaskId, reason: &str) {
+        use prost::Message;
+        let notice = pb::CancelNotice { task_id: task.to_string(), reason: reason.to_owned() };
+        let _ = self.client.publish(self.subjects.cancel(task), notice.encode_to_vec().into()).await;
+        let _ = self.client.publish(self.subjects.finished(task), Vec::new().into()).await;
+    }
+}
+
+/// Binds `config.listen` and serves until `shutdown`.
+pub async fn run(config: CoordinatorConfig, shutdown: CancellationToken) -> Result<(), CoordinatorError> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| CoordinatorError::Serve(format!("failed to bind {}: {e}", config.listen)))?;
+    serve(config, listener, shutdown).await
+}
+
+/// Connects to Postgres and NATS, starts the background loops and serves gRPC on
+/// `listener` until `shutdown`; then stops accepting, lets loops finish and returns.
+pub async fn serve(
+    config: CoordinatorConfig,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), CoordinatorError> {
+    let store = Store::connect(&config.database_url, config.db_max_connections).await?;
+    let client = taskwire_bus::connect(&config.nats_url, "taskwire-coordinator").await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let subjects = Subjects::new(&config.prefix);
+    let bus = BusConfig {
+        subjects: subjects.clone(),
+        max_queued_tasks: config.max_queued_tasks,
+        ack_wait: config.ack_wait,
+        ..BusConfig::default()
+    };
+    taskwire_bus::ensure_streams(&js, &bus).await?;
+
+    let loops = CancellationToken::new();
+    let relay_wake = Arc::new(Notify::new());
+    let submitter = submit::Submitter::start(store.clone(), relay_wake.clone(), loops.clone());
+    let state = Arc::new(State {
+        config,
+        store: store.clone(),
+        client: client.clone(),
+        js: js.clone(),
+        subjects: subjects.clone(),
+        registry: AgentRegistry::builtin(),
+        submitter,
+    });
+
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(relay::run(store.clone(), js.clone(), relay_wake, loops.clone()));
+    tasks.spawn({
+        let (client, store, subject, token) = (client.clone(), store.clone(), subjects.claim(), loops.clone());
+        async move {
+            if let Err(e) = claims::run(client, store, subject, token).await {
+                tracing::error!(error = %e, "claim responder failed to subscribe");
+            }
+        }
+    });
+    tasks.spawn(aggregator::run_results(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
+    tasks.spawn(aggregator::run_dead_letters(js.clone(), store.clone(), subjects.clone(), loops.clone()));
+    tasks.spawn(sweeper::run(state.clone(), loops.clone()));
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<pb::task_service_server::TaskServiceServer<api::TaskApi>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
+
+    let addr = listener.local_addr().map_err(|e| CoordinatorError::Serve(e.to_string()))?;
+    tracing::info!(%addr, "coordinator serving grpc");
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let result = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(pb::task_service_server::TaskServiceServer::new(api::TaskApi::new(state)))
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await
+        .map_err(|e| CoordinatorError::Serve(e.to_string()));
+
+    loops.cancel();
+    while tasks.join_next().await.is_some() {}
+    let _ = client.flush().await;
+    tracing::info!("coordinator stopped");
+    result
+}

@@ -1,0 +1,97 @@
+//! The outbox relay: publishes committed dispatch messages to JetStream.
+//!
+//! Woken by the submit batcher (and every `POLL` regardless, for rows left by another
+//! coordinator or a crash). Publishes a batch pipelined — all sends first, then all
+//! acks — and deletes only the rows JetStream acknowledged. A row published twice (a
+//! crash between publish and delete, or two relays) carries the same `Nats-Msg-Id`, so
+//! JetStream stores it once. Failure policy: log, back off, retry forever.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, message::PublishMessage};
+use taskwire_bus::headers;
+use taskwire_store::Store;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+const POLL: Duration = Duration::from_millis(250);
+const BATCH: i64 = 1024;
+
+/// Runs the relay until `shutdown`.
+pub async fn run(store: Store, js: jetstream::Context, wake: Arc<Notify>, shutdown: CancellationToken) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match relay_once(&store, &js).await {
+            Ok(n) => {
+                backoff = Duration::from_millis(50);
+                if n as i64 == BATCH {
+                    continue; // more are waiting
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "outbox relay failed, retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// Publishes one batch; returns how many rows it read.
+async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, String> {
+    let rows = store.outbox_pending(BATCH).await.map_err(|e| e.to_string())?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut pending = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let msg = PublishMessage::build()
+            .payload(row.payload.clone().into())
+            .message_id(&row.msg_id)
+            .header(headers::TRACEPARENT, traceparent(&row.trace_id).as_str())
+            .header(headers::TASK_ID, row.msg_id.as_str());
+        match js.send_publish(row.subject.clone(), msg).await {
+            Ok(ack) => pending.push((row.id, ack)),
+            Err(e) => {
+                tracing::warn!(error = %e, subject = %row.subject, "failed to publish outbox row");
+                break;
+            }
+        }
+    }
+    let mut done = Vec::with_capacity(pending.len());
+    let mut first_error = None;
+    for (id, ack) in pending {
+        match ack.await {
+            Ok(_) => done.push(id),
+            Err(e) => {
+                first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    store.outbox_delete(&done).await.map_err(|e| e.to_string())?;
+    match first_error {
+        Some(e) => Err(format!("jetstream refused {} of {} messages: {e}", rows.len() - done.len(), rows.len())),
+        None => Ok(rows.len()),
+    }
+}
+
+/// A W3C `traceparent` for the dispatch of a task of trace `trace_id`.
+fn traceparent(trace_id: &str) -> String {
+    let span = uuid_span();
+    format!("00-{trace_id}-{span:016x}-01")
+}
+
+fn uuid_span() -> u64 {
+    // Any non-zero 64-bit value is a valid parent span id.
+    (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)) | 1
+}

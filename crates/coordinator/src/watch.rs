@@ -1,0 +1,111 @@
+//! `Watch`: a task's progress events from the start, then its result.
+//!
+//! Progress is replayed from the EVENTS stream with an ordered consumer on the task's
+//! subject. The end is decided by the store: once the task is finished (the aggregator's
+//! "finished" notice, or a periodic check as a safety net) the watcher reads up to the
+//! last event stored at that moment, sends the recorded result, and closes.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
+use futures::StreamExt;
+use taskwire_protocol::{TaskId, pb, task::decode};
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use crate::State;
+use crate::convert::result_of;
+
+/// How often a live watcher checks the store in case a "finished" notice was missed.
+const RECHECK: Duration = Duration::from_secs(1);
+
+pub type WatchItem = Result<pb::WatchEvent, Status>;
+
+/// Streams one task's events into `tx` until its result has been sent.
+pub async fn stream_task(state: std::sync::Arc<State>, task_id: TaskId, tx: mpsc::Sender<WatchItem>) {
+    if let Err(e) = stream_inner(&state, task_id, &tx).await {
+        let _ = tx.send(Err(Status::unavailable(format!("watch of task {task_id} failed: {e}")))).await;
+    }
+}
+
+async fn stream_inner(state: &State, task_id: TaskId, tx: &mpsc::Sender<WatchItem>) -> Result<(), String> {
+    let subject = state.subjects.progress(task_id);
+    // Subscribe before the first store check, so a finish in between is not missed.
+    let mut finished = state
+        .client
+        .subscribe(state.subjects.finished(task_id))
+        .await
+        .map_err(|e| e.to_string())?;
+    let stream = state
+        .js
+        .get_stream(state.subjects.events_stream())
+        .await
+        .map_err(|e| e.to_string())?;
+    let consumer = stream
+        .create_consumer(OrderedConfig {
+            filter_subject: subject.clone(),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut events = consumer.messages().await.map_err(|e| e.to_string())?;
+
+    let mut last_seen: u64 = 0;
+    // `Some(seq)`: the task is finished and its last event is `seq` (0: none).
+    let mut end_at: Option<u64> = None;
+    let mut recheck = tokio::time::interval(RECHECK);
+    loop {
+        if let Some(end) = end_at
+            && last_seen >= end
+        {
+            break;
+        }
+        tokio::select! {
+            msg = events.next() => {
+                let Some(msg) = msg else { return Err("event stream ended".to_owned()) };
+                let msg = msg.map_err(|e| e.to_string())?;
+                if let Ok(info) = msg.info() {
+                    last_seen = info.stream_sequence;
+                }
+                match decode::<pb::TaskProgress>("task progress", &msg.payload) {
+                    Ok(p) => {
+                        let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Progress(p)) };
+                        if tx.send(Ok(ev)).await.is_err() {
+                            return Ok(()); // the client went away
+                        }
+                    }
+                    Err(e) => tracing::warn!(task.id = %task_id, error = %e, "skipping malformed progress event"),
+                }
+            }
+            _ = finished.next(), if end_at.is_none() => {
+                end_at = Some(last_event_seq(&stream, &subject).await);
+            }
+            _ = recheck.tick(), if end_at.is_none() => {
+                if is_finished(state, task_id).await? {
+                    end_at = Some(last_event_seq(&stream, &subject).await);
+                }
+            }
+            _ = tx.closed() => return Ok(()),
+        }
+    }
+    let record = state
+        .store
+        .get_task(task_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("task {task_id} disappeared"))?;
+    let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Result(result_of(&record))) };
+    let _ = tx.send(Ok(ev)).await;
+    Ok(())
+}
+
+async fn is_finished(state: &State, task_id: TaskId) -> Result<bool, String> {
+    let record = state.store.get_task(task_id).await.map_err(|e| e.to_string())?;
+    Ok(record.is_some_and(|r| r.status.is_terminal()))
+}
+
+/// The stream sequence of the last event on `subject`, or 0 when there is none.
+async fn last_event_seq(stream: &async_nats::jetstream::stream::Stream, subject: &str) -> u64 {
+    stream.get_last_raw_message_by_subject(subject).await.map_or(0, |m| m.sequence)
+}

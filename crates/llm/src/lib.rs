@@ -1,0 +1,31 @@
+//! Model providers for taskwire agent sessions.
+//!
+//! The session loop talks to a model through the [`Provider`] trait only; this crate
+//! holds the trait, the provider-neutral request/response types, and the clients:
+//!
+//! - [`types`]: messages, tool definitions, tool calls, token usage, stream deltas.
+//! - [`error`]: [`LlmError`], with a `retryable` verdict per variant.
+//! - [`openai`]: OpenAI-compatible chat completions (vLLM, Ollama, llama.cpp, gateways),
+//!   streaming SSE with tool-call chunk assembly.
+
+pub mod error;
+pub mod openai;
+pub mod types;
+
+pub use error::LlmError;
+pub use openai::{OpenAiClient, OpenAiConfig};
+pub use types::*;
+
+/// A model endpoint that answers one chat turn.
+///
+/// `on_delta` is called for each streamed piece of assistant text as it arrives, so the
+/// caller can forward it as progress; the returned [`ChatResponse`] holds the whole turn.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// Sends one chat turn and waits for the complete answer.
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<ChatResponse, LlmError>;
+}

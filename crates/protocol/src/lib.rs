@@ -1,0 +1,32 @@
+//! taskwire's wire contract and domain types.
+//!
+//! - [`pb`]: code generated from `proto/taskwire/v1` (prost messages; the tonic client
+//!   and server with the `grpc` feature).
+//!   It stays at the edges: the API and bus layers convert it with `TryFrom`.
+//! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
+//! - [`status`]: [`TaskStatus`] and the pure task state machine.
+//! - [`task`]: the domain task request and result, and their proto conversions.
+//! - [`agent_spec`]: the resolved agent definition to and from the wire.
+//! - [`error`]: [`ProtocolError`], returned by every conversion from the wire.
+
+pub mod agent_spec;
+pub mod error;
+pub mod ids;
+pub mod status;
+pub mod task;
+pub mod time;
+pub mod value;
+
+pub use error::ProtocolError;
+pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
+pub use status::{TaskEvent, TaskStatus, Transition};
+pub use task::{Attachment, ContextRef, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage};
+
+/// Generated protobuf and gRPC code for `taskwire.v1`.
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    include!(concat!(env!("OUT_DIR"), "/taskwire.v1.rs"));
+
+    /// Encoded file descriptor set, served by gRPC reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/taskwire_descriptor.bin"));
+}

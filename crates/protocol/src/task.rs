@@ -1,0 +1,348 @@
+//! The domain task request and result, and their conversions from and to the wire.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::value::{json_to_struct, struct_to_json};
+use crate::{ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time};
+
+/// A reference to context the agent may fetch on demand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextRef {
+    pub kind: String,
+    pub id: String,
+    pub uri: String,
+}
+
+/// An artifact passed in or produced by a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub name: String,
+    pub media_type: String,
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<u8>,
+}
+
+/// A validated task request, as dispatched to workers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRequest {
+    pub task_id: TaskId,
+    pub parent_task_id: Option<TaskId>,
+    pub trace_id: TraceId,
+    pub tenant: String,
+    pub sender: String,
+    pub agent: String,
+    pub intent: String,
+    pub prompt: String,
+    pub input: Option<Value>,
+    pub context_refs: Vec<ContextRef>,
+    pub attachments: Vec<Attachment>,
+    pub auth_scope: Vec<String>,
+    pub idempotency_key: Option<String>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub resume_token: Option<SessionId>,
+    pub model: Option<String>,
+    pub max_steps: Option<u32>,
+    pub command: Option<String>,
+    pub depth: u32,
+    pub attempt: u32,
+    /// The resolved agent definition, as JSON (the coordinator's registry decides it).
+    pub agent_spec: pb::AgentSpec,
+    pub created_at: DateTime<Utc>,
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+impl TryFrom<pb::TaskRequest> for TaskRequest {
+    type Error = ProtocolError;
+
+    fn try_from(r: pb::TaskRequest) -> Result<Self, Self::Error> {
+        if r.agent.is_empty() {
+            return Err(ProtocolError::Missing("agent"));
+        }
+        if r.prompt.is_empty() {
+            return Err(ProtocolError::Missing("prompt"));
+        }
+        let agent_spec = r.agent_spec.ok_or(ProtocolError::Missing("agent_spec"))?;
+        if agent_spec.name != r.agent {
+            return Err(ProtocolError::invalid("agent_spec", "its name differs from `agent`"));
+        }
+        Ok(Self {
+            task_id: TaskId::parse_field("task_id", &r.task_id)?,
+            parent_task_id: non_empty(&r.parent_task_id)
+                .map(|s| TaskId::parse_field("parent_task_id", &s))
+                .transpose()?,
+            trace_id: TraceId::parse_field("trace_id", &r.trace_id)?,
+            tenant: r.tenant,
+            sender: r.sender,
+            agent: r.agent,
+            intent: r.intent,
+            prompt: r.prompt,
+            input: r.input.as_ref().map(struct_to_json),
+            context_refs: r
+                .context_refs
+                .into_iter()
+                .map(|c| ContextRef { kind: c.r#type, id: c.id, uri: c.uri })
+                .collect(),
+            attachments: r.attachments.into_iter().map(Attachment::from).collect(),
+            auth_scope: r.auth_scope,
+            idempotency_key: non_empty(&r.idempotency_key),
+            deadline: time::opt_from_wire("deadline", r.deadline.as_ref())?,
+            resume_token: non_empty(&r.resume_token)
+                .map(|s| SessionId::parse_field("resume_token", &s))
+                .transpose()?,
+            model: r.model.filter(|m| !m.is_empty()),
+            max_steps: r.max_steps,
+            command: non_empty(&r.command),
+            depth: r.depth,
+            attempt: r.attempt,
+            agent_spec,
+            created_at: time::opt_from_wire("created_at", r.created_at.as_ref())?
+                .ok_or(ProtocolError::Missing("created_at"))?,
+        })
+    }
+}
+
+impl From<&TaskRequest> for pb::TaskRequest {
+    fn from(r: &TaskRequest) -> Self {
+        Self {
+            task_id: r.task_id.to_string(),
+            parent_task_id: r.parent_task_id.map(|p| p.to_string()).unwrap_or_default(),
+            trace_id: r.trace_id.to_string(),
+            tenant: r.tenant.clone(),
+            sender: r.sender.clone(),
+            agent: r.agent.clone(),
+            intent: r.intent.clone(),
+            prompt: r.prompt.clone(),
+            input: r.input.as_ref().map(json_to_struct),
+            context_refs: r
+                .context_refs
+                .iter()
+                .map(|c| pb::ContextRef { r#type: c.kind.clone(), id: c.id.clone(), uri: c.uri.clone() })
+                .collect(),
+            attachments: r.attachments.iter().map(pb::Attachment::from).collect(),
+            auth_scope: r.auth_scope.clone(),
+            idempotency_key: r.idempotency_key.clone().unwrap_or_default(),
+            deadline: r.deadline.map(time::to_wire),
+            resume_token: r.resume_token.map(|s| s.to_string()).unwrap_or_default(),
+            model: r.model.clone(),
+            max_steps: r.max_steps,
+            command: r.command.clone().unwrap_or_default(),
+            depth: r.depth,
+            attempt: r.attempt,
+            agent_spec: Some(r.agent_spec.clone()),
+            created_at: Some(time::to_wire(r.created_at)),
+        }
+    }
+}
+
+impl From<pb::Attachment> for Attachment {
+    fn from(a: pb::Attachment) -> Self {
+        Self { name: a.name, media_type: a.media_type, uri: a.uri, data: a.data }
+    }
+}
+
+impl From<&Attachment> for pb::Attachment {
+    fn from(a: &Attachment) -> Self {
+        Self { name: a.name.clone(), media_type: a.media_type.clone(), uri: a.uri.clone(), data: a.data.clone() }
+    }
+}
+
+/// Token usage, summed over steps (and, later, over descendant tasks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// One tool call of a finished attempt, for the result's summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallSummary {
+    pub call_id: String,
+    pub tool: String,
+    pub title: String,
+    pub ok: bool,
+}
+
+/// An error reported by an attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskError {
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+/// How one attempt ended, as recorded by the aggregator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub task_id: TaskId,
+    pub trace_id: TraceId,
+    pub attempt: u32,
+    pub claim_epoch: ClaimEpoch,
+    pub status: TaskStatus,
+    pub text: String,
+    pub structured: Option<Value>,
+    pub tool_calls: Vec<ToolCallSummary>,
+    pub errors: Vec<TaskError>,
+    pub usage: Usage,
+    pub latency_ms: u64,
+    pub steps: u32,
+    pub session_id: Option<SessionId>,
+    pub worker_id: Option<WorkerId>,
+}
+
+impl TryFrom<pb::TaskResult> for TaskResult {
+    type Error = ProtocolError;
+
+    fn try_from(r: pb::TaskResult) -> Result<Self, Self::Error> {
+        let status = TaskStatus::from_wire("status", r.status)?;
+        if !status.is_terminal() {
+            return Err(ProtocolError::invalid("status", format!("{status} is not a final status")));
+        }
+        let output = r.output.unwrap_or_default();
+        let usage = r.usage.unwrap_or_default();
+        let metrics = r.metrics.unwrap_or_default();
+        Ok(Self {
+            task_id: TaskId::parse_field("task_id", &r.task_id)?,
+            trace_id: TraceId::parse_field("trace_id", &r.trace_id)?,
+            attempt: r.attempt,
+            claim_epoch: ClaimEpoch(r.claim_epoch),
+            status,
+            text: output.text,
+            structured: output.structured.as_ref().map(struct_to_json),
+            tool_calls: r
+                .tool_calls
+                .into_iter()
+                .map(|t| ToolCallSummary {
+                    ok: t.state == pb::ToolCallState::Completed as i32,
+                    call_id: t.call_id,
+                    tool: t.tool,
+                    title: t.title,
+                })
+                .collect(),
+            errors: r
+                .errors
+                .into_iter()
+                .map(|e| TaskError { code: e.code, message: e.message, retryable: e.retryable })
+                .collect(),
+            usage: Usage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens },
+            latency_ms: metrics.latency_ms,
+            steps: metrics.steps,
+            session_id: non_empty(&r.session_id)
+                .map(|s| SessionId::parse_field("session_id", &s))
+                .transpose()?,
+            worker_id: non_empty(&r.worker_id).map(WorkerId::new),
+        })
+    }
+}
+
+impl From<&TaskResult> for pb::TaskResult {
+    fn from(r: &TaskResult) -> Self {
+        Self {
+            task_id: r.task_id.to_string(),
+            trace_id: r.trace_id.to_string(),
+            attempt: r.attempt,
+            claim_epoch: r.claim_epoch.0,
+            status: pb::TaskStatus::from(r.status) as i32,
+            output: Some(pb::Output { text: r.text.clone(), structured: r.structured.as_ref().map(json_to_struct) }),
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|t| pb::ToolCallSummary {
+                    call_id: t.call_id.clone(),
+                    tool: t.tool.clone(),
+                    title: t.title.clone(),
+                    state: if t.ok { pb::ToolCallState::Completed } else { pb::ToolCallState::Error } as i32,
+                })
+                .collect(),
+            attachments: Vec::new(),
+            patch: String::new(),
+            errors: r
+                .errors
+                .iter()
+                .map(|e| pb::TaskError { code: e.code.clone(), message: e.message.clone(), retryable: e.retryable })
+                .collect(),
+            provenance: Vec::new(),
+            usage: Some(pb::Usage { input_tokens: r.usage.input_tokens, output_tokens: r.usage.output_tokens }),
+            metrics: Some(pb::Metrics { latency_ms: r.latency_ms, steps: r.steps }),
+            session_id: r.session_id.map(|s| s.to_string()).unwrap_or_default(),
+            worker_id: r.worker_id.as_ref().map(|w| w.to_string()).unwrap_or_default(),
+        }
+    }
+}
+
+/// Decodes a protobuf message from bus bytes, naming the message type on failure.
+pub fn decode<M: prost::Message + Default>(what: &'static str, bytes: &[u8]) -> Result<M, ProtocolError> {
+    M::decode(bytes).map_err(|e| ProtocolError::Decode { what, reason: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn sample() -> TaskRequest {
+        TaskRequest {
+            task_id: TaskId::generate(),
+            parent_task_id: Some(TaskId::generate()),
+            trace_id: TraceId::generate(),
+            tenant: "acme".into(),
+            sender: "svc".into(),
+            agent: "explore".into(),
+            intent: "search".into(),
+            prompt: "find the config loader".into(),
+            input: Some(serde_json::json!({"k": "v"})),
+            context_refs: vec![ContextRef { kind: "file".into(), id: "".into(), uri: "src/main.rs".into() }],
+            attachments: vec![],
+            auth_scope: vec!["read".into()],
+            idempotency_key: Some("k1".into()),
+            deadline: DateTime::from_timestamp(2_000_000_000, 0),
+            resume_token: None,
+            model: Some("m".into()),
+            max_steps: Some(3),
+            command: None,
+            depth: 1,
+            attempt: 0,
+            agent_spec: pb::AgentSpec { name: "explore".into(), ..Default::default() },
+            created_at: DateTime::from_timestamp(1_900_000_000, 5).expect("in range"),
+        }
+    }
+
+    #[test]
+    fn task_request_round_trips_through_bytes() {
+        let req = sample();
+        let bytes = pb::TaskRequest::from(&req).encode_to_vec();
+        let back = TaskRequest::try_from(decode::<pb::TaskRequest>("task request", &bytes).expect("decodes"))
+            .expect("valid");
+        assert_eq!(back, req);
+    }
+
+    #[test]
+    fn garbage_bytes_are_a_decode_error_not_a_panic() {
+        let err = decode::<pb::TaskRequest>("task request", b"\xff\xff\xff not protobuf").expect_err("garbage");
+        assert!(matches!(err, ProtocolError::Decode { .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_agent_spec_is_named() {
+        let mut wire = pb::TaskRequest::from(&sample());
+        wire.agent_spec = None;
+        assert_eq!(TaskRequest::try_from(wire), Err(ProtocolError::Missing("agent_spec")));
+    }
+
+    #[test]
+    fn result_with_running_status_is_refused() {
+        let wire = pb::TaskResult {
+            task_id: TaskId::generate().to_string(),
+            trace_id: TraceId::generate().to_string(),
+            status: pb::TaskStatus::Running as i32,
+            ..Default::default()
+        };
+        let err = TaskResult::try_from(wire).expect_err("running is not final");
+        assert_eq!(err.field(), Some("status"));
+    }
+}

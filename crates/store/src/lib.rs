@@ -1,0 +1,64 @@
+//! taskwire's Postgres store, the source of truth for tasks.
+//!
+//! - [`tasks`]: submit (task row + outbox row in one transaction, batched), claim
+//!   (fencing epoch), fenced result writes, cancel, expire, get and list.
+//! - [`outbox`]: the rows the relay publishes to JetStream.
+//! - [`dead_letters`]: messages that could not be run, with the reason.
+//! - [`record`]: the row types read back.
+//! - [`error`]: [`StoreError`].
+//!
+//! Every write that can race with another attempt is fenced in SQL: a result is
+//! written only `WHERE claim_epoch = <the attempt's epoch>` and only while the task is
+//! live, mirroring `taskwire_protocol::status::apply`. Writes take slices so callers can
+//! group many events into one transaction (group commit).
+
+pub mod dead_letters;
+pub mod error;
+pub mod outbox;
+pub mod record;
+pub mod tasks;
+
+use std::time::Duration;
+
+pub use error::StoreError;
+pub use record::{ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask, TaskRecord};
+
+/// The embedded, forward-only migrations (`migrations/*.sql`).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// A handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: sqlx::PgPool,
+}
+
+impl Store {
+    /// Connects a pool of at most `max_connections` and applies pending migrations.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::from_sqlx("connect to postgres", e))?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+        Ok(Self { pool })
+    }
+
+    /// The underlying pool, for health checks.
+    pub fn pool(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(|e| StoreError::from_sqlx("ping postgres", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,152 @@
+//! Row types written to and read from the store.
+
+use chrono::{DateTime, Utc};
+use prost::Message;
+use taskwire_protocol::{ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, pb};
+
+use crate::StoreError;
+
+/// A task to insert, with the outbox message that dispatches it.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub request: TaskRequest,
+    /// A digest of what the client asked for, compared on an idempotency-key match.
+    pub digest: String,
+    /// The JetStream subject the relay publishes the request to.
+    pub subject: String,
+}
+
+impl NewTask {
+    pub(crate) fn encoded(&self) -> Vec<u8> {
+        pb::TaskRequest::from(&self.request).encode_to_vec()
+    }
+}
+
+/// What happened to one submitted task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// A new task was written.
+    Created(TaskId),
+    /// The idempotency key matched a task with the same request: its id.
+    Existing(TaskId),
+    /// The idempotency key matched a task with a different request.
+    Conflict(TaskId),
+}
+
+/// The answer to a worker's claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// Run the attempt, fenced by `epoch`.
+    Granted { epoch: ClaimEpoch, attempt: u32 },
+    /// The task is finished (possibly just now, because its deadline passed).
+    Finished(TaskStatus),
+    /// No such task.
+    Unknown,
+}
+
+/// Filters for listing tasks; all set fields must match.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub tenant: Option<String>,
+    pub trace_id: Option<TraceId>,
+    pub parent_task_id: Option<TaskId>,
+    pub status: Option<TaskStatus>,
+    pub agent: Option<String>,
+    pub limit: u32,
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    pub task_id: TaskId,
+    pub parent_task_id: Option<TaskId>,
+    pub trace_id: TraceId,
+    pub tenant: String,
+    pub agent: String,
+    pub prompt: String,
+    pub status: TaskStatus,
+    pub attempt: u32,
+    pub claim_epoch: ClaimEpoch,
+    pub depth: u32,
+    pub deadline: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub worker_id: Option<String>,
+    pub result: Option<TaskResult>,
+}
+
+/// The columns `TaskRecord` is read from, in this order.
+pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant, agent, prompt, status, \
+     attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct TaskRow {
+    task_id: uuid::Uuid,
+    parent_task_id: Option<uuid::Uuid>,
+    trace_id: String,
+    tenant: String,
+    agent: String,
+    prompt: String,
+    status: String,
+    attempt: i32,
+    claim_epoch: i64,
+    depth: i32,
+    deadline: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+    worker_id: Option<String>,
+    result: Option<Vec<u8>>,
+}
+
+impl TryFrom<TaskRow> for TaskRecord {
+    type Error = StoreError;
+
+    fn try_from(r: TaskRow) -> Result<Self, StoreError> {
+        let corrupt = |column: &'static str, reason: String| StoreError::Corrupt {
+            task_id: r.task_id.to_string(),
+            column,
+            reason,
+        };
+        let status = r.status.parse::<TaskStatus>().map_err(|e| corrupt("status", e.to_string()))?;
+        let trace_id = r.trace_id.parse::<TraceId>().map_err(|e| corrupt("trace_id", e))?;
+        let result = match &r.result {
+            None => None,
+            Some(bytes) => {
+                let wire = pb::TaskResult::decode(bytes.as_slice()).map_err(|e| corrupt("result", e.to_string()))?;
+                Some(TaskResult::try_from(wire).map_err(|e| corrupt("result", e.to_string()))?)
+            }
+        };
+        Ok(Self {
+            task_id: TaskId::from_uuid(r.task_id),
+            parent_task_id: r.parent_task_id.map(TaskId::from_uuid),
+            trace_id,
+            tenant: r.tenant,
+            agent: r.agent,
+            prompt: r.prompt,
+            status,
+            attempt: u32::try_from(r.attempt).unwrap_or_default(),
+            claim_epoch: ClaimEpoch(u64::try_from(r.claim_epoch).unwrap_or_default()),
+            depth: u32::try_from(r.depth).unwrap_or_default(),
+            deadline: r.deadline,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            finished_at: r.finished_at,
+            worker_id: r.worker_id,
+            result,
+        })
+    }
+}
+
+/// A message that could not be run.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct DeadLetterRecord {
+    pub id: i64,
+    pub subject: String,
+    pub reason: String,
+    pub payload: Vec<u8>,
+    pub worker_id: Option<String>,
+    pub task_id: Option<uuid::Uuid>,
+    pub created_at: DateTime<Utc>,
+}

@@ -1,0 +1,328 @@
+//! The `tasks` table: submit, claim, fenced results, cancel, expire, read.
+
+use std::collections::HashMap;
+
+use prost::Message;
+use sqlx::{Postgres, QueryBuilder, Row};
+use taskwire_protocol::{ClaimEpoch, TaskId, TaskResult, TaskStatus, WorkerId, pb};
+
+use crate::record::{TASK_COLUMNS, TaskRow};
+use crate::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, Store, StoreError, TaskRecord};
+
+/// The statuses from which a task can still change (see `status::apply`).
+/// Only constants are formatted into these statements; values are always bound.
+fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(s)
+}
+
+const LIVE: &str = "('queued', 'running', 'awaiting_approval')";
+
+impl Store {
+    /// Inserts tasks and their outbox messages in one transaction.
+    ///
+    /// A task whose `(tenant, idempotency_key)` already exists is not inserted: the
+    /// outcome says whether the stored request is the same one (same digest) or not.
+    /// The outcomes are in the order of `tasks`.
+    pub async fn insert_tasks(&self, tasks: &[NewTask]) -> Result<Vec<InsertOutcome>, StoreError> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = tasks.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut parents = Vec::with_capacity(n);
+        let mut traces = Vec::with_capacity(n);
+        let mut tenants = Vec::with_capacity(n);
+        let mut agents = Vec::with_capacity(n);
+        let mut prompts = Vec::with_capacity(n);
+        let mut depths = Vec::with_capacity(n);
+        let mut keys = Vec::with_capacity(n);
+        let mut digests = Vec::with_capacity(n);
+        let mut deadlines = Vec::with_capacity(n);
+        let mut requests = Vec::with_capacity(n);
+        let mut created = Vec::with_capacity(n);
+        for t in tasks {
+            let r = &t.request;
+            ids.push(r.task_id.as_uuid());
+            parents.push(r.parent_task_id.map(|p| p.as_uuid()));
+            traces.push(r.trace_id.to_string());
+            tenants.push(r.tenant.clone());
+            agents.push(r.agent.clone());
+            prompts.push(r.prompt.clone());
+            depths.push(i32::try_from(r.depth).unwrap_or(i32::MAX));
+            keys.push(r.idempotency_key.clone());
+            digests.push(t.digest.clone());
+            deadlines.push(r.deadline);
+            requests.push(t.encoded());
+            created.push(r.created_at);
+        }
+
+        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
+        let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
+                                idempotency_key, request_digest, deadline, request, created_at, updated_at) \
+             SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
+                    t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at \
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], \
+                         $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[]) \
+                  AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
+                       request_digest, deadline, request, created_at) \
+             ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
+             RETURNING task_id",
+        )
+        .bind(&ids)
+        .bind(&parents)
+        .bind(&traces)
+        .bind(&tenants)
+        .bind(&agents)
+        .bind(&prompts)
+        .bind(&depths)
+        .bind(&keys)
+        .bind(&digests)
+        .bind(&deadlines)
+        .bind(&requests)
+        .bind(&created)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
+        let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
+
+        // Outbox rows for the tasks actually inserted.
+        let (mut o_ids, mut o_traces, mut o_subjects, mut o_payloads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, t) in tasks.iter().enumerate() {
+            if inserted.contains(&ids[i]) {
+                o_ids.push(ids[i]);
+                o_traces.push(traces[i].clone());
+                o_subjects.push(t.subject.clone());
+                o_payloads.push(requests[i].clone());
+            }
+        }
+        if !o_ids.is_empty() {
+            sqlx::query(
+                "INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) \
+                 SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.payload \
+                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[]) AS t(task_id, trace_id, subject, payload)",
+            )
+            .bind(&o_ids)
+            .bind(&o_traces)
+            .bind(&o_subjects)
+            .bind(&o_payloads)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::from_sqlx("insert outbox rows", e))?;
+        }
+
+        // Tasks not inserted lost an idempotency-key race: look up the winners.
+        let mut existing: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
+        let losers: Vec<usize> = (0..n).filter(|i| !inserted.contains(&ids[*i])).collect();
+        if !losers.is_empty() {
+            let l_tenants: Vec<String> = losers.iter().map(|i| tenants[*i].clone()).collect();
+            let l_keys: Vec<Option<String>> = losers.iter().map(|i| keys[*i].clone()).collect();
+            let rows = sqlx::query(
+                "SELECT t.tenant, t.idempotency_key, t.task_id, t.request_digest FROM tasks t \
+                 JOIN UNNEST($1::text[], $2::text[]) AS k(tenant, idempotency_key) \
+                   ON t.tenant = k.tenant AND t.idempotency_key = k.idempotency_key",
+            )
+            .bind(&l_tenants)
+            .bind(&l_keys)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| StoreError::from_sqlx("look up idempotency keys", e))?;
+            for row in rows {
+                existing.insert((row.get(0), row.get(1)), (row.get(2), row.get(3)));
+            }
+        }
+        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a submit", e))?;
+
+        let mut outcomes = Vec::with_capacity(n);
+        // Within one batch two requests may share a key; the first one inserted wins.
+        let mut batch_winner: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
+        for i in 0..n {
+            let key = keys[i].clone().map(|k| (tenants[i].clone(), k));
+            if inserted.contains(&ids[i]) {
+                if let Some(k) = key {
+                    batch_winner.insert(k, (ids[i], digests[i].clone()));
+                }
+                outcomes.push(InsertOutcome::Created(TaskId::from_uuid(ids[i])));
+                continue;
+            }
+            let found = key.as_ref().and_then(|k| existing.get(k).or_else(|| batch_winner.get(k)));
+            match found {
+                Some((id, digest)) if *digest == digests[i] => outcomes.push(InsertOutcome::Existing(TaskId::from_uuid(*id))),
+                Some((id, _)) => outcomes.push(InsertOutcome::Conflict(TaskId::from_uuid(*id))),
+                None => {
+                    return Err(StoreError::Corrupt {
+                        task_id: ids[i].to_string(),
+                        column: "idempotency_key",
+                        reason: "insert skipped but no task holds the key".to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// Claims tasks for workers: each live task gets a new epoch and attempt.
+    ///
+    /// A task whose deadline has passed is marked `deadline_exceeded` instead and
+    /// reported finished, so it never starts. Outcomes are in the order of `claims`;
+    /// a task id may appear at most once.
+    pub async fn claim_tasks(&self, claims: &[(TaskId, WorkerId)]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<uuid::Uuid> = claims.iter().map(|(t, _)| t.as_uuid()).collect();
+        let workers: Vec<String> = claims.iter().map(|(_, w)| w.to_string()).collect();
+        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
+        sqlx::query(sql(format!(
+            "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
+             WHERE task_id = ANY($1) AND status IN {LIVE} AND deadline IS NOT NULL AND deadline <= now()"
+        )))
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("expire claimed tasks", e))?;
+        let granted = sqlx::query(sql(format!(
+            "UPDATE tasks t SET status = 'running', attempt = t.attempt + 1, claim_epoch = t.claim_epoch + 1, \
+                    worker_id = c.worker_id, updated_at = now() \
+             FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id) \
+             WHERE t.task_id = c.task_id AND t.status IN {LIVE} \
+             RETURNING t.task_id, t.claim_epoch, t.attempt"
+        )))
+        .bind(&ids)
+        .bind(&workers)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("claim tasks", e))?;
+        let mut outcome: HashMap<uuid::Uuid, ClaimOutcome> = granted
+            .into_iter()
+            .map(|row| {
+                let epoch: i64 = row.get(1);
+                let attempt: i32 = row.get(2);
+                (
+                    row.get::<uuid::Uuid, _>(0),
+                    ClaimOutcome::Granted {
+                        epoch: ClaimEpoch(u64::try_from(epoch).unwrap_or_default()),
+                        attempt: u32::try_from(attempt).unwrap_or_default(),
+                    },
+                )
+            })
+            .collect();
+        let rest: Vec<uuid::Uuid> = ids.iter().filter(|id| !outcome.contains_key(id)).copied().collect();
+        if !rest.is_empty() {
+            let rows = sqlx::query("SELECT task_id, status FROM tasks WHERE task_id = ANY($1)")
+                .bind(&rest)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| StoreError::from_sqlx("read unclaimable tasks", e))?;
+            for row in rows {
+                let id: uuid::Uuid = row.get(0);
+                let status: String = row.get(1);
+                let status = status.parse::<TaskStatus>().map_err(|e| StoreError::Corrupt {
+                    task_id: id.to_string(),
+                    column: "status",
+                    reason: e.to_string(),
+                })?;
+                outcome.insert(id, ClaimOutcome::Finished(status));
+            }
+        }
+        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
+        Ok(ids.iter().map(|id| outcome.get(id).copied().unwrap_or(ClaimOutcome::Unknown)).collect())
+    }
+
+    /// Writes results, each fenced by its claim epoch; returns, in order, whether each
+    /// was recorded (`false`: a stale attempt, or the task already finished).
+    pub async fn record_results(&self, results: &[TaskResult]) -> Result<Vec<bool>, StoreError> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<uuid::Uuid> = results.iter().map(|r| r.task_id.as_uuid()).collect();
+        let epochs: Vec<i64> = results.iter().map(|r| i64::try_from(r.claim_epoch.0).unwrap_or(i64::MAX)).collect();
+        let statuses: Vec<&str> = results.iter().map(|r| r.status.as_str()).collect();
+        let payloads: Vec<Vec<u8>> = results.iter().map(|r| pb::TaskResult::from(r).encode_to_vec()).collect();
+        let recorded: Vec<(uuid::Uuid, i64)> = sqlx::query_as(sql(format!(
+            "UPDATE tasks t SET status = r.status, result = r.result, updated_at = now(), finished_at = now() \
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[]) AS r(task_id, epoch, status, result) \
+             WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
+             RETURNING t.task_id, t.claim_epoch"
+        )))
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(&statuses)
+        .bind(&payloads)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("record results", e))?;
+        let recorded: std::collections::HashSet<(uuid::Uuid, i64)> = recorded.into_iter().collect();
+        Ok(ids.iter().zip(&epochs).map(|(id, e)| recorded.contains(&(*id, *e))).collect())
+    }
+
+    /// Cancels a task and every live descendant; returns the ids actually cancelled
+    /// (empty when the task was already finished). Cancelling twice is harmless.
+    pub async fn cancel_tree(&self, task_id: TaskId) -> Result<Vec<TaskId>, StoreError> {
+        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
+            "WITH RECURSIVE tree AS ( \
+                 SELECT task_id FROM tasks WHERE task_id = $1 \
+                 UNION ALL SELECT t.task_id FROM tasks t JOIN tree ON t.parent_task_id = tree.task_id) \
+             UPDATE tasks SET status = 'cancelled', updated_at = now(), finished_at = now() \
+             WHERE task_id IN (SELECT task_id FROM tree) AND status IN {LIVE} RETURNING task_id"
+        )))
+        .bind(task_id.as_uuid())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("cancel tasks", e))?;
+        Ok(ids.into_iter().map(TaskId::from_uuid).collect())
+    }
+
+    /// Marks live tasks past their deadline `deadline_exceeded`; returns their ids.
+    pub async fn expire_overdue(&self, limit: i64) -> Result<Vec<TaskId>, StoreError> {
+        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
+            "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
+             WHERE task_id IN (SELECT task_id FROM tasks WHERE status IN {LIVE} \
+                               AND deadline IS NOT NULL AND deadline <= now() LIMIT $1) \
+               AND status IN {LIVE} RETURNING task_id"
+        )))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("expire overdue tasks", e))?;
+        Ok(ids.into_iter().map(TaskId::from_uuid).collect())
+    }
+
+    /// Reads one task.
+    pub async fn get_task(&self, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(sql(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1")))
+            .bind(task_id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| StoreError::from_sqlx("read a task", e))?;
+        row.map(TaskRecord::try_from).transpose()
+    }
+
+    /// Lists tasks matching `filter`, newest first.
+    pub async fn list_tasks(&self, filter: &ListFilter) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut q: QueryBuilder<Postgres> = QueryBuilder::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE true"));
+        if let Some(t) = &filter.tenant {
+            q.push(" AND tenant = ").push_bind(t.clone());
+        }
+        if let Some(t) = &filter.trace_id {
+            q.push(" AND trace_id = ").push_bind(t.to_string());
+        }
+        if let Some(p) = &filter.parent_task_id {
+            q.push(" AND parent_task_id = ").push_bind(p.as_uuid());
+        }
+        if let Some(s) = &filter.status {
+            q.push(" AND status = ").push_bind(s.as_str());
+        }
+        if let Some(a) = &filter.agent {
+            q.push(" AND agent = ").push_bind(a.clone());
+        }
+        let limit = if filter.limit == 0 { 50 } else { filter.limit.min(1000) };
+        q.push(" ORDER BY created_at DESC, task_id DESC LIMIT ").push_bind(i64::from(limit));
+        let rows: Vec<TaskRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| StoreError::from_sqlx("list tasks", e))?;
+        rows.into_iter().map(TaskRecord::try_from).collect()
+    }
+}

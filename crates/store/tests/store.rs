@@ -1,0 +1,155 @@
+//! Behaviour of the Postgres store, each test on its own fresh database.
+
+use chrono::{Duration, Utc};
+use taskwire_protocol::{ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, WorkerId, pb};
+use taskwire_store::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, Store};
+use taskwire_test_support::TestDatabase;
+
+async fn store() -> (TestDatabase, Store) {
+    let db = TestDatabase::create().await.expect("test database");
+    let store = Store::connect(db.url(), 4).await.expect("connect and migrate");
+    (db, store)
+}
+
+fn task(key: Option<&str>, digest: &str) -> NewTask {
+    let request = TaskRequest {
+        task_id: TaskId::generate(),
+        parent_task_id: None,
+        trace_id: TraceId::generate(),
+        tenant: "acme".into(),
+        sender: "test".into(),
+        agent: "general".into(),
+        intent: String::new(),
+        prompt: "do it".into(),
+        input: None,
+        context_refs: vec![],
+        attachments: vec![],
+        auth_scope: vec![],
+        idempotency_key: key.map(str::to_owned),
+        deadline: None,
+        resume_token: None,
+        model: None,
+        max_steps: None,
+        command: None,
+        depth: 0,
+        attempt: 0,
+        agent_spec: pb::AgentSpec { name: "general".into(), ..Default::default() },
+        created_at: Utc::now(),
+    };
+    NewTask { request, digest: digest.into(), subject: "t.tasks.default".into() }
+}
+
+fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
+    TaskResult {
+        task_id: id,
+        trace_id: TraceId::generate(),
+        attempt: 1,
+        claim_epoch: epoch,
+        status: TaskStatus::Completed,
+        text: text.into(),
+        structured: None,
+        tool_calls: vec![],
+        errors: vec![],
+        usage: Usage { input_tokens: 3, output_tokens: 4 },
+        latency_ms: 5,
+        steps: 1,
+        session_id: None,
+        worker_id: None,
+    }
+}
+
+async fn claim(store: &Store, id: TaskId) -> ClaimOutcome {
+    store.claim_tasks(&[(id, WorkerId::new("w1"))]).await.expect("claim")[0]
+}
+
+#[tokio::test]
+async fn submitted_task_is_queued_with_an_outbox_message() {
+    let (_db, store) = store().await;
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    assert_eq!(store.insert_tasks(&[t]).await.expect("insert"), vec![InsertOutcome::Created(id)]);
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    assert_eq!(rec.status, TaskStatus::Queued);
+    assert_eq!(rec.attempt, 0);
+    let outbox = store.outbox_pending(10).await.expect("outbox");
+    assert_eq!(outbox.len(), 1);
+    assert_eq!(outbox[0].msg_id, id.to_string());
+}
+
+#[tokio::test]
+async fn same_idempotency_key_returns_the_existing_task_and_a_different_request_conflicts() {
+    let (_db, store) = store().await;
+    let first = task(Some("k"), "d1");
+    let first_id = first.request.task_id;
+    store.insert_tasks(&[first]).await.expect("insert");
+    let again = store.insert_tasks(&[task(Some("k"), "d1")]).await.expect("insert again");
+    assert_eq!(again, vec![InsertOutcome::Existing(first_id)]);
+    let other = store.insert_tasks(&[task(Some("k"), "d2")]).await.expect("insert other");
+    assert_eq!(other, vec![InsertOutcome::Conflict(first_id)]);
+    assert_eq!(store.outbox_pending(10).await.expect("outbox").len(), 1, "one dispatch only");
+}
+
+#[tokio::test]
+async fn duplicate_keys_inside_one_batch_create_one_task() {
+    let (_db, store) = store().await;
+    let a = task(Some("k"), "d");
+    let a_id = a.request.task_id;
+    let out = store.insert_tasks(&[a, task(Some("k"), "d")]).await.expect("insert");
+    assert_eq!(out, vec![InsertOutcome::Created(a_id), InsertOutcome::Existing(a_id)]);
+}
+
+#[tokio::test]
+async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
+    let (_db, store) = store().await;
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    let ClaimOutcome::Granted { epoch: e1, attempt: 1 } = claim(&store, id).await else { panic!("first claim") };
+    let ClaimOutcome::Granted { epoch: e2, attempt: 2 } = claim(&store, id).await else { panic!("second claim") };
+    assert!(e2 > e1);
+    let recorded = store
+        .record_results(&[result(id, e1, "stale"), result(id, e2, "fresh")])
+        .await
+        .expect("record");
+    assert_eq!(recorded, vec![false, true]);
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    assert_eq!(rec.status, TaskStatus::Completed);
+    assert_eq!(rec.result.expect("result").text, "fresh");
+    assert_eq!(claim(&store, id).await, ClaimOutcome::Finished(TaskStatus::Completed));
+    assert_eq!(store.record_results(&[result(id, e2, "again")]).await.expect("record"), vec![false]);
+}
+
+#[tokio::test]
+async fn claim_of_an_overdue_task_finishes_it_instead() {
+    let (_db, store) = store().await;
+    let mut t = task(None, "d");
+    t.request.deadline = Some(Utc::now() - Duration::seconds(1));
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    assert_eq!(claim(&store, id).await, ClaimOutcome::Finished(TaskStatus::DeadlineExceeded));
+    assert_eq!(claim(&store, TaskId::generate()).await, ClaimOutcome::Unknown);
+}
+
+#[tokio::test]
+async fn cancel_reaches_the_whole_subtree_once() {
+    let (_db, store) = store().await;
+    let root = task(None, "d");
+    let root_id = root.request.task_id;
+    let mut child = task(None, "d");
+    child.request.parent_task_id = Some(root_id);
+    let child_id = child.request.task_id;
+    let mut grandchild = task(None, "d");
+    grandchild.request.parent_task_id = Some(child_id);
+    store.insert_tasks(&[root, child, grandchild]).await.expect("insert");
+    let mut cancelled = store.cancel_tree(root_id).await.expect("cancel");
+    cancelled.sort();
+    assert_eq!(cancelled.len(), 3);
+    assert!(store.cancel_tree(root_id).await.expect("cancel again").is_empty());
+    let children = store
+        .list_tasks(&ListFilter { parent_task_id: Some(root_id), ..Default::default() })
+        .await
+        .expect("list");
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].task_id, child_id);
+    assert_eq!(children[0].status, TaskStatus::Cancelled);
+}

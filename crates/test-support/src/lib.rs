@@ -1,0 +1,29 @@
+//! Test harness for taskwire: real services, isolated per test.
+//!
+//! - [`nats`]: starts a `nats-server` with JetStream on a free port and a temp store.
+//! - [`postgres`]: creates a fresh Postgres database per test and drops it afterwards.
+//! - [`model`]: a scripted model served over real HTTP that speaks the OpenAI-compatible
+//!   chat-completions wire format (streaming and not), so provider clients are tested
+//!   for real.
+//!
+//! When a service cannot be reached the harness fails the test with a message that
+//! says how to start it; it never skips.
+
+pub mod model;
+pub mod nats;
+pub mod postgres;
+
+pub use model::{ScriptedModel, ScriptedReply, SeenRequest};
+pub use nats::NatsServer;
+pub use postgres::TestDatabase;
+
+/// Installs a test log subscriber once (`RUST_LOG` controls it; quiet by default).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}

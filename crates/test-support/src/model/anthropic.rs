@@ -1,0 +1,373 @@
+//! The Anthropic Messages wire format of the scripted model.
+//!
+//! Requests carry `system` at the top level and content blocks in `messages`
+//! (`text`, `tool_use`, `tool_result`); they are flattened to the neutral
+//! [`SeenMessage`] shape. Streamed answers follow the documented event order:
+//! `message_start`, per block `content_block_start` / `content_block_delta`
+//! (`text_delta` or `input_json_delta`) / `content_block_stop`, then `message_delta`
+//! (stop reason and output tokens) and `message_stop`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::reply::{Answer, Frame, split_pieces};
+use super::{SeenMessage, SeenRequest, WireFormat};
+
+/// How many events streamed text and each tool input are split into.
+const PIECES: usize = 3;
+
+pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<SeenRequest, String> {
+    let model = raw["model"]
+        .as_str()
+        .ok_or("`model` must be a string")?
+        .to_owned();
+    if !raw["max_tokens"].is_u64() {
+        return Err("`max_tokens` is required and must be a positive integer".into());
+    }
+    let mut messages = Vec::new();
+    match &raw["system"] {
+        Value::Null => {}
+        system => messages.push(SeenMessage {
+            role: "system".into(),
+            content: text_of(system).map_err(|e| format!("system: {e}"))?,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }),
+    }
+    for (i, message) in raw["messages"]
+        .as_array()
+        .ok_or("`messages` must be an array")?
+        .iter()
+        .enumerate()
+    {
+        push_message(&mut messages, message).map_err(|e| format!("messages[{i}]: {e}"))?;
+    }
+    let tools = match &raw["tools"] {
+        Value::Null => Vec::new(),
+        Value::Array(tools) => tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let name = t["name"]
+                    .as_str()
+                    .ok_or(format!("tools[{i}]: `name` must be a string"))?;
+                if !t["input_schema"].is_object() {
+                    return Err(format!(
+                        "tools[{i}]: `input_schema` must be a json schema object"
+                    ));
+                }
+                Ok(name.to_owned())
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err("`tools` must be an array".into()),
+    };
+    let stream = raw["stream"].as_bool().unwrap_or(false);
+    Ok(SeenRequest {
+        format: WireFormat::Anthropic,
+        model,
+        messages,
+        tools,
+        stream,
+        include_usage: true,
+        headers,
+        raw,
+    })
+}
+
+/// Text of a string or of the `text` blocks of a block array.
+fn text_of(content: &Value) -> Result<String, String> {
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(blocks) => Ok(blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect()),
+        _ => Err("content must be a string or an array of blocks".into()),
+    }
+}
+
+fn push_message(out: &mut Vec<SeenMessage>, message: &Value) -> Result<(), String> {
+    let role = message["role"].as_str().ok_or("`role` must be a string")?;
+    let content = &message["content"];
+    let blocks = match content {
+        Value::String(_) => Vec::new(),
+        Value::Array(blocks) => blocks.clone(),
+        _ => return Err("`content` must be a string or an array of blocks".into()),
+    };
+    match role {
+        "user" => {
+            // Tool results answer the previous assistant turn, so they come first.
+            for block in blocks.iter().filter(|b| b["type"] == "tool_result") {
+                let id = block["tool_use_id"]
+                    .as_str()
+                    .ok_or("tool_result needs a `tool_use_id`")?;
+                let text = match &block["content"] {
+                    Value::Null => String::new(),
+                    other => text_of(other)?,
+                };
+                out.push(SeenMessage {
+                    role: "tool".into(),
+                    content: text,
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some(id.to_owned()),
+                });
+            }
+            let text = text_of(content)?;
+            if !text.is_empty() || blocks.is_empty() {
+                out.push(SeenMessage {
+                    role: "user".into(),
+                    content: text,
+                    tool_calls: Vec::new(),
+                    tool_call_id: None,
+                });
+            }
+        }
+        "assistant" => {
+            let mut tool_calls = Vec::new();
+            for block in blocks.iter().filter(|b| b["type"] == "tool_use") {
+                let id = block["id"].as_str().ok_or("tool_use needs an `id`")?;
+                let name = block["name"].as_str().ok_or("tool_use needs a `name`")?;
+                if !block["input"].is_object() {
+                    return Err("tool_use `input` must be an object".into());
+                }
+                tool_calls.push((id.to_owned(), name.to_owned(), block["input"].to_string()));
+            }
+            out.push(SeenMessage {
+                role: "assistant".into(),
+                content: text_of(content)?,
+                tool_calls,
+                tool_call_id: None,
+            });
+        }
+        other => {
+            return Err(format!(
+                "unknown role {other:?} (system goes in the top-level `system`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn stop_reason(finish_reason: &str) -> &str {
+    match finish_reason {
+        "stop" => "end_turn",
+        "tool_calls" => "tool_use",
+        "length" => "max_tokens",
+        other => other,
+    }
+}
+
+pub(super) fn response_json(answer: &Answer<'_>, request: &SeenRequest) -> Value {
+    let mut content = Vec::new();
+    if !answer.text.is_empty() {
+        content.push(json!({"type": "text", "text": answer.text}));
+    }
+    for call in answer.tool_calls {
+        content.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}),
+        );
+    }
+    json!({
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": content,
+        "stop_reason": stop_reason(answer.finish_reason),
+        "stop_sequence": null,
+        "usage": {"input_tokens": answer.usage.0, "output_tokens": answer.usage.1},
+    })
+}
+
+pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<Frame> {
+    let start = json!({"type": "message_start", "message": {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": [],
+        "stop_reason": null,
+        "stop_sequence": null,
+        "usage": {"input_tokens": answer.usage.0, "output_tokens": 1},
+    }});
+    let mut frames = vec![
+        Frame::event("message_start", &start, false),
+        Frame::event("ping", &json!({"type": "ping"}), false),
+    ];
+    let mut index = 0;
+    let mut block = |frames: &mut Vec<Frame>, head: Value, deltas: Vec<Value>| {
+        frames.push(Frame::event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": head}),
+            false,
+        ));
+        for delta in deltas {
+            let event = json!({"type": "content_block_delta", "index": index, "delta": delta});
+            frames.push(Frame::event("content_block_delta", &event, true));
+        }
+        let stop = json!({"type": "content_block_stop", "index": index});
+        frames.push(Frame::event("content_block_stop", &stop, false));
+        index += 1;
+    };
+    if !answer.text.is_empty() {
+        let deltas = split_pieces(answer.text, PIECES)
+            .into_iter()
+            .map(|piece| json!({"type": "text_delta", "text": piece}))
+            .collect();
+        block(&mut frames, json!({"type": "text", "text": ""}), deltas);
+    }
+    for call in answer.tool_calls {
+        let deltas = split_pieces(&call.arguments.to_string(), PIECES)
+            .into_iter()
+            .map(|piece| json!({"type": "input_json_delta", "partial_json": piece}))
+            .collect();
+        let head = json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}});
+        block(&mut frames, head, deltas);
+    }
+    let delta = json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason(answer.finish_reason), "stop_sequence": null},
+        "usage": {"output_tokens": answer.usage.1},
+    });
+    frames.push(Frame::event("message_delta", &delta, false));
+    frames.push(Frame::event(
+        "message_stop",
+        &json!({"type": "message_stop"}),
+        false,
+    ));
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::ScriptedToolCall;
+    use super::*;
+
+    fn events(frames: &[Frame]) -> Vec<(String, Value)> {
+        frames
+            .iter()
+            .map(|f| {
+                let (name, data) = f
+                    .text
+                    .trim_end()
+                    .split_once('\n')
+                    .expect("event and data lines");
+                let name = name.strip_prefix("event: ").expect("event line").to_owned();
+                let data = data.strip_prefix("data: ").expect("data line");
+                (name, serde_json::from_str(data).expect("data is json"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn flattens_system_tool_use_and_tool_result() {
+        let seen = parse(
+            json!({"model": "claude", "max_tokens": 100, "system": "be brief", "messages": [
+                {"role": "user", "content": "find it"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "looking"},
+                    {"type": "tool_use", "id": "t1", "name": "grep", "input": {"q": "x"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+            ], "tools": [{"name": "grep", "description": "d", "input_schema": {"type": "object"}}]}),
+            BTreeMap::new(),
+        )
+        .expect("request parses");
+        let roles: Vec<&str> = seen.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(
+            seen.messages[2].tool_calls,
+            vec![("t1".into(), "grep".into(), "{\"q\":\"x\"}".into())]
+        );
+        assert_eq!(seen.messages[3].tool_call_id.as_deref(), Some("t1"));
+        assert_eq!(seen.messages[3].content, "found");
+        assert_eq!(seen.tools, vec!["grep"]);
+        assert_eq!(seen.assistant_turns(), 1);
+    }
+
+    #[test]
+    fn rejects_request_without_max_tokens() {
+        let err = parse(json!({"model": "m", "messages": []}), BTreeMap::new())
+            .expect_err("max_tokens is required");
+        assert!(err.contains("max_tokens"), "{err}");
+    }
+
+    #[test]
+    fn response_has_text_and_tool_use_blocks_with_stop_reason() {
+        let calls = [ScriptedToolCall {
+            id: "t1".into(),
+            name: "grep".into(),
+            arguments: json!({"q": 1}),
+        }];
+        let request = parse(
+            json!({"model": "m", "max_tokens": 5, "messages": []}),
+            BTreeMap::new(),
+        )
+        .expect("parses");
+        let answer = Answer {
+            text: "hm",
+            tool_calls: &calls,
+            usage: (7, 8),
+            finish_reason: "tool_calls",
+        };
+        let body = response_json(&answer, &request);
+        assert_eq!(body["content"][0], json!({"type": "text", "text": "hm"}));
+        assert_eq!(body["content"][1]["input"], json!({"q": 1}));
+        assert_eq!(body["stop_reason"], "tool_use");
+        assert_eq!(
+            body["usage"],
+            json!({"input_tokens": 7, "output_tokens": 8})
+        );
+    }
+
+    #[test]
+    fn stream_events_follow_the_documented_order_and_reassemble() {
+        let calls = [ScriptedToolCall {
+            id: "t1".into(),
+            name: "grep".into(),
+            arguments: json!({"pattern": "abc"}),
+        }];
+        let request = parse(
+            json!({"model": "m", "max_tokens": 5, "messages": [], "stream": true}),
+            BTreeMap::new(),
+        )
+        .expect("parses");
+        let answer = Answer {
+            text: "hello there",
+            tool_calls: &calls,
+            usage: (7, 8),
+            finish_reason: "tool_calls",
+        };
+        let events = events(&stream_frames(&answer, &request));
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.first(), Some(&"message_start"));
+        assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+        let text: String = events
+            .iter()
+            .filter(|(_, d)| d["delta"]["type"] == "text_delta")
+            .map(|(_, d)| d["delta"]["text"].as_str().expect("text"))
+            .collect();
+        assert_eq!(text, "hello there");
+        let input: String = events
+            .iter()
+            .filter(|(_, d)| d["delta"]["type"] == "input_json_delta")
+            .map(|(_, d)| d["delta"]["partial_json"].as_str().expect("partial json"))
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&input).expect("json"),
+            calls[0].arguments
+        );
+        let tool_start = events
+            .iter()
+            .find(|(n, d)| n == "content_block_start" && d["content_block"]["type"] == "tool_use")
+            .expect("tool_use block");
+        assert_eq!(tool_start.1["index"], 1);
+        assert_eq!(
+            events[events.len() - 2].1["delta"]["stop_reason"],
+            "tool_use"
+        );
+        assert_eq!(events[events.len() - 2].1["usage"]["output_tokens"], 8);
+    }
+}

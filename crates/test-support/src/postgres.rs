@@ -1,0 +1,92 @@
+//! A fresh Postgres database per test, dropped afterwards.
+//!
+//! The server is `$TASKWIRE_TEST_DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); `.ci/run` starts one when none runs.
+
+use anyhow::Context;
+use sqlx::Connection;
+
+const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A database created for one test.
+pub struct TestDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl TestDatabase {
+    /// Creates `tw_test_<random>` on the test server.
+    pub async fn create() -> anyhow::Result<Self> {
+        let admin_url =
+            std::env::var("TASKWIRE_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        let name = format!("tw_test_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = sqlx::PgConnection::connect(&admin_url).await.with_context(|| {
+            format!(
+                "failed to connect to the test postgres at {admin_url} \
+                 (start one, or set TASKWIRE_TEST_DATABASE_URL; `bash .ci/run` does both)"
+            )
+        })?;
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .with_context(|| format!("failed to create test database {name}"))?;
+        let _ = conn.close().await;
+        let url = replace_database(&admin_url, &name);
+        Ok(Self { admin_url, name, url })
+    }
+
+    /// The connection URL of this test's database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let name = self.name.clone();
+        // Drop runs inside the test's runtime; a separate thread with its own runtime
+        // avoids blocking it, and joining keeps the database count bounded.
+        let handle = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&admin_url).await.ok()?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await
+                    .ok()
+            })
+        });
+        let _ = handle.join();
+    }
+}
+
+/// Swaps the database name in a `postgres://` URL, keeping any query string.
+fn replace_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let after_scheme = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[after_scheme..].find('/') {
+        Some(i) => &base[..after_scheme + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_name_is_replaced_and_query_kept() {
+        assert_eq!(replace_database("postgres://u@h:1/postgres", "x"), "postgres://u@h:1/x");
+        assert_eq!(replace_database("postgres://u@h:1/postgres?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
+        assert_eq!(replace_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+    }
+}

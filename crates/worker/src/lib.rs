@@ -1,0 +1,1 @@
+//! taskwire worker (under construction).
