@@ -2,7 +2,7 @@
 //!
 //! One file per tool under `tools/`. Every tool confines its paths with
 //! [`Workspace::resolve`], does its file work on the blocking pool (see
-//! [`run_blocking`]), checks the cancellation token between files, and caps its output
+//! `run_blocking`), checks the cancellation token between files, and caps its output
 //! so one call cannot flood the model's context.
 //!
 //! Tools do not check permissions themselves: they describe the call

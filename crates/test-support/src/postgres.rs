@@ -27,7 +27,7 @@ impl TestDatabase {
                  (start one, or set TASKWIRE_TEST_DATABASE_URL; `bash .ci/run` does both)"
             )
         })?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
             .with_context(|| format!("failed to create test database {name}"))?;
@@ -52,7 +52,7 @@ impl Drop for TestDatabase {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             rt.block_on(async {
                 let mut conn = sqlx::PgConnection::connect(&admin_url).await.ok()?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
                     .execute(&mut conn)
                     .await
                     .ok()

@@ -1,1 +1,163 @@
-//! taskwire worker (under construction).
+//! The taskwire worker: stateless, database-free, horizontally scalable.
+//!
+//! Pulls `TaskRequest`s from the shared durable consumer of its queue, claims each from
+//! the coordinator (getting a fencing epoch), runs the agent session, streams progress,
+//! publishes the result and only then acknowledges the message.
+//!
+//! - [`config`]: [`WorkerConfig`].
+//! - [`task`]: one message, from decode to disposition.
+//! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
+//! - [`progress`]: ordered progress publishing.
+//! - [`cancel`]: running sessions, cancel notices, stop reasons.
+//! - [`error`]: [`WorkerError`].
+
+pub mod cancel;
+pub mod config;
+pub mod error;
+pub mod outcome;
+pub mod progress;
+pub mod task;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use taskwire_agent::{ToolRegistry, Workspace};
+use taskwire_bus::{BusConfig, Subjects};
+use taskwire_llm::{OpenAiClient, OpenAiConfig, Provider};
+use taskwire_protocol::WorkerId;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{ModelConfig, WorkerConfig};
+pub use error::WorkerError;
+
+use crate::cancel::{Running, StopReason};
+
+/// Longest a pull request waits for messages before it is renewed.
+const PULL_EXPIRES: Duration = Duration::from_secs(5);
+
+/// Runs a worker with the OpenAI-compatible client from `config.model` until `shutdown`.
+pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<(), WorkerError> {
+    let mut model = OpenAiConfig::new(config.model.base_url.clone());
+    model.api_key = config.model.api_key.clone();
+    model.stream = config.model.stream;
+    model.request_timeout = config.model.request_timeout;
+    let provider: Arc<dyn Provider> = Arc::new(OpenAiClient::new(model)?);
+    run_with_provider(config, provider, shutdown).await
+}
+
+/// Runs a worker with the given model provider until `shutdown`.
+///
+/// On shutdown it stops pulling, lets running sessions finish for
+/// `config.shutdown_grace`, then stops the rest and releases their tasks (nak) so that
+/// another worker picks them up at once.
+pub async fn run_with_provider(
+    config: WorkerConfig,
+    provider: Arc<dyn Provider>,
+    shutdown: CancellationToken,
+) -> Result<(), WorkerError> {
+    let worker_id = config.worker_id.clone().map_or_else(WorkerId::generate, WorkerId::new);
+    let client = taskwire_bus::connect(&config.nats_url, worker_id.as_str()).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let subjects = Subjects::new(&config.prefix);
+    let bus = BusConfig { subjects: subjects.clone(), ack_wait: config.ack_wait, ..BusConfig::default() };
+    taskwire_bus::ensure_streams(&js, &bus).await?;
+    let concurrency = config.concurrency.max(1);
+    let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;
+
+    let running = Running::default();
+    let cancel_sub = client
+        .subscribe(subjects.cancel_all())
+        .await
+        .map_err(|e| WorkerError::Subscribe { subject: subjects.cancel_all(), reason: e.to_string() })?;
+    let listener_stop = CancellationToken::new();
+    let listener = tokio::spawn(cancel::listen(cancel_sub, running.clone(), listener_stop.clone()));
+
+    let ctx = Arc::new(task::Context {
+        client: client.clone(),
+        js,
+        subjects,
+        worker_id: worker_id.clone(),
+        provider,
+        tools: ToolRegistry::builtin(),
+        workspace: Workspace::new(&config.workspace)?,
+        default_model: config.model.default_model.clone(),
+        ack_wait: config.ack_wait,
+        claim_timeout: config.claim_timeout,
+        running: running.clone(),
+    });
+    tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");
+
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let mut handlers = tokio::task::JoinSet::new();
+    'pull: loop {
+        // Wait for a free slot, then ask for as many messages as there are free slots.
+        let first = tokio::select! {
+            _ = shutdown.cancelled() => break 'pull,
+            p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
+        };
+        let mut slots = vec![first];
+        while let Ok(p) = permits.clone().try_acquire_owned() {
+            slots.push(p);
+        }
+        let batch = consumer.batch().max_messages(slots.len()).expires(PULL_EXPIRES).messages().await;
+        let mut batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "pull request failed, retrying");
+                drop(slots);
+                tokio::select! {
+                    _ = shutdown.cancelled() => break 'pull,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue 'pull,
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => break 'pull,
+                m = batch.next() => m,
+            };
+            let Some(msg) = next else { break };
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "pull batch error");
+                    break;
+                }
+            };
+            let Some(slot) = slots.pop() else {
+                // More messages than slots cannot happen (max_messages = slots); release it.
+                outcome::settle(&msg, &outcome::Disposition::Retry { delay: None }).await;
+                continue;
+            };
+            let ctx = ctx.clone();
+            handlers.spawn(async move {
+                let disposition = task::handle(&ctx, &msg).await;
+                outcome::settle(&msg, &disposition).await;
+                drop(slot);
+            });
+        }
+        while handlers.try_join_next().is_some() {}
+    }
+
+    tracing::info!(worker.id = %worker_id, running = running.len(), "worker stopping: no new tasks");
+    let grace = tokio::time::sleep(config.shutdown_grace);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            next = handlers.join_next() => if next.is_none() { break },
+            _ = &mut grace => {
+                tracing::warn!(running = running.len(), "shutdown grace over, releasing running tasks");
+                running.stop_all(StopReason::Shutdown);
+                while handlers.join_next().await.is_some() {}
+                break;
+            }
+        }
+    }
+    listener_stop.cancel();
+    let _ = listener.await;
+    let _ = client.flush().await;
+    tracing::info!(worker.id = %worker_id, "worker stopped");
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! Worker settings. Every field has a default; the CLI layers env and flags on top.
+//! A worker needs a NATS URL and a model endpoint, never database credentials.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// NATS URL. Default `nats://127.0.0.1:4222`.
+    pub nats_url: String,
+    /// Subject prefix of the deployment. Default `taskwire`.
+    pub prefix: String,
+    /// Queue to serve. Default `default`.
+    pub queue: String,
+    /// Sessions run at once. Default 16.
+    pub concurrency: usize,
+    /// Root directory the file tools are confined to. Default: the current directory.
+    pub workspace: PathBuf,
+    /// This worker's name in logs and results. Default `worker-<random>`.
+    pub worker_id: Option<String>,
+    /// The model endpoint.
+    pub model: ModelConfig,
+    /// Ack wait of the shared consumer (set when the consumer is first created); the
+    /// worker sends an in-progress ack every third of it. Default 30 s.
+    pub ack_wait: Duration,
+    /// How long a claim request may take before the message is retried. Default 5 s.
+    pub claim_timeout: Duration,
+    /// On shutdown, how long running sessions may take to finish before they are
+    /// stopped and their tasks released for another worker. Default 30 s.
+    pub shutdown_grace: Duration,
+}
+
+/// The OpenAI-compatible model endpoint.
+#[derive(Clone)]
+pub struct ModelConfig {
+    /// e.g. `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    /// Bearer token; never logged.
+    pub api_key: Option<String>,
+    /// Model used when neither the request nor the agent names one.
+    pub default_model: String,
+    /// Stream answers (SSE) so text deltas reach watchers as they are written. Default true.
+    pub stream: bool,
+    /// Whole-request timeout of one model call. Default 300 s.
+    pub request_timeout: Duration,
+}
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("default_model", &self.default_model)
+            .field("stream", &self.stream)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            nats_url: "nats://127.0.0.1:4222".to_owned(),
+            prefix: "taskwire".to_owned(),
+            queue: "default".to_owned(),
+            concurrency: 16,
+            workspace: PathBuf::from("."),
+            worker_id: None,
+            model: ModelConfig {
+                base_url: "http://127.0.0.1:8000/v1".to_owned(),
+                api_key: None,
+                default_model: "default".to_owned(),
+                stream: true,
+                request_timeout: Duration::from_secs(300),
+            },
+            ack_wait: Duration::from_secs(30),
+            claim_timeout: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The worker's error type (start-up failures; a task's failure is a result, not an error).
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Bus(#[from] taskwire_bus::BusError),
+    #[error("failed to set up the model client: {0}")]
+    Model(#[from] taskwire_llm::LlmError),
+    #[error("invalid workspace: {0}")]
+    Workspace(#[from] taskwire_agent::ToolError),
+    #[error("failed to subscribe to {subject}: {reason}")]
+    Subscribe { subject: String, reason: String },
+}

@@ -1,0 +1,107 @@
+//! Publishes a session's events as `TaskProgress` on the task's subject, in order.
+//!
+//! The session loop reports events synchronously; they go through a channel to one
+//! publisher task per attempt, which numbers them (`seq`, monotonic per attempt) and
+//! publishes them pipelined. [`ProgressPublisher::finish`] waits until every event is
+//! stored, so the result is never published before the progress it summarises.
+
+use async_nats::jetstream;
+use prost::Message as _;
+use taskwire_agent::{SessionEvent, SessionObserver, ToolCallState};
+use taskwire_protocol::{TaskId, TraceId, pb, time};
+use tokio::sync::mpsc;
+
+/// The observer handed to the session loop.
+pub struct ProgressSink {
+    tx: mpsc::UnboundedSender<SessionEvent>,
+}
+
+impl SessionObserver for ProgressSink {
+    fn on_event(&self, event: SessionEvent) {
+        // A closed channel means the attempt is over; late events are dropped.
+        let _ = self.tx.send(event);
+    }
+}
+
+/// The publishing half.
+pub struct ProgressPublisher {
+    handle: tokio::task::JoinHandle<u64>,
+}
+
+impl ProgressPublisher {
+    /// Starts publishing events of one attempt to `subject`.
+    pub fn start(
+        js: jetstream::Context,
+        subject: String,
+        task_id: TaskId,
+        trace_id: TraceId,
+        attempt: u32,
+    ) -> (ProgressSink, Self) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<SessionEvent>();
+        let handle = tokio::spawn(async move {
+            let mut seq = 0u64;
+            let mut acks = Vec::new();
+            while let Some(event) = rx.recv().await {
+                seq += 1;
+                let msg = progress_message(task_id, trace_id, attempt, seq, event);
+                match js.publish(subject.clone(), msg.encode_to_vec().into()).await {
+                    Ok(ack) => acks.push(ack),
+                    Err(e) => tracing::warn!(task.id = %task_id, error = %e, "failed to publish progress"),
+                }
+                // Bound the acks held in memory for chatty sessions.
+                if acks.len() >= 256 {
+                    for ack in acks.drain(..) {
+                        let _ = ack.await;
+                    }
+                }
+            }
+            for ack in acks {
+                if let Err(e) = ack.await {
+                    tracing::warn!(task.id = %task_id, error = %e, "progress event not stored");
+                }
+            }
+            seq
+        });
+        (ProgressSink { tx }, Self { handle })
+    }
+
+    /// Waits until every event sent before `sink` was dropped is stored; returns how
+    /// many events were published.
+    pub async fn finish(self, sink: ProgressSink) -> u64 {
+        drop(sink);
+        self.handle.await.unwrap_or_default()
+    }
+}
+
+fn progress_message(task_id: TaskId, trace_id: TraceId, attempt: u32, seq: u64, event: SessionEvent) -> pb::TaskProgress {
+    use pb::task_progress::Event;
+    let event = match event {
+        SessionEvent::StepStarted { step } => Event::StepStarted(pb::StepStarted { step }),
+        SessionEvent::StepFinished { step, usage } => Event::StepFinished(pb::StepFinished {
+            step,
+            usage: Some(pb::Usage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }),
+        }),
+        SessionEvent::TextDelta { text } => Event::TextDelta(pb::TextDelta { text }),
+        SessionEvent::ToolCall { call_id, tool, state, title, error } => Event::ToolCall(pb::ToolCallEvent {
+            call_id,
+            tool,
+            state: match state {
+                ToolCallState::Pending => pb::ToolCallState::Pending,
+                ToolCallState::Running => pb::ToolCallState::Running,
+                ToolCallState::Completed => pb::ToolCallState::Completed,
+                ToolCallState::Error => pb::ToolCallState::Error,
+            } as i32,
+            title,
+            error: error.unwrap_or_default(),
+        }),
+    };
+    pb::TaskProgress {
+        task_id: task_id.to_string(),
+        trace_id: trace_id.to_string(),
+        attempt,
+        seq,
+        status: pb::TaskStatus::Running as i32,
+        at: Some(time::to_wire(chrono::Utc::now())),
+        event: Some(event),
+    }
+}

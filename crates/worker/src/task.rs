@@ -1,0 +1,272 @@
+//! Handling of one task message: decode, claim, run, report, settle.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, Message};
+use prost::Message as _;
+use tracing::Instrument;
+use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, SessionStatus, ToolRegistry, Workspace, run_session};
+use taskwire_bus::Subjects;
+use taskwire_llm::Provider;
+use taskwire_protocol::{
+    ClaimEpoch, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage, WorkerId, pb,
+    task::decode,
+};
+
+use crate::cancel::{Running, StopReason};
+use crate::outcome::{Disposition, in_progress};
+use crate::progress::ProgressPublisher;
+
+/// What every task handler shares.
+pub struct Context {
+    pub client: async_nats::Client,
+    pub js: jetstream::Context,
+    pub subjects: Subjects,
+    pub worker_id: WorkerId,
+    pub provider: Arc<dyn Provider>,
+    pub tools: ToolRegistry,
+    pub workspace: Workspace,
+    pub default_model: String,
+    pub ack_wait: Duration,
+    pub claim_timeout: Duration,
+    pub running: Running,
+}
+
+/// Runs one task message to its disposition.
+pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
+    let request = match decode::<pb::TaskRequest>("task request", &msg.payload).and_then(TaskRequest::try_from) {
+        Ok(r) => r,
+        Err(e) => return dead_letter(ctx, msg, &format!("malformed task request: {e}"), "").await,
+    };
+    let task_id = request.task_id;
+    let delivered = msg.info().map_or(1, |i| i.delivered);
+    let claim = pb::ClaimRequest {
+        task_id: task_id.to_string(),
+        worker_id: ctx.worker_id.to_string(),
+        delivery: u64::try_from(delivered).unwrap_or_default(),
+    };
+    let reply = tokio::time::timeout(
+        ctx.claim_timeout,
+        ctx.client.request(ctx.subjects.claim(), claim.encode_to_vec().into()),
+    )
+    .await;
+    let reply = match reply {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            tracing::warn!(task.id = %task_id, error = %e, "claim request failed, retrying later");
+            return Disposition::Retry { delay: Some(Duration::from_secs(2)) };
+        }
+        Err(_) => {
+            tracing::warn!(task.id = %task_id, "claim request timed out, retrying later");
+            return Disposition::Retry { delay: Some(Duration::from_secs(2)) };
+        }
+    };
+    let verdict = match decode::<pb::ClaimReply>("claim reply", &reply.payload) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(task.id = %task_id, error = %e, "malformed claim reply, retrying later");
+            return Disposition::Retry { delay: Some(Duration::from_secs(2)) };
+        }
+    };
+    match pb::claim_reply::Verdict::try_from(verdict.verdict) {
+        Ok(pb::claim_reply::Verdict::Granted) => {}
+        Ok(pb::claim_reply::Verdict::Finished) => {
+            tracing::debug!(task.id = %task_id, reason = %verdict.reason, "task already finished, dropping");
+            return Disposition::Done;
+        }
+        _ => return dead_letter(ctx, msg, &format!("claim refused: {}", verdict.reason), &request.task_id.to_string()).await,
+    }
+    let epoch = ClaimEpoch(verdict.claim_epoch);
+    let attempt = verdict.attempt;
+    let span = tracing::info_span!("task", task.id = %task_id, task.attempt = attempt, agent.name = %request.agent);
+    run_claimed(ctx, msg, request, epoch, attempt).instrument(span).await
+}
+
+async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, epoch: ClaimEpoch, attempt: u32) -> Disposition {
+    let started = Instant::now();
+    let task_id = request.task_id;
+    let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
+    let guard = ctx.running.register(task_id);
+    let stop = guard.handle.clone();
+
+    let outcome = match AgentSpec::try_from(&request.agent_spec) {
+        Err(e) => Err(format!("invalid agent spec: {e}")),
+        Ok(agent) => {
+            let model = request
+                .model
+                .clone()
+                .or_else(|| agent.model.clone())
+                .unwrap_or_else(|| ctx.default_model.clone());
+            let max_steps = request.max_steps.map_or(agent.max_steps, |m| m.min(agent.max_steps));
+            let params = SessionParams {
+                agent,
+                model,
+                prompt: request.prompt.clone(),
+                max_steps,
+                history: Vec::new(),
+                workspace: ctx.workspace.clone(),
+            };
+            let (sink, publisher) = ProgressPublisher::start(
+                ctx.js.clone(),
+                ctx.subjects.progress(task_id),
+                task_id,
+                request.trace_id,
+                attempt,
+            );
+            let session = run_session(params, ctx.provider.as_ref(), &ctx.tools, &sink, stop.token());
+            let outcome = supervise(session, msg, ctx.ack_wait, request.deadline, &stop).await;
+            publisher.finish(sink).await;
+            Ok(outcome)
+        }
+    };
+    drop(guard);
+
+    if stop.reason() == Some(StopReason::Shutdown) {
+        tracing::info!(task.id = %task_id, "worker shutting down, releasing task");
+        return Disposition::Retry { delay: None };
+    }
+    let result = match outcome {
+        Ok(outcome) => result_of(&request, epoch, attempt, session_id, &ctx.worker_id, outcome, stop.reason(), started),
+        Err(reason) => TaskResult {
+            errors: vec![TaskError { code: "invalid_agent".into(), message: reason, retryable: false }],
+            ..result_of(&request, epoch, attempt, session_id, &ctx.worker_id, empty_outcome(), None, started)
+        },
+    };
+    publish_result(ctx, &result).await
+}
+
+/// Drives the session while sending in-progress acks and enforcing the deadline.
+async fn supervise(
+    session: impl Future<Output = SessionOutcome>,
+    msg: &Message,
+    ack_wait: Duration,
+    deadline: Option<chrono::DateTime<chrono::Utc>>,
+    stop: &crate::cancel::StopHandle,
+) -> SessionOutcome {
+    let mut session = std::pin::pin!(session);
+    let mut heartbeat = tokio::time::interval(ack_wait / 3);
+    heartbeat.tick().await; // the first tick is immediate
+    let until_deadline = deadline.map(|d| (d - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO));
+    let deadline_sleep = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX / 4));
+    let mut deadline_sleep = std::pin::pin!(deadline_sleep);
+    let mut deadline_fired = false;
+    loop {
+        tokio::select! {
+            outcome = &mut session => return outcome,
+            _ = heartbeat.tick() => in_progress(msg).await,
+            _ = &mut deadline_sleep, if until_deadline.is_some() && !deadline_fired => {
+                deadline_fired = true;
+                stop.stop(StopReason::Deadline);
+            }
+        }
+    }
+}
+
+fn empty_outcome() -> SessionOutcome {
+    SessionOutcome {
+        status: SessionStatus::Error,
+        text: String::new(),
+        usage: Default::default(),
+        steps: 0,
+        tool_calls: Vec::new(),
+        messages: Vec::new(),
+        error: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn result_of(
+    request: &TaskRequest,
+    epoch: ClaimEpoch,
+    attempt: u32,
+    session_id: SessionId,
+    worker_id: &WorkerId,
+    outcome: SessionOutcome,
+    stopped: Option<StopReason>,
+    started: Instant,
+) -> TaskResult {
+    let status = match (outcome.status, stopped) {
+        (SessionStatus::Completed, _) => TaskStatus::Completed,
+        (SessionStatus::MaxSteps, _) => TaskStatus::MaxSteps,
+        (SessionStatus::Cancelled, Some(StopReason::Deadline)) => TaskStatus::DeadlineExceeded,
+        (SessionStatus::Cancelled, _) => TaskStatus::Cancelled,
+        (SessionStatus::Error, _) => TaskStatus::Error,
+    };
+    let errors = outcome
+        .error
+        .map(|e| vec![TaskError { code: "session_error".into(), message: e.message, retryable: e.retryable }])
+        .unwrap_or_default();
+    TaskResult {
+        task_id: request.task_id,
+        trace_id: request.trace_id,
+        attempt,
+        claim_epoch: epoch,
+        status,
+        text: outcome.text,
+        structured: None,
+        tool_calls: outcome
+            .tool_calls
+            .into_iter()
+            .map(|t| ToolCallSummary { call_id: t.call_id, tool: t.tool, title: t.title, ok: t.ok })
+            .collect(),
+        errors,
+        usage: Usage { input_tokens: outcome.usage.input_tokens, output_tokens: outcome.usage.output_tokens },
+        latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        steps: outcome.steps,
+        session_id: Some(session_id),
+        worker_id: Some(worker_id.clone()),
+    }
+}
+
+/// Stores the result in the RESULTS stream; the task message is acked only after
+/// JetStream confirms it.
+async fn publish_result(ctx: &Context, result: &TaskResult) -> Disposition {
+    let payload = pb::TaskResult::from(result).encode_to_vec();
+    let subject = ctx.subjects.result(result.task_id);
+    let msg_id = format!("{}:{}", result.task_id, result.claim_epoch.0);
+    for attempt in 0..5u32 {
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(payload.clone().into())
+            .message_id(&msg_id);
+        let stored = match ctx.js.send_publish(subject.clone(), publish).await {
+            Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match stored {
+            Ok(()) => {
+                tracing::debug!(task.id = %result.task_id, status = %result.status, "result published");
+                return Disposition::Done;
+            }
+            Err(e) => {
+                tracing::warn!(task.id = %result.task_id, attempt, error = %e, "failed to publish result, retrying");
+                tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
+            }
+        }
+    }
+    // Let JetStream redeliver: the next attempt's fenced result replaces this one.
+    Disposition::Retry { delay: Some(Duration::from_secs(5)) }
+}
+
+/// Records a message that can never run, then rejects it.
+async fn dead_letter(ctx: &Context, msg: &Message, reason: &str, task_id: &str) -> Disposition {
+    tracing::warn!(subject = %msg.subject, reason = %reason, "dead-lettering task message");
+    let letter = pb::DeadLetter {
+        subject: msg.subject.to_string(),
+        reason: reason.to_owned(),
+        payload: msg.payload.to_vec(),
+        worker_id: ctx.worker_id.to_string(),
+        task_id: task_id.to_owned(),
+    };
+    let stored = match ctx.js.publish(ctx.subjects.dead_letters(), letter.encode_to_vec().into()).await {
+        Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match stored {
+        Ok(()) => Disposition::Reject { reason: reason.to_owned() },
+        Err(e) => {
+            tracing::warn!(error = %e, "failed to record dead letter, retrying later");
+            Disposition::Retry { delay: Some(Duration::from_secs(5)) }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests: a real nats-server, a real Postgres database and a scripted model
+//! over real HTTP per test; coordinator and workers through their `run()`.
+
+mod dispatch;
+mod flow;
+mod validation;
