@@ -1,1 +1,41 @@
-//! taskwire cli (under construction).
+//! The `taskwire` command line: runs the coordinator and workers, and talks to a
+//! coordinator over gRPC to submit, follow, inspect, cancel and list tasks.
+//!
+//! The binary (`src/main.rs`) only parses arguments, starts telemetry and calls [`run`].
+//!
+//! - [`cli`]: the command line ([`Cli`], [`Command`]) and flags shared by client commands.
+//! - [`commands`]: one module per subcommand.
+//! - [`config`]: layered settings of the coordinator and the worker
+//!   (defaults → TOML file → `TASKWIRE_*` env → flags) and `--print-config`.
+//! - [`duration`]: `30s` / `5m` durations and deadlines.
+//! - [`output`]: text and JSON renderings of API messages for stdout.
+//! - [`errors`]: error messages on stderr and exit statuses.
+//! - [`shutdown`]: SIGINT / SIGTERM to a cancellation token.
+//! - [`telemetry`]: logging to stderr.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod duration;
+pub mod errors;
+pub mod output;
+pub mod shutdown;
+pub mod telemetry;
+
+use std::process::ExitCode;
+
+pub use cli::{Cli, Command};
+
+/// Runs the parsed command to its exit status.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Coordinator(args) => commands::coordinator::run(args).await,
+        Command::Worker(args) => commands::worker::run(args).await,
+        Command::Submit(args) => commands::submit::run(args).await,
+        Command::Get(args) => commands::get::run(args).await,
+        Command::Watch(args) => commands::watch::run(args).await,
+        Command::Cancel(args) => commands::cancel::run(args).await,
+        Command::Ls(args) => commands::ls::run(args).await,
+        Command::Agents(args) => commands::agents::run(args).await,
+    }
+}

@@ -34,7 +34,18 @@ pub struct Store {
 
 impl Store {
     /// Connects a pool of at most `max_connections` and applies pending migrations.
+    /// The database is created first if it does not exist (the server must allow it).
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        use sqlx::migrate::MigrateDatabase;
+        let exists = sqlx::Postgres::database_exists(url)
+            .await
+            .map_err(|e| StoreError::from_sqlx("check that the database exists", e))?;
+        if !exists {
+            tracing::info!("creating the database");
+            sqlx::Postgres::create_database(url)
+                .await
+                .map_err(|e| StoreError::from_sqlx("create the database", e))?;
+        }
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(5))

@@ -1,0 +1,29 @@
+# taskwire: `make demo` runs the main job; `make test` runs the tests.
+# Both start Postgres and nats-server when none is running (see scripts/services.sh).
+
+CARGO ?= cargo
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: demo test lint fmt build setup bench
+
+demo: ## a coordinator, a worker and one task, with live progress
+	scripts/demo.sh
+
+test: ## every test, against real Postgres and NATS
+	scripts/with-services.sh $(CARGO) test --workspace --locked
+
+lint: ## formatting and clippy, warnings as errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+build:
+	$(CARGO) build --workspace --locked
+
+setup: ## system packages and Rust for a fresh Debian machine
+	scripts/setup.sh
+
+bench: ## end-to-end throughput of 1,000 no-op tasks (release build)
+	scripts/with-services.sh $(CARGO) run --release --locked -p taskwire-bench -- --tasks 1000

@@ -1,0 +1,240 @@
+//! `taskwire submit --agent NAME PROMPT...`: submits a task and prints its id; with
+//! `--wait`, follows it (progress on stderr) and prints its result.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use taskwire_protocol::value::json_to_struct;
+use taskwire_protocol::{pb, time};
+
+use crate::cli::ClientArgs;
+use crate::commands::{connect, exit_status, follow};
+use crate::duration::Deadline;
+use crate::output::text::{self, ProgressPrinter};
+use crate::output::{OutputFormat, json, write_json};
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Agent that runs the task
+    #[arg(long, value_name = "NAME")]
+    pub agent: String,
+    /// Tenant the task belongs to [default: default]
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Submitting again with the same key returns the first task instead of a new one
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Finish by: a duration from now (30s, 5m, 1h30m) or an RFC 3339 time
+    #[arg(long, value_name = "WHEN")]
+    pub deadline: Option<Deadline>,
+    /// Most model steps the session may take [default: the agent's]
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u32>,
+    /// Model to use [default: the agent's, else the worker's]
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Make the task a subtask of this one (it joins the parent's trace)
+    #[arg(long, value_name = "TASK_ID")]
+    pub parent: Option<String>,
+    /// Structured input: a JSON object, or @FILE to read one from a file
+    #[arg(long, value_name = "JSON", value_parser = parse_input)]
+    pub input: Option<serde_json::Value>,
+    /// Follow the task until it finishes and print its result; exits 1 unless it completed
+    #[arg(long)]
+    pub wait: bool,
+    /// The prompt; its words are joined with spaces, and `-` reads it from stdin
+    #[arg(required = true, value_name = "PROMPT")]
+    pub prompt: Vec<String>,
+}
+
+pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let prompt = read_prompt(&args.prompt)?;
+    let request = build_request(&args, prompt, Utc::now())?;
+    let mut client = connect(&args.client.addr).await?;
+    let submitted = client.submit(request).await?.into_inner();
+    let as_json = args.client.output == OutputFormat::Json;
+    if !args.wait {
+        let mut out = std::io::stdout().lock();
+        if as_json {
+            write_json(&mut out, &json::submitted(&submitted))?;
+        } else {
+            writeln!(out, "{}", submitted.task_id)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    if !as_json {
+        let note = if submitted.created {
+            ""
+        } else {
+            " (already submitted with this idempotency key)"
+        };
+        eprintln!("task {} submitted{note}", submitted.task_id);
+    }
+    // The answer goes to stdout at the end, so the progress on stderr leaves out the
+    // text deltas rather than showing the answer twice.
+    let mut progress = ProgressPrinter::new(std::io::stderr(), false);
+    let mut result = follow(&mut client, &submitted.task_id, |p| {
+        if as_json { Ok(()) } else { progress.event(p) }
+    })
+    .await?;
+    progress.finish()?;
+    if result.task_id.is_empty() {
+        result.task_id = submitted.task_id.clone();
+    }
+    if result.trace_id.is_empty() {
+        result.trace_id = submitted.trace_id.clone();
+    }
+
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        write_json(&mut out, &json::result(&result))?;
+    } else {
+        eprintln!("{}", text::result_status_line(&result));
+        eprint!("{}", text::error_lines(&result));
+        out.write_all(text::answer(&result).as_bytes())?;
+    }
+    Ok(exit_status(&result))
+}
+
+/// The request for `args`, a deadline given as a duration counting from `now`.
+fn build_request(
+    args: &SubmitArgs,
+    prompt: String,
+    now: DateTime<Utc>,
+) -> anyhow::Result<pb::SubmitRequest> {
+    let deadline = args
+        .deadline
+        .map(|d| d.resolve(now))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    Ok(pb::SubmitRequest {
+        agent: args.agent.clone(),
+        prompt,
+        tenant: args.tenant.clone().unwrap_or_default(),
+        idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
+        deadline: deadline.map(time::to_wire),
+        model: args.model.clone(),
+        max_steps: args.max_steps,
+        parent_task_id: args.parent.clone().unwrap_or_default(),
+        input: args.input.as_ref().map(json_to_struct),
+        ..Default::default()
+    })
+}
+
+/// The prompt words joined with spaces, or stdin for a lone `-`.
+fn read_prompt(words: &[String]) -> anyhow::Result<String> {
+    let prompt = if words == ["-"] {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("failed to read the prompt from stdin")?;
+        s.trim_end().to_owned()
+    } else {
+        words.join(" ")
+    };
+    if prompt.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    Ok(prompt)
+}
+
+/// `--input`: a JSON object inline, or `@FILE`.
+fn parse_input(s: &str) -> Result<serde_json::Value, String> {
+    let (text, origin) = match s.strip_prefix('@') {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("failed to read {path}: {e}"))?;
+            (text, path.to_owned())
+        }
+        None => (s.to_owned(), "--input".to_owned()),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{origin} is not valid json: {e}"))?;
+    if !value.is_object() {
+        return Err(format!(
+            "{origin} must be a json object, such as '{{\"path\": \"src\"}}'"
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Probe {
+        #[command(flatten)]
+        args: SubmitArgs,
+    }
+
+    fn parse(argv: &[&str]) -> SubmitArgs {
+        Probe::try_parse_from(std::iter::once("submit").chain(argv.iter().copied()))
+            .expect("valid flags")
+            .args
+    }
+
+    #[test]
+    fn prompt_words_are_joined_and_flags_fill_the_request() {
+        let args = parse(&[
+            "--agent",
+            "build",
+            "--max-steps",
+            "5",
+            "--model",
+            "m",
+            "--input",
+            r#"{"path": "src"}"#,
+            "fix",
+            "the",
+            "bug",
+        ]);
+        let prompt = read_prompt(&args.prompt).expect("prompt");
+        let req = build_request(&args, prompt, Utc::now()).expect("request");
+        assert_eq!(req.agent, "build");
+        assert_eq!(req.prompt, "fix the bug");
+        assert_eq!(req.max_steps, Some(5));
+        assert_eq!(req.model.as_deref(), Some("m"));
+        assert!(req.input.expect("input").fields.contains_key("path"));
+        assert_eq!(req.deadline, None);
+        assert!(req.tenant.is_empty() && req.parent_task_id.is_empty());
+    }
+
+    #[test]
+    fn relative_deadline_is_sent_as_an_absolute_time() {
+        let args = parse(&["--agent", "a", "--deadline", "5m", "go"]);
+        let now = DateTime::from_timestamp(1_767_366_245, 0).expect("valid time");
+        let req = build_request(&args, "go".to_owned(), now).expect("request");
+        assert_eq!(req.deadline.map(|d| d.seconds), Some(1_767_366_245 + 300));
+    }
+
+    #[test]
+    fn input_must_be_a_json_object() {
+        assert!(parse_input(r#"{"a": 1}"#).is_ok());
+        assert!(
+            parse_input("[1, 2]")
+                .expect_err("array")
+                .contains("json object")
+        );
+        assert!(
+            parse_input("{nope")
+                .expect_err("invalid")
+                .contains("not valid json")
+        );
+        assert!(Probe::try_parse_from(["submit", "--agent", "a", "--input", "3", "go"]).is_err());
+    }
+
+    #[test]
+    fn a_prompt_is_required() {
+        assert!(Probe::try_parse_from(["submit", "--agent", "a"]).is_err());
+        assert!(read_prompt(&["  ".to_owned()]).is_err());
+    }
+}

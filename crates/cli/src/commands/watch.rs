@@ -1,0 +1,49 @@
+//! `taskwire watch TASK_ID`: a task's progress from the start, live, until its result.
+//!
+//! Text: one line per event (`step 1 started`, `tool grep [running] grep TODO in src`),
+//! the answer's text inline as it is generated, then the result's status line and text.
+//! JSON: one object per event (JSON Lines), the last with `"event": "result"`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cli::ClientArgs;
+use crate::commands::{connect, exit_status, follow};
+use crate::output::text::{self, ProgressPrinter};
+use crate::output::{OutputFormat, json, write_json};
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The task's id
+    pub task_id: String,
+}
+
+/// Exits 0 when the task completed, 1 when it ended otherwise.
+pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let mut client = connect(&args.client.addr).await?;
+    let result = match args.client.output {
+        OutputFormat::Json => {
+            let result = follow(&mut client, &args.task_id, |p| {
+                write_json(&mut std::io::stdout().lock(), &json::progress(p))
+            })
+            .await?;
+            write_json(&mut std::io::stdout().lock(), &json::watch_result(&result))?;
+            result
+        }
+        OutputFormat::Text => {
+            let mut progress = ProgressPrinter::new(std::io::stdout(), true);
+            let result = follow(&mut client, &args.task_id, |p| progress.event(p)).await?;
+            progress.finish()?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "result: {}", text::result_status_line(&result))?;
+            out.write_all(text::error_lines(&result).as_bytes())?;
+            out.write_all(text::answer(&result).as_bytes())?;
+            result
+        }
+    };
+    Ok(exit_status(&result))
+}

@@ -1,0 +1,51 @@
+//! `taskwire worker`: pulls and runs tasks until SIGINT or SIGTERM, then lets running
+//! sessions finish within the shutdown grace.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, FileConfig, WorkerSettings};
+use crate::shutdown;
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub settings: WorkerSettings,
+    /// TOML config file; its [worker] table sits under env and flags
+    #[arg(long, env = "TASKWIRE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective config (as TOML, secrets redacted) and exit
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// Needs a rustls crypto provider installed first (the binary's `main` does it): the
+/// model client is built without one.
+pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let file = FileConfig::load(args.config.as_deref())?;
+    let config = config::worker_config(args.settings, &file)?;
+    if args.print_config {
+        std::io::stdout()
+            .lock()
+            .write_all(config::render_worker(&config)?.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let shutdown = CancellationToken::new();
+    shutdown::cancel_on_signals(shutdown.clone())?;
+    tracing::info!(
+        queue = %config.queue,
+        concurrency = config.concurrency,
+        workspace = %config.workspace.display(),
+        model = %config.model.default_model,
+        "starting worker"
+    );
+    taskwire_worker::run(config, shutdown)
+        .await
+        .context("worker failed")?;
+    Ok(ExitCode::SUCCESS)
+}

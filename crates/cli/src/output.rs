@@ -1,0 +1,114 @@
+//! What client commands print on stdout: [`json`] for scripts (one JSON value per
+//! line), [`text`] for people. Both read the generated API messages directly: the CLI
+//! only displays them, and must show what the server sent even when a field holds a
+//! value this build does not know.
+
+pub mod json;
+pub mod text;
+
+use std::io::Write;
+
+use chrono::SecondsFormat;
+use taskwire_protocol::{TaskStatus, pb, time};
+
+/// The `--output` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Readable text.
+    #[default]
+    Text,
+    /// JSON: one value per line.
+    Json,
+}
+
+/// Writes `value` as one line of JSON.
+pub fn write_json(out: &mut impl Write, value: &serde_json::Value) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    writeln!(out)
+}
+
+/// The lowercase status name (`completed`); `unspecified` for 0, `unknown` for numbers
+/// this build does not know.
+pub fn status_name(status: i32) -> &'static str {
+    match TaskStatus::from_wire("status", status) {
+        Ok(s) => s.as_str(),
+        Err(_) if status == 0 => "unspecified",
+        Err(_) => "unknown",
+    }
+}
+
+/// Whether a result's status is `completed`: the only successful end.
+pub fn is_completed(result: &pb::TaskResult) -> bool {
+    TaskStatus::from_wire("status", result.status) == Ok(TaskStatus::Completed)
+}
+
+/// A timestamp as RFC 3339 in UTC with milliseconds; `None` when unset or out of range.
+pub fn timestamp(t: Option<&prost_types::Timestamp>) -> Option<String> {
+    let t = time::from_wire("timestamp", t?).ok()?;
+    Some(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+pub fn tool_call_state_name(state: i32) -> &'static str {
+    match pb::ToolCallState::try_from(state) {
+        Ok(pb::ToolCallState::Pending) => "pending",
+        Ok(pb::ToolCallState::Running) => "running",
+        Ok(pb::ToolCallState::Completed) => "completed",
+        Ok(pb::ToolCallState::Error) => "error",
+        Ok(pb::ToolCallState::Unspecified) => "unspecified",
+        Err(_) => "unknown",
+    }
+}
+
+pub fn agent_mode_name(mode: i32) -> &'static str {
+    match pb::AgentMode::try_from(mode) {
+        Ok(pb::AgentMode::Primary) => "primary",
+        Ok(pb::AgentMode::Subagent) => "subagent",
+        Ok(pb::AgentMode::All) => "all",
+        Ok(pb::AgentMode::Unspecified) => "unspecified",
+        Err(_) => "unknown",
+    }
+}
+
+pub fn permission_action_name(action: i32) -> &'static str {
+    match pb::PermissionAction::try_from(action) {
+        Ok(pb::PermissionAction::Allow) => "allow",
+        Ok(pb::PermissionAction::Ask) => "ask",
+        Ok(pb::PermissionAction::Deny) => "deny",
+        Ok(pb::PermissionAction::Unspecified) => "unspecified",
+        Err(_) => "unknown",
+    }
+}
+
+/// The result's answer text, empty when there is none.
+pub fn result_text(result: &pb::TaskResult) -> &str {
+    result.output.as_ref().map_or("", |o| o.text.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_are_lowercase_and_tolerate_unknown_numbers() {
+        assert_eq!(status_name(pb::TaskStatus::Completed as i32), "completed");
+        assert_eq!(
+            status_name(pb::TaskStatus::DeadlineExceeded as i32),
+            "deadline_exceeded"
+        );
+        assert_eq!(status_name(0), "unspecified");
+        assert_eq!(status_name(999), "unknown");
+    }
+
+    #[test]
+    fn timestamps_print_as_utc_rfc3339() {
+        let t = prost_types::Timestamp {
+            seconds: 1_767_366_245,
+            nanos: 120_000_000,
+        };
+        assert_eq!(
+            timestamp(Some(&t)).as_deref(),
+            Some("2026-01-02T15:04:05.120Z")
+        );
+        assert_eq!(timestamp(None), None);
+    }
+}

@@ -1,0 +1,319 @@
+//! JSON shapes of `--output json`. Field names are snake_case and stable; statuses and
+//! enum values are lowercase names; times are RFC 3339 strings; an absent id or time is
+//! `null`, an absent text is `""`.
+
+use serde_json::{Map, Value, json};
+use taskwire_protocol::pb;
+use taskwire_protocol::value::struct_to_json;
+
+use super::{
+    agent_mode_name, permission_action_name, result_text, status_name, timestamp,
+    tool_call_state_name,
+};
+
+/// `taskwire get` and each element of `taskwire ls`.
+pub fn task(t: &pb::Task) -> Value {
+    json!({
+        "task_id": t.task_id,
+        "parent_task_id": non_empty(&t.parent_task_id),
+        "trace_id": t.trace_id,
+        "tenant": t.tenant,
+        "agent": t.agent,
+        "prompt": t.prompt,
+        "status": status_name(t.status),
+        "attempt": t.attempt,
+        "depth": t.depth,
+        "created_at": timestamp(t.created_at.as_ref()),
+        "updated_at": timestamp(t.updated_at.as_ref()),
+        "deadline": timestamp(t.deadline.as_ref()),
+        "text": t.result.as_ref().map_or("", result_text),
+        "result": t.result.as_ref().map(result),
+    })
+}
+
+/// A finished task's result; `taskwire submit --wait` prints it.
+pub fn result(r: &pb::TaskResult) -> Value {
+    let usage = r.usage.unwrap_or_default();
+    let metrics = r.metrics.unwrap_or_default();
+    json!({
+        "task_id": r.task_id,
+        "trace_id": r.trace_id,
+        "status": status_name(r.status),
+        "attempt": r.attempt,
+        "text": result_text(r),
+        "structured": r.output.as_ref().and_then(|o| o.structured.as_ref()).map(struct_to_json),
+        "usage": { "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens },
+        "steps": metrics.steps,
+        "latency_ms": metrics.latency_ms,
+        "tool_calls": r.tool_calls.iter().map(|c| json!({
+            "call_id": c.call_id,
+            "tool": c.tool,
+            "title": c.title,
+            "state": tool_call_state_name(c.state),
+        })).collect::<Vec<_>>(),
+        "errors": r.errors.iter().map(|e| json!({
+            "code": e.code,
+            "message": e.message,
+            "retryable": e.retryable,
+        })).collect::<Vec<_>>(),
+        "attachments": r.attachments.iter().map(|a| json!({
+            "name": a.name,
+            "media_type": a.media_type,
+            "uri": non_empty(&a.uri),
+            "size": a.data.len(),
+        })).collect::<Vec<_>>(),
+        "provenance": r.provenance.iter().map(|p| json!({
+            "source": p.source,
+            "uri": non_empty(&p.uri),
+            "excerpt": p.excerpt,
+        })).collect::<Vec<_>>(),
+        "patch": non_empty(&r.patch),
+        "session_id": non_empty(&r.session_id),
+        "worker_id": non_empty(&r.worker_id),
+    })
+}
+
+/// One progress line of `taskwire watch --output json`: the common fields, `event` naming
+/// the kind, and the kind's own fields beside them.
+pub fn progress(p: &pb::TaskProgress) -> Value {
+    use pb::task_progress::Event;
+    let (kind, fields) = match &p.event {
+        Some(Event::StepStarted(e)) => ("step_started", json!({ "step": e.step })),
+        Some(Event::StepFinished(e)) => {
+            let usage = e.usage.unwrap_or_default();
+            let usage =
+                json!({ "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens });
+            ("step_finished", json!({ "step": e.step, "usage": usage }))
+        }
+        Some(Event::ToolCall(e)) => (
+            "tool_call",
+            json!({
+                "call_id": e.call_id,
+                "tool": e.tool,
+                "state": tool_call_state_name(e.state),
+                "title": e.title,
+                "error": non_empty(&e.error),
+            }),
+        ),
+        Some(Event::TextDelta(e)) => ("text_delta", json!({ "text": e.text })),
+        Some(Event::ChildTask(e)) => (
+            "child_task",
+            json!({ "child_task_id": e.task_id, "agent": e.agent, "description": e.description }),
+        ),
+        Some(Event::ApprovalRequired(e)) => (
+            "approval_required",
+            json!({ "request_id": e.request_id, "permission": e.permission, "patterns": e.patterns }),
+        ),
+        Some(Event::Heartbeat(_)) => ("heartbeat", json!({})),
+        None => ("unknown", json!({})),
+    };
+    let mut out = Map::new();
+    out.insert("event".to_owned(), kind.into());
+    out.insert("task_id".to_owned(), p.task_id.clone().into());
+    out.insert("trace_id".to_owned(), p.trace_id.clone().into());
+    out.insert("attempt".to_owned(), p.attempt.into());
+    out.insert("seq".to_owned(), p.seq.into());
+    out.insert("status".to_owned(), status_name(p.status).into());
+    out.insert("at".to_owned(), timestamp(p.at.as_ref()).into());
+    if let Value::Object(fields) = fields {
+        out.extend(fields);
+    }
+    Value::Object(out)
+}
+
+/// The last line of `taskwire watch --output json`: the result, with `"event": "result"`.
+pub fn watch_result(r: &pb::TaskResult) -> Value {
+    let mut value = result(r);
+    if let Value::Object(map) = &mut value {
+        map.insert("event".to_owned(), "result".into());
+    }
+    value
+}
+
+/// `taskwire submit` without `--wait`.
+pub fn submitted(s: &pb::SubmitResponse) -> Value {
+    json!({ "task_id": s.task_id, "trace_id": s.trace_id, "created": s.created })
+}
+
+/// `taskwire cancel`: the task's status after the request.
+pub fn cancelled(task_id: &str, c: &pb::CancelResponse) -> Value {
+    json!({ "task_id": task_id, "status": status_name(c.status) })
+}
+
+/// Each element of `taskwire agents`.
+pub fn agent(a: &pb::AgentSpec) -> Value {
+    json!({
+        "name": a.name,
+        "description": a.description,
+        "mode": agent_mode_name(a.mode),
+        "hidden": a.hidden,
+        "tools": a.tools,
+        "permission": a.permission.iter().map(|r| json!({
+            "permission": r.permission,
+            "pattern": r.pattern,
+            "action": permission_action_name(r.action),
+        })).collect::<Vec<_>>(),
+        "max_steps": a.max_steps,
+        "model": a.model,
+        "temperature": a.temperature,
+        "top_p": a.top_p,
+        "color": a.color,
+        "prompt": a.prompt,
+    })
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished_task() -> pb::Task {
+        pb::Task {
+            task_id: "0193f1c2-0000-7000-8000-000000000001".to_owned(),
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".to_owned(),
+            agent: "build".to_owned(),
+            prompt: "fix the bug".to_owned(),
+            status: pb::TaskStatus::Completed as i32,
+            attempt: 2,
+            created_at: Some(prost_types::Timestamp {
+                seconds: 1_767_366_245,
+                nanos: 0,
+            }),
+            updated_at: Some(prost_types::Timestamp {
+                seconds: 1_767_366_250,
+                nanos: 0,
+            }),
+            result: Some(pb::TaskResult {
+                task_id: "0193f1c2-0000-7000-8000-000000000001".to_owned(),
+                status: pb::TaskStatus::Completed as i32,
+                attempt: 2,
+                output: Some(pb::Output {
+                    text: "fixed it".to_owned(),
+                    structured: None,
+                }),
+                usage: Some(pb::Usage {
+                    input_tokens: 120,
+                    output_tokens: 30,
+                }),
+                metrics: Some(pb::Metrics {
+                    latency_ms: 900,
+                    steps: 3,
+                }),
+                tool_calls: vec![pb::ToolCallSummary {
+                    call_id: "c1".to_owned(),
+                    tool: "grep".to_owned(),
+                    title: "grep TODO in src".to_owned(),
+                    state: pb::ToolCallState::Completed as i32,
+                }],
+                session_id: "s-1".to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn task_json_has_status_name_text_and_times() {
+        let v = task(&finished_task());
+        assert_eq!(v["task_id"], "0193f1c2-0000-7000-8000-000000000001");
+        assert_eq!(v["status"], "completed");
+        assert_eq!(v["text"], "fixed it");
+        assert_eq!(v["attempt"], 2);
+        assert_eq!(v["depth"], 0);
+        assert_eq!(v["agent"], "build");
+        assert_eq!(v["parent_task_id"], Value::Null);
+        assert_eq!(v["deadline"], Value::Null);
+        assert_eq!(v["created_at"], "2026-01-02T15:04:05.000Z");
+        assert_eq!(
+            v["result"]["usage"],
+            json!({"input_tokens": 120, "output_tokens": 30})
+        );
+        assert_eq!(v["result"]["steps"], 3);
+        assert_eq!(v["result"]["tool_calls"][0]["state"], "completed");
+        assert_eq!(v["result"]["session_id"], "s-1");
+    }
+
+    #[test]
+    fn unfinished_task_json_has_empty_text_and_null_result() {
+        let t = pb::Task {
+            status: pb::TaskStatus::Running as i32,
+            ..finished_task()
+        };
+        let t = pb::Task { result: None, ..t };
+        let v = task(&t);
+        assert_eq!(v["status"], "running");
+        assert_eq!(v["text"], "");
+        assert_eq!(v["result"], Value::Null);
+    }
+
+    #[test]
+    fn result_json_carries_what_submit_wait_promises() {
+        let r = finished_task().result.expect("finished");
+        let v = result(&r);
+        for key in [
+            "task_id",
+            "status",
+            "text",
+            "attempt",
+            "usage",
+            "steps",
+            "tool_calls",
+            "errors",
+            "session_id",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}: {v}");
+        }
+        assert_eq!(v["errors"], json!([]));
+    }
+
+    #[test]
+    fn progress_json_flattens_the_event_beside_common_fields() {
+        let p = pb::TaskProgress {
+            task_id: "t".to_owned(),
+            attempt: 1,
+            seq: 7,
+            status: pb::TaskStatus::Running as i32,
+            event: Some(pb::task_progress::Event::ToolCall(pb::ToolCallEvent {
+                call_id: "c1".to_owned(),
+                tool: "grep".to_owned(),
+                state: pb::ToolCallState::Running as i32,
+                title: "grep TODO in src".to_owned(),
+                error: String::new(),
+            })),
+            ..Default::default()
+        };
+        let v = progress(&p);
+        assert_eq!(v["event"], "tool_call");
+        assert_eq!(v["seq"], 7);
+        assert_eq!(v["status"], "running");
+        assert_eq!(v["tool"], "grep");
+        assert_eq!(v["state"], "running");
+        assert_eq!(v["error"], Value::Null);
+    }
+
+    #[test]
+    fn child_task_progress_does_not_shadow_the_task_id() {
+        let p = pb::TaskProgress {
+            task_id: "parent".to_owned(),
+            event: Some(pb::task_progress::Event::ChildTask(pb::ChildTask {
+                task_id: "child".to_owned(),
+                agent: "explore".to_owned(),
+                description: "look around".to_owned(),
+            })),
+            ..Default::default()
+        };
+        let v = progress(&p);
+        assert_eq!(v["task_id"], "parent");
+        assert_eq!(v["child_task_id"], "child");
+    }
+
+    #[test]
+    fn watch_result_is_marked_as_the_result_event() {
+        let v = watch_result(&finished_task().result.expect("finished"));
+        assert_eq!(v["event"], "result");
+        assert_eq!(v["text"], "fixed it");
+    }
+}

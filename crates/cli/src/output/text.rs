@@ -1,0 +1,414 @@
+//! Readable renderings: progress lines, result summaries, task summaries and tables.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use taskwire_protocol::pb;
+
+use super::{agent_mode_name, result_text, status_name, timestamp, tool_call_state_name};
+
+/// Prints progress events one line each. Text deltas, when shown, are written inline as
+/// they arrive (so the answer appears as it is generated), and the next line starts on a
+/// fresh line.
+pub struct ProgressPrinter<W: Write> {
+    out: W,
+    show_text: bool,
+    mid_line: bool,
+    attempt: Option<u32>,
+}
+
+impl<W: Write> ProgressPrinter<W> {
+    pub fn new(out: W, show_text: bool) -> Self {
+        Self {
+            out,
+            show_text,
+            mid_line: false,
+            attempt: None,
+        }
+    }
+
+    pub fn event(&mut self, p: &pb::TaskProgress) -> io::Result<()> {
+        use pb::task_progress::Event;
+        if self.attempt.is_some_and(|a| a != p.attempt) {
+            // The task was redelivered: what follows replaces the earlier attempt's work.
+            self.line(&format!("attempt {} started", p.attempt))?;
+        }
+        self.attempt = Some(p.attempt);
+        let line = match &p.event {
+            Some(Event::StepStarted(e)) => format!("step {} started", e.step),
+            Some(Event::StepFinished(e)) => {
+                let u = e.usage.unwrap_or_default();
+                format!(
+                    "step {} finished (in {}, out {} tokens)",
+                    e.step, u.input_tokens, u.output_tokens
+                )
+            }
+            Some(Event::ToolCall(e)) => {
+                let mut line = format!(
+                    "tool {} [{}] {}",
+                    e.tool,
+                    tool_call_state_name(e.state),
+                    e.title
+                );
+                if !e.error.is_empty() {
+                    let _ = write!(line, ": {}", e.error);
+                }
+                line.trim_end().to_owned()
+            }
+            Some(Event::TextDelta(e)) => {
+                if self.show_text && !e.text.is_empty() {
+                    self.out.write_all(e.text.as_bytes())?;
+                    self.mid_line = !e.text.ends_with('\n');
+                    self.out.flush()?;
+                }
+                return Ok(());
+            }
+            Some(Event::ChildTask(e)) => {
+                format!(
+                    "child task {} ({}): {}",
+                    e.task_id,
+                    e.agent,
+                    first_line(&e.description)
+                )
+            }
+            Some(Event::ApprovalRequired(e)) => {
+                format!(
+                    "approval required: {} {} (request {})",
+                    e.permission,
+                    e.patterns.join(", "),
+                    e.request_id
+                )
+            }
+            Some(Event::Heartbeat(_)) | None => return Ok(()),
+        };
+        self.line(&line)
+    }
+
+    /// Ends a line left open by text deltas.
+    pub fn finish(&mut self) -> io::Result<()> {
+        if self.mid_line {
+            writeln!(self.out)?;
+            self.mid_line = false;
+        }
+        self.out.flush()
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    fn line(&mut self, line: &str) -> io::Result<()> {
+        self.finish()?;
+        writeln!(self.out, "{line}")?;
+        self.out.flush()
+    }
+}
+
+/// `completed (attempt 1, 3 steps, in 120, out 30 tokens)`.
+pub fn result_status_line(r: &pb::TaskResult) -> String {
+    let usage = r.usage.unwrap_or_default();
+    let steps = r.metrics.map_or(0, |m| m.steps);
+    format!(
+        "{} (attempt {}, {} step{}, in {}, out {} tokens)",
+        status_name(r.status),
+        r.attempt,
+        steps,
+        if steps == 1 { "" } else { "s" },
+        usage.input_tokens,
+        usage.output_tokens
+    )
+}
+
+/// The result's errors, one `error[code]: message` line each.
+pub fn error_lines(r: &pb::TaskResult) -> String {
+    r.errors.iter().fold(String::new(), |mut out, e| {
+        let _ = writeln!(out, "error[{}]: {}", e.code, e.message);
+        out
+    })
+}
+
+/// The answer text, ending with a newline unless empty.
+pub fn answer(r: &pb::TaskResult) -> String {
+    let text = result_text(r);
+    if text.is_empty() || text.ends_with('\n') {
+        text.to_owned()
+    } else {
+        format!("{text}\n")
+    }
+}
+
+/// `taskwire get`: one labelled field per line, then the answer.
+pub fn task_summary(t: &pb::Task) -> String {
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    let time =
+        |ts: Option<&prost_types::Timestamp>| timestamp(ts).unwrap_or_else(|| "-".to_owned());
+    let mut rows: Vec<(&str, String)> = vec![
+        ("task", t.task_id.clone()),
+        ("status", status_name(t.status).to_owned()),
+        ("agent", t.agent.clone()),
+        ("parent", dash(&t.parent_task_id)),
+        ("trace", t.trace_id.clone()),
+        ("tenant", dash(&t.tenant)),
+        ("attempt", t.attempt.to_string()),
+        ("depth", t.depth.to_string()),
+        ("created", time(t.created_at.as_ref())),
+        ("updated", time(t.updated_at.as_ref())),
+        ("deadline", time(t.deadline.as_ref())),
+        ("prompt", truncate(first_line(&t.prompt), 100)),
+    ];
+    if let Some(r) = &t.result {
+        rows.push(("result", result_status_line(r)));
+        if let Some(m) = r.metrics.filter(|m| m.latency_ms > 0) {
+            rows.push(("latency", format!("{} ms", m.latency_ms)));
+        }
+        rows.push(("session", dash(&r.session_id)));
+        rows.push(("worker", dash(&r.worker_id)));
+    }
+    let mut out = String::new();
+    for (label, value) in rows {
+        let _ = writeln!(out, "{label:<9} {value}");
+    }
+    if let Some(r) = &t.result {
+        for c in &r.tool_calls {
+            let _ = writeln!(
+                out,
+                "{:<9} {} [{}] {}",
+                "tool",
+                c.tool,
+                tool_call_state_name(c.state),
+                c.title
+            );
+        }
+        out.push_str(&error_lines(r));
+        let text = answer(r);
+        if !text.is_empty() {
+            out.push('\n');
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+/// `taskwire ls`.
+pub fn task_table(tasks: &[pb::Task]) -> String {
+    let rows = tasks
+        .iter()
+        .map(|t| {
+            vec![
+                t.task_id.clone(),
+                if t.parent_task_id.is_empty() {
+                    "-".to_owned()
+                } else {
+                    t.parent_task_id.clone()
+                },
+                t.agent.clone(),
+                status_name(t.status).to_owned(),
+                t.attempt.to_string(),
+                timestamp(t.created_at.as_ref()).unwrap_or_else(|| "-".to_owned()),
+            ]
+        })
+        .collect::<Vec<_>>();
+    table(
+        &["ID", "PARENT", "AGENT", "STATUS", "ATTEMPT", "CREATED"],
+        &rows,
+    )
+}
+
+/// `taskwire agents`.
+pub fn agent_table(agents: &[pb::AgentSpec]) -> String {
+    let rows = agents
+        .iter()
+        .map(|a| {
+            vec![
+                a.name.clone(),
+                agent_mode_name(a.mode).to_owned(),
+                if a.hidden { "yes" } else { "no" }.to_owned(),
+                truncate(first_line(&a.description), 80),
+            ]
+        })
+        .collect::<Vec<_>>();
+    table(&["NAME", "MODE", "HIDDEN", "DESCRIPTION"], &rows)
+}
+
+/// Left-aligned columns two spaces apart; the last column is not padded.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(attempt: u32, event: pb::task_progress::Event) -> pb::TaskProgress {
+        pb::TaskProgress {
+            attempt,
+            event: Some(event),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn progress_prints_one_line_per_event_with_text_inline() {
+        use pb::task_progress::Event;
+        let mut p = ProgressPrinter::new(Vec::new(), true);
+        let events = [
+            Event::StepStarted(pb::StepStarted { step: 1 }),
+            Event::ToolCall(pb::ToolCallEvent {
+                tool: "grep".to_owned(),
+                state: pb::ToolCallState::Running as i32,
+                title: "grep TODO in src".to_owned(),
+                ..Default::default()
+            }),
+            Event::Heartbeat(pb::Heartbeat {}),
+            Event::TextDelta(pb::TextDelta {
+                text: "Found ".to_owned(),
+            }),
+            Event::TextDelta(pb::TextDelta {
+                text: "two".to_owned(),
+            }),
+            Event::StepFinished(pb::StepFinished {
+                step: 1,
+                usage: Some(pb::Usage {
+                    input_tokens: 120,
+                    output_tokens: 30,
+                }),
+            }),
+        ];
+        for e in events {
+            p.event(&progress(1, e)).expect("write to vec");
+        }
+        p.event(&progress(
+            2,
+            Event::StepStarted(pb::StepStarted { step: 1 }),
+        ))
+        .expect("write to vec");
+        p.finish().expect("write to vec");
+        let out = String::from_utf8(p.into_inner()).expect("utf-8");
+        assert_eq!(
+            out,
+            "step 1 started\ntool grep [running] grep TODO in src\nFound two\n\
+             step 1 finished (in 120, out 30 tokens)\nattempt 2 started\nstep 1 started\n"
+        );
+    }
+
+    #[test]
+    fn progress_without_text_skips_deltas() {
+        let mut p = ProgressPrinter::new(Vec::new(), false);
+        let delta = pb::task_progress::Event::TextDelta(pb::TextDelta {
+            text: "hi".to_owned(),
+        });
+        p.event(&progress(1, delta)).expect("write to vec");
+        p.finish().expect("write to vec");
+        assert!(p.into_inner().is_empty());
+    }
+
+    #[test]
+    fn tool_errors_follow_the_title() {
+        let mut p = ProgressPrinter::new(Vec::new(), false);
+        let call = pb::task_progress::Event::ToolCall(pb::ToolCallEvent {
+            tool: "bash".to_owned(),
+            state: pb::ToolCallState::Error as i32,
+            title: "cargo test".to_owned(),
+            error: "exit status 101".to_owned(),
+            ..Default::default()
+        });
+        p.event(&progress(1, call)).expect("write to vec");
+        assert_eq!(
+            String::from_utf8(p.into_inner()).expect("utf-8"),
+            "tool bash [error] cargo test: exit status 101\n"
+        );
+    }
+
+    #[test]
+    fn result_status_line_names_status_attempt_steps_and_tokens() {
+        let r = pb::TaskResult {
+            status: pb::TaskStatus::MaxSteps as i32,
+            attempt: 1,
+            usage: Some(pb::Usage {
+                input_tokens: 5,
+                output_tokens: 6,
+            }),
+            metrics: Some(pb::Metrics {
+                latency_ms: 1,
+                steps: 1,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            result_status_line(&r),
+            "max_steps (attempt 1, 1 step, in 5, out 6 tokens)"
+        );
+    }
+
+    #[test]
+    fn tables_align_columns_and_leave_the_last_unpadded() {
+        let rows = vec![vec![
+            "a".to_owned(),
+            "long value".to_owned(),
+            "x".to_owned(),
+        ]];
+        assert_eq!(
+            table(&["ID", "NAME", "LAST"], &rows),
+            "ID  NAME        LAST\na   long value  x\n"
+        );
+    }
+
+    #[test]
+    fn summary_ends_with_the_answer() {
+        let t = pb::Task {
+            task_id: "t1".to_owned(),
+            status: pb::TaskStatus::Completed as i32,
+            result: Some(pb::TaskResult {
+                status: pb::TaskStatus::Completed as i32,
+                output: Some(pb::Output {
+                    text: "done".to_owned(),
+                    structured: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = task_summary(&t);
+        assert!(s.starts_with("task      t1\nstatus    completed\n"), "{s}");
+        assert!(s.ends_with("\n\ndone\n"), "{s}");
+    }
+}

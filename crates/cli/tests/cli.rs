@@ -1,0 +1,245 @@
+//! The `taskwire` binary as scripts and deployments use it, without services: config
+//! layering through `--print-config`, secret redaction, exit statuses and signals.
+//! Every run starts from an empty environment so the machine's `TASKWIRE_*` cannot leak in.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn taskwire() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskwire"));
+    cmd.env_clear();
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("taskwire runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("utf-8 stdout")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("utf-8 stderr")
+}
+
+fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    file.write_all(text.as_bytes()).expect("write config");
+    file
+}
+
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("local addr").port()
+}
+
+#[test]
+fn worker_settings_layer_flag_over_env_over_file_over_default() {
+    let file = config_file("[worker]\nconcurrency = 2\nqueue = \"from-file\"\n");
+    let path = file.path().to_str().expect("utf-8 path");
+    let print = |env: &[(&str, &str)], flags: &[&str]| {
+        let out = run(taskwire()
+            .args(["worker", "--print-config"])
+            .args(flags)
+            .envs(env.iter().copied()));
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+
+    assert!(print(&[], &[]).contains("concurrency = 16\n"), "default");
+    let from_file = print(&[], &["--config", path]);
+    assert!(
+        from_file.contains("concurrency = 2\n") && from_file.contains("queue = \"from-file\""),
+        "{from_file}"
+    );
+    let env = [("TASKWIRE_CONFIG", path), ("TASKWIRE_CONCURRENCY", "4")];
+    let from_env = print(&env, &[]);
+    assert!(
+        from_env.contains("concurrency = 4\n"),
+        "env beats file: {from_env}"
+    );
+    assert!(
+        from_env.contains("queue = \"from-file\""),
+        "the file still fills other fields: {from_env}"
+    );
+    assert!(
+        print(&env, &["--concurrency", "8"]).contains("concurrency = 8\n"),
+        "flag beats env"
+    );
+}
+
+#[test]
+fn coordinator_print_config_is_a_config_file() {
+    let file = config_file("[coordinator]\nlisten = \"0.0.0.0:6000\"\nack_wait = 45\n");
+    let out = run(taskwire()
+        .args(["coordinator", "--print-config", "--prefix", "tw1"])
+        .env("TASKWIRE_CONFIG", file.path())
+        .env(
+            "TASKWIRE_DATABASE_URL",
+            "postgres://app:hunter2@db/taskwire",
+        ));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(printed.starts_with("[coordinator]\n"), "{printed}");
+    for line in [
+        "listen = \"0.0.0.0:6000\"",
+        "ack_wait = \"45s\"",
+        "prefix = \"tw1\"",
+        "database_url = \"postgres://app:<redacted>@db/taskwire\"",
+    ] {
+        assert!(printed.contains(line), "missing {line:?} in {printed}");
+    }
+    assert!(!printed.contains("hunter2"));
+}
+
+#[test]
+fn the_model_api_key_is_never_printed() {
+    let out = run(taskwire()
+        .args(["worker", "--print-config"])
+        .env("TASKWIRE_MODEL_API_KEY", "sk-from-env"));
+    assert!(
+        stdout(&out).contains("model_api_key = \"<redacted>\""),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("sk-from-env"));
+
+    let out = run(taskwire().args([
+        "worker",
+        "--print-config",
+        "--model-api-key",
+        "sk-from-flag",
+    ]));
+    assert!(!stdout(&out).contains("sk-from-flag"));
+
+    let help = run(taskwire()
+        .args(["worker", "--help"])
+        .env("TASKWIRE_MODEL_API_KEY", "sk-from-env"));
+    assert!(
+        stdout(&help).contains("TASKWIRE_MODEL_API_KEY"),
+        "{}",
+        stdout(&help)
+    );
+    assert!(!stdout(&help).contains("sk-from-env"));
+}
+
+#[test]
+fn a_missing_config_file_is_an_error_that_names_it() {
+    let out = run(taskwire().args([
+        "worker",
+        "--print-config",
+        "--config",
+        "/nonexistent/taskwire.toml",
+    ]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("/nonexistent/taskwire.toml"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_unreachable_coordinator_is_a_grpc_error_with_status_2() {
+    let addr = format!("http://127.0.0.1:{}", closed_port());
+    for args in [
+        vec!["get", "0193f1c2-0000-7000-8000-000000000001"],
+        vec!["ls", "--output", "json"],
+        vec!["agents"],
+    ] {
+        let out = run(taskwire().args(&args).args(["--addr", &addr]));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("error: unavailable: failed to connect to"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "nothing on stdout");
+    }
+    let out = run(taskwire().args(["agents"]).env("TASKWIRE_ADDR", &addr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "TASKWIRE_ADDR is read: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn invalid_flag_values_are_usage_errors() {
+    for args in [
+        vec!["submit", "--agent", "a", "--deadline", "tomorrow", "go"],
+        vec!["submit", "--agent", "a", "--input", "[1]", "go"],
+        vec!["ls", "--status", "done"],
+        vec!["worker", "--ack-wait", "5x", "--print-config"],
+        vec!["get", "id", "--output", "yaml"],
+    ] {
+        let out = run(taskwire().args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_second_sigterm_stops_a_worker_at_once() {
+    // No NATS listens there, so the worker is still starting when the signals arrive.
+    let mut child = taskwire()
+        .args([
+            "worker",
+            "--log-format",
+            "json",
+            "--nats-url",
+            &format!("nats://127.0.0.1:{}", closed_port()),
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("worker starts");
+    let (tx, lines) = mpsc::channel();
+    let stderr = child.stderr.take().expect("piped stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let wait_for = |needle: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no log line with {needle:?}: {e}"),
+            }
+        }
+    };
+    let pid = child.id().to_string();
+    let sigterm = || {
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    };
+
+    wait_for("starting worker"); // logged once the signal handler is in place
+    sigterm();
+    wait_for("shutting down gracefully");
+    sigterm();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait on worker") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "worker still running after the second signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + 15));
+}
