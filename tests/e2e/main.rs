@@ -3,4 +3,5 @@
 
 mod dispatch;
 mod flow;
+mod retries;
 mod validation;

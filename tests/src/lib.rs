@@ -83,6 +83,9 @@ impl Cluster {
         };
         config.model.base_url = self.model.base_url();
         config.model.default_model = "scripted".to_owned();
+        // Task-level retries are under test; the client's own retries would only slow them.
+        config.model.max_retries = 0;
+        config.retry_base_delay = Duration::from_millis(50);
         config
     }
 

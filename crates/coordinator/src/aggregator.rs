@@ -95,7 +95,9 @@ async fn results_once(
         match store.record_results(&results).await {
             Ok(recorded) => {
                 for ((msg, result), recorded) in acks.iter().zip(&results).zip(recorded) {
-                    if recorded {
+                    if recorded && result.retry_scheduled {
+                        tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled");
+                    } else if recorded {
                         tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded");
                         let _ = client.publish(subjects.finished(result.task_id), Vec::new().into()).await;
                     } else {

@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use taskwire_protocol::{TaskId, TaskStatus, TraceId, pb};
-use taskwire_store::{InsertOutcome, ListFilter};
+use taskwire_store::{InsertOutcome, ListFilter, ReplayOutcome};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -35,6 +35,14 @@ impl pb::task_service_server::TaskService for TaskApi {
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Result<Response<pb::SubmitResponse>, Status> {
         let req = request.into_inner();
         let st = &self.state;
+        let depth = st.queue_depth.get();
+        if depth >= u64::try_from(st.config.max_queued_tasks).unwrap_or(u64::MAX) {
+            return Err(CoordinatorError::ResourceExhausted(format!(
+                "the task queue is full ({depth} tasks waiting, limit {}); retry later",
+                st.config.max_queued_tasks
+            ))
+            .into());
+        }
         let parent = match req.parent_task_id.as_str() {
             "" => None,
             p => {
@@ -143,6 +151,31 @@ impl pb::task_service_server::TaskService for TaskApi {
         };
         let tasks = self.state.store.list_tasks(&filter).await.map_err(CoordinatorError::from)?;
         Ok(Response::new(pb::ListResponse { tasks: tasks.iter().map(task_of).collect() }))
+    }
+
+    async fn replay(&self, request: Request<pb::ReplayRequest>) -> Result<Response<pb::Task>, Status> {
+        let id = parse_task_id("task_id", &request.into_inner().task_id)?;
+        let st = &self.state;
+        match st.store.replay_task(id, &st.subjects.tasks(&st.config.queue)).await.map_err(CoordinatorError::from)? {
+            ReplayOutcome::Replayed => {
+                tracing::info!(task.id = %id, "task replayed");
+                st.relay_wake.notify_one();
+            }
+            ReplayOutcome::NotReplayable(status) => {
+                return Err(CoordinatorError::FailedPrecondition(format!(
+                    "task {id} is {status}; only dead_lettered or error tasks can be replayed"
+                ))
+                .into());
+            }
+            ReplayOutcome::Unknown => return Err(CoordinatorError::NotFound(format!("task {id}")).into()),
+        }
+        let rec = st
+            .store
+            .get_task(id)
+            .await
+            .map_err(CoordinatorError::from)?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        Ok(Response::new(task_of(&rec)))
     }
 
     async fn list_agents(

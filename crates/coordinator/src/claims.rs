@@ -20,6 +20,7 @@ pub async fn run(
     client: async_nats::Client,
     store: Store,
     subject: String,
+    max_running_per_tenant: Option<u32>,
     shutdown: CancellationToken,
 ) -> Result<(), async_nats::SubscribeError> {
     let sub = client.queue_subscribe(subject, "taskwire-coordinators".to_owned()).await?;
@@ -28,13 +29,18 @@ pub async fn run(
         .for_each_concurrent(CONCURRENT_BATCHES, |batch| {
             let client = client.clone();
             let store = store.clone();
-            async move { answer(&client, &store, batch).await }
+            async move { answer(&client, &store, batch, max_running_per_tenant).await }
         })
         .await;
     Ok(())
 }
 
-async fn answer(client: &async_nats::Client, store: &Store, batch: Vec<async_nats::Message>) {
+async fn answer(
+    client: &async_nats::Client,
+    store: &Store,
+    batch: Vec<async_nats::Message>,
+    max_running_per_tenant: Option<u32>,
+) {
     let mut claims = Vec::with_capacity(batch.len());
     let mut replies = Vec::with_capacity(batch.len());
     let mut seen = HashSet::new();
@@ -57,7 +63,7 @@ async fn answer(client: &async_nats::Client, store: &Store, batch: Vec<async_nat
             }
         }
     }
-    let outcomes = match store.claim_tasks(&claims).await {
+    let outcomes = match store.claim_tasks(&claims, max_running_per_tenant).await {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(error = %e, batch = claims.len(), "claim batch failed");
@@ -66,18 +72,24 @@ async fn answer(client: &async_nats::Client, store: &Store, batch: Vec<async_nat
     };
     for ((reply, outcome), (task, worker)) in replies.into_iter().zip(outcomes).zip(&claims) {
         let r = match outcome {
-            ClaimOutcome::Granted { epoch, attempt } => {
+            ClaimOutcome::Granted { epoch, attempt, last_attempt } => {
                 tracing::debug!(task.id = %task, worker.id = %worker, attempt, "task claimed");
                 pb::ClaimReply {
                     verdict: pb::claim_reply::Verdict::Granted as i32,
                     claim_epoch: epoch.0,
                     attempt,
                     reason: String::new(),
+                    last_attempt,
                 }
             }
             ClaimOutcome::Finished(status) => pb::ClaimReply {
                 verdict: pb::claim_reply::Verdict::Finished as i32,
                 reason: format!("task is {status}"),
+                ..Default::default()
+            },
+            ClaimOutcome::Busy => pb::ClaimReply {
+                verdict: pb::claim_reply::Verdict::Busy as i32,
+                reason: "the tenant is at its running-task limit".to_owned(),
                 ..Default::default()
             },
             ClaimOutcome::Unknown => refuse(&format!("task {task} does not exist")),

@@ -29,6 +29,10 @@ pub struct CoordinatorConfig {
     pub db_max_connections: u32,
     /// How often the sweeper looks for overdue tasks. Default 1 s.
     pub sweep_interval: Duration,
+    /// Attempts a task gets when its submit does not say. Default 3.
+    pub default_max_attempts: u32,
+    /// Most tasks one tenant may have running at once; more wait queued. Default: no limit.
+    pub max_running_per_tenant: Option<u32>,
 }
 
 impl Default for CoordinatorConfig {
@@ -45,6 +49,8 @@ impl Default for CoordinatorConfig {
             ack_wait: Duration::from_secs(30),
             db_max_connections: 16,
             sweep_interval: Duration::from_secs(1),
+            default_max_attempts: 3,
+            max_running_per_tenant: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Store records to API messages.
 
-use taskwire_protocol::{pb, time};
-use taskwire_store::TaskRecord;
+use taskwire_protocol::{TaskStatus, pb, time};
+use taskwire_store::{AttemptRecord, TaskRecord};
 
 /// The API view of a task.
 pub fn task_of(r: &TaskRecord) -> pb::Task {
@@ -19,6 +19,25 @@ pub fn task_of(r: &TaskRecord) -> pb::Task {
         deadline: r.deadline.map(time::to_wire),
         result: r.status.is_terminal().then(|| result_of(r)),
         depth: r.depth,
+        max_attempts: r.max_attempts,
+        attempts: r.attempts.iter().map(attempt_of).collect(),
+    }
+}
+
+fn attempt_of(a: &AttemptRecord) -> pb::Attempt {
+    // `abandoned` (a vanished worker) has no wire status of its own: it is an error.
+    let status = match a.status.as_str() {
+        "abandoned" => TaskStatus::Error,
+        s => s.parse().unwrap_or(TaskStatus::Error),
+    };
+    pb::Attempt {
+        attempt: u32::try_from(a.attempt).unwrap_or_default(),
+        worker_id: a.worker_id.clone(),
+        status: pb::TaskStatus::from(status) as i32,
+        error: a.error.clone().unwrap_or_default(),
+        retryable: a.retryable,
+        started_at: Some(time::to_wire(a.started_at)),
+        finished_at: a.finished_at.map(time::to_wire),
     }
 }
 

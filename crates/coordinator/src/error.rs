@@ -14,6 +14,8 @@ pub enum CoordinatorError {
     AlreadyExists(String),
     #[error("{0}")]
     ResourceExhausted(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -49,6 +51,7 @@ impl From<CoordinatorError> for tonic::Status {
             CoordinatorError::NotFound(_) => Code::NotFound,
             CoordinatorError::AlreadyExists(_) => Code::AlreadyExists,
             CoordinatorError::ResourceExhausted(_) => Code::ResourceExhausted,
+            CoordinatorError::FailedPrecondition(_) => Code::FailedPrecondition,
             CoordinatorError::Store(s) if s.is_unavailable() => Code::Unavailable,
             CoordinatorError::Bus(_) | CoordinatorError::Unavailable(_) => Code::Unavailable,
             CoordinatorError::Store(_) | CoordinatorError::Serve(_) | CoordinatorError::Internal(_) => Code::Internal,

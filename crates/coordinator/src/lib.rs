@@ -7,12 +7,14 @@
 //! - [`aggregator`]: records results (fenced) and dead letters.
 //! - [`watch`]: live progress streaming with replay.
 //! - [`sweeper`]: finishes overdue tasks.
+//! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`config`], [`error`], [`convert`].
 //!
 //! [`run`] binds the configured address; tests call [`serve`] with a listener on port 0.
 
 pub mod aggregator;
 pub mod api;
+pub mod backpressure;
 pub mod claims;
 pub mod config;
 pub mod convert;
@@ -44,6 +46,10 @@ pub struct State {
     pub subjects: Subjects,
     pub registry: AgentRegistry,
     pub submitter: submit::Submitter,
+    /// Wakes the outbox relay after a write that queued a dispatch.
+    pub relay_wake: Arc<Notify>,
+    /// Tasks waiting in the tasks stream (sampled).
+    pub queue_depth: backpressure::QueueDepth,
 }
 
 impl State {
@@ -94,14 +100,17 @@ pub async fn serve(
         subjects: subjects.clone(),
         registry: AgentRegistry::builtin(),
         submitter,
+        relay_wake: relay_wake.clone(),
+        queue_depth: backpressure::QueueDepth::default(),
     });
 
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(relay::run(store.clone(), js.clone(), relay_wake, loops.clone()));
     tasks.spawn({
         let (client, store, subject, token) = (client.clone(), store.clone(), subjects.claim(), loops.clone());
+        let limit = state.config.max_running_per_tenant;
         async move {
-            if let Err(e) = claims::run(client, store, subject, token).await {
+            if let Err(e) = claims::run(client, store, subject, limit, token).await {
                 tracing::error!(error = %e, "claim responder failed to subscribe");
             }
         }
@@ -109,6 +118,7 @@ pub async fn serve(
     tasks.spawn(aggregator::run_results(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(aggregator::run_dead_letters(js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
+    tasks.spawn(backpressure::run(js.clone(), subjects.tasks_stream(), state.queue_depth.clone(), loops.clone()));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter

@@ -24,6 +24,8 @@ use crate::{CoordinatorConfig, CoordinatorError};
 const MAX_BATCH: usize = 512;
 /// Transactions in flight at once.
 const CONCURRENT_BATCHES: usize = 4;
+/// Largest attempt budget a submit may ask for.
+const MAX_ATTEMPTS_LIMIT: u32 = 20;
 
 type Reply = oneshot::Sender<Result<InsertOutcome, CoordinatorError>>;
 
@@ -126,6 +128,10 @@ pub fn build_task(
     {
         return Err(CoordinatorError::invalid("deadline", format!("{d} is in the past")));
     }
+    let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
+    if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+        return Err(CoordinatorError::invalid("max_attempts", format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}")));
+    }
     if req.max_steps == Some(0) {
         return Err(CoordinatorError::invalid("max_steps", "must be at least 1"));
     }
@@ -171,6 +177,7 @@ pub fn build_task(
         attempt: 0,
         agent_spec: pb::AgentSpec::from(spec),
         created_at: now,
+        max_attempts,
     };
     let size = pb::TaskRequest::from(&request).encoded_len();
     if size > cfg.max_request_bytes {

@@ -35,17 +35,22 @@ pub enum LlmError {
     /// The client was configured wrongly; no request was sent.
     #[error("invalid model client configuration: {0}")]
     Config(String),
+    /// The chat request cannot be expressed in the provider's wire format (a tool
+    /// result that names no call, say); no request was sent.
+    #[error("invalid chat request: {0}")]
+    InvalidRequest(String),
 }
 
 impl LlmError {
     /// Whether the same request may succeed if sent again: throttling (429), request
-    /// timeouts (408), server errors (5xx), timeouts and broken connections. Other
-    /// client errors, undecodable answers and configuration errors will fail again.
+    /// timeouts (408), server errors (5xx, Anthropic's 529 "overloaded" included),
+    /// timeouts and broken connections. Other client errors, undecodable answers,
+    /// configuration errors and invalid requests will fail again.
     pub fn retryable(&self) -> bool {
         match self {
             Self::Http { status, .. } => matches!(status, 408 | 429 | 500..=599),
             Self::Timeout { .. } | Self::Transport { .. } | Self::Remote { .. } => true,
-            Self::Decode { .. } | Self::Config(_) => false,
+            Self::Decode { .. } | Self::Config(_) | Self::InvalidRequest(_) => false,
         }
     }
 
@@ -81,7 +86,7 @@ mod tests {
 
     #[test]
     fn throttling_timeouts_and_server_errors_are_retryable() {
-        for status in [408, 429, 500, 502, 503, 599] {
+        for status in [408, 429, 500, 502, 503, 529, 599] {
             assert!(http(status).retryable(), "status {status}");
         }
         assert!(
@@ -113,6 +118,7 @@ mod tests {
             .retryable()
         );
         assert!(!LlmError::Config("no url".into()).retryable());
+        assert!(!LlmError::InvalidRequest("tool result without a call id".into()).retryable());
     }
 
     #[test]

@@ -7,13 +7,23 @@
 //! - [`error`]: [`LlmError`], with a `retryable` verdict per variant.
 //! - [`openai`]: OpenAI-compatible chat completions (vLLM, Ollama, llama.cpp, gateways),
 //!   streaming SSE with tool-call chunk assembly.
+//! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
+//! - [`router`]: [`resolve_model`] (which model a session uses) and [`ModelRouter`]
+//!   (which provider serves a model id, by its prefix).
+//! - `transport` (private): the HTTP attempt, retry and backoff logic both clients
+//!   share.
 
+pub mod anthropic;
 pub mod error;
 pub mod openai;
+pub mod router;
+mod transport;
 pub mod types;
 
+pub use anthropic::{AnthropicClient, AnthropicConfig};
 pub use error::LlmError;
 pub use openai::{OpenAiClient, OpenAiConfig};
+pub use router::{ModelRouter, RouterConfig, resolve_model};
 pub use types::*;
 
 /// A model endpoint that answers one chat turn.

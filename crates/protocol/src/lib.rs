@@ -6,9 +6,10 @@
 //! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
 //! - [`task`]: the domain task request and result, and their proto conversions.
-//! - [`agent_spec`]: the resolved agent definition to and from the wire.
+//! - `agent_spec` (feature `agent`): the resolved agent definition to and from the wire.
 //! - [`error`]: [`ProtocolError`], returned by every conversion from the wire.
 
+#[cfg(feature = "agent")]
 pub mod agent_spec;
 pub mod error;
 pub mod ids;

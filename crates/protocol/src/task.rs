@@ -51,6 +51,8 @@ pub struct TaskRequest {
     /// The resolved agent definition, as JSON (the coordinator's registry decides it).
     pub agent_spec: pb::AgentSpec,
     pub created_at: DateTime<Utc>,
+    /// Attempts before the task is dead-lettered (at least 1).
+    pub max_attempts: u32,
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -103,6 +105,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             agent_spec,
             created_at: time::opt_from_wire("created_at", r.created_at.as_ref())?
                 .ok_or(ProtocolError::Missing("created_at"))?,
+            max_attempts: r.max_attempts.max(1),
         })
     }
 }
@@ -136,6 +139,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
             attempt: r.attempt,
             agent_spec: Some(r.agent_spec.clone()),
             created_at: Some(time::to_wire(r.created_at)),
+            max_attempts: r.max_attempts,
         }
     }
 }
@@ -193,6 +197,8 @@ pub struct TaskResult {
     pub steps: u32,
     pub session_id: Option<SessionId>,
     pub worker_id: Option<WorkerId>,
+    /// The attempt failed retryably and the worker scheduled another one.
+    pub retry_scheduled: bool,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -236,6 +242,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
                 .map(|s| SessionId::parse_field("session_id", &s))
                 .transpose()?,
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
+            retry_scheduled: r.retry_scheduled,
         })
     }
 }
@@ -271,6 +278,7 @@ impl From<&TaskResult> for pb::TaskResult {
             metrics: Some(pb::Metrics { latency_ms: r.latency_ms, steps: r.steps }),
             session_id: r.session_id.map(|s| s.to_string()).unwrap_or_default(),
             worker_id: r.worker_id.as_ref().map(|w| w.to_string()).unwrap_or_default(),
+            retry_scheduled: r.retry_scheduled,
         }
     }
 }
@@ -309,6 +317,7 @@ mod tests {
             attempt: 0,
             agent_spec: pb::AgentSpec { name: "explore".into(), ..Default::default() },
             created_at: DateTime::from_timestamp(1_900_000_000, 5).expect("in range"),
+            max_attempts: 3,
         }
     }
 

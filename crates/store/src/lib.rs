@@ -1,7 +1,9 @@
 //! taskwire's Postgres store, the source of truth for tasks.
 //!
-//! - [`tasks`]: submit (task row + outbox row in one transaction, batched), claim
-//!   (fencing epoch), fenced result writes, cancel, expire, get and list.
+//! - [`tasks`]: submit (task row + outbox row in one transaction, batched), cancel,
+//!   expire, replay, get and list.
+//! - [`claims`]: claims with a fencing epoch, attempt budget and attempt history.
+//! - [`results`]: fenced result writes (final, or a scheduled retry).
 //! - [`outbox`]: the rows the relay publishes to JetStream.
 //! - [`dead_letters`]: messages that could not be run, with the reason.
 //! - [`record`]: the row types read back.
@@ -12,16 +14,20 @@
 //! live, mirroring `taskwire_protocol::status::apply`. Writes take slices so callers can
 //! group many events into one transaction (group commit).
 
+pub mod claims;
 pub mod dead_letters;
 pub mod error;
 pub mod outbox;
 pub mod record;
+pub mod results;
 pub mod tasks;
 
 use std::time::Duration;
 
 pub use error::StoreError;
-pub use record::{ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask, TaskRecord};
+pub use record::{
+    AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask, ReplayOutcome, TaskRecord,
+};
 
 /// The embedded, forward-only migrations (`migrations/*.sql`).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

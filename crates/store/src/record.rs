@@ -36,10 +36,12 @@ pub enum InsertOutcome {
 /// The answer to a worker's claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimOutcome {
-    /// Run the attempt, fenced by `epoch`.
-    Granted { epoch: ClaimEpoch, attempt: u32 },
+    /// Run the attempt, fenced by `epoch`; `last_attempt`: no retry may follow it.
+    Granted { epoch: ClaimEpoch, attempt: u32, last_attempt: bool },
     /// The task is finished (possibly just now, because its deadline passed).
     Finished(TaskStatus),
+    /// The tenant already runs as many tasks as it may: try again later.
+    Busy,
     /// No such task.
     Unknown,
 }
@@ -74,11 +76,40 @@ pub struct TaskRecord {
     pub finished_at: Option<DateTime<Utc>>,
     pub worker_id: Option<String>,
     pub result: Option<TaskResult>,
+    pub max_attempts: u32,
+    /// The last attempt's error, if any.
+    pub last_error: Option<String>,
+    /// Every attempt, oldest first (filled by `get_task`; empty in lists).
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// One claim of a task and how it ended.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AttemptRecord {
+    pub attempt: i32,
+    pub claim_epoch: i64,
+    pub worker_id: String,
+    /// `running`, a final status, `queued` (a retry was scheduled) or `abandoned`
+    /// (the worker stopped responding and the task was redelivered).
+    pub status: String,
+    pub error: Option<String>,
+    pub retryable: bool,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Why a replay was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    Replayed,
+    NotReplayable(TaskStatus),
+    Unknown,
 }
 
 /// The columns `TaskRecord` is read from, in this order.
 pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant, agent, prompt, status, \
-     attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result";
+     attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
+     max_attempts, last_error";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -98,6 +129,8 @@ pub(crate) struct TaskRow {
     finished_at: Option<DateTime<Utc>>,
     worker_id: Option<String>,
     result: Option<Vec<u8>>,
+    max_attempts: i32,
+    last_error: Option<String>,
 }
 
 impl TryFrom<TaskRow> for TaskRecord {
@@ -135,6 +168,9 @@ impl TryFrom<TaskRow> for TaskRecord {
             finished_at: r.finished_at,
             worker_id: r.worker_id,
             result,
+            max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
+            last_error: r.last_error,
+            attempts: Vec::new(),
         })
     }
 }

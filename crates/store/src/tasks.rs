@@ -2,20 +2,19 @@
 
 use std::collections::HashMap;
 
-use prost::Message;
 use sqlx::{Postgres, QueryBuilder, Row};
-use taskwire_protocol::{ClaimEpoch, TaskId, TaskResult, TaskStatus, WorkerId, pb};
+use taskwire_protocol::TaskId;
 
 use crate::record::{TASK_COLUMNS, TaskRow};
-use crate::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, Store, StoreError, TaskRecord};
+use crate::{InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store, StoreError, TaskRecord};
 
 /// The statuses from which a task can still change (see `status::apply`).
 /// Only constants are formatted into these statements; values are always bound.
-fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
+pub(crate) fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(s)
 }
 
-const LIVE: &str = "('queued', 'running', 'awaiting_approval')";
+pub(crate) const LIVE: &str = "('queued', 'running', 'awaiting_approval')";
 
 impl Store {
     /// Inserts tasks and their outbox messages in one transaction.
@@ -40,6 +39,7 @@ impl Store {
         let mut deadlines = Vec::with_capacity(n);
         let mut requests = Vec::with_capacity(n);
         let mut created = Vec::with_capacity(n);
+        let mut max_attempts = Vec::with_capacity(n);
         for t in tasks {
             let r = &t.request;
             ids.push(r.task_id.as_uuid());
@@ -54,18 +54,21 @@ impl Store {
             deadlines.push(r.deadline);
             requests.push(t.encoded());
             created.push(r.created_at);
+            max_attempts.push(i32::try_from(r.max_attempts.max(1)).unwrap_or(i32::MAX));
         }
 
         let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
             "INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
-                                idempotency_key, request_digest, deadline, request, created_at, updated_at) \
+                                idempotency_key, request_digest, deadline, request, created_at, updated_at, \
+                                max_attempts) \
              SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
-                    t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at \
+                    t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
+                    t.max_attempts \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], \
-                         $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[]) \
+                         $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[], $13::int[]) \
                   AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
-                       request_digest, deadline, request, created_at) \
+                       request_digest, deadline, request, created_at, max_attempts) \
              ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
              RETURNING task_id",
         )
@@ -81,6 +84,7 @@ impl Store {
         .bind(&deadlines)
         .bind(&requests)
         .bind(&created)
+        .bind(&max_attempts)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
@@ -161,101 +165,6 @@ impl Store {
         Ok(outcomes)
     }
 
-    /// Claims tasks for workers: each live task gets a new epoch and attempt.
-    ///
-    /// A task whose deadline has passed is marked `deadline_exceeded` instead and
-    /// reported finished, so it never starts. Outcomes are in the order of `claims`;
-    /// a task id may appear at most once.
-    pub async fn claim_tasks(&self, claims: &[(TaskId, WorkerId)]) -> Result<Vec<ClaimOutcome>, StoreError> {
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<uuid::Uuid> = claims.iter().map(|(t, _)| t.as_uuid()).collect();
-        let workers: Vec<String> = claims.iter().map(|(_, w)| w.to_string()).collect();
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
-        sqlx::query(sql(format!(
-            "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
-             WHERE task_id = ANY($1) AND status IN {LIVE} AND deadline IS NOT NULL AND deadline <= now()"
-        )))
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("expire claimed tasks", e))?;
-        let granted = sqlx::query(sql(format!(
-            "UPDATE tasks t SET status = 'running', attempt = t.attempt + 1, claim_epoch = t.claim_epoch + 1, \
-                    worker_id = c.worker_id, updated_at = now() \
-             FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id) \
-             WHERE t.task_id = c.task_id AND t.status IN {LIVE} \
-             RETURNING t.task_id, t.claim_epoch, t.attempt"
-        )))
-        .bind(&ids)
-        .bind(&workers)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("claim tasks", e))?;
-        let mut outcome: HashMap<uuid::Uuid, ClaimOutcome> = granted
-            .into_iter()
-            .map(|row| {
-                let epoch: i64 = row.get(1);
-                let attempt: i32 = row.get(2);
-                (
-                    row.get::<uuid::Uuid, _>(0),
-                    ClaimOutcome::Granted {
-                        epoch: ClaimEpoch(u64::try_from(epoch).unwrap_or_default()),
-                        attempt: u32::try_from(attempt).unwrap_or_default(),
-                    },
-                )
-            })
-            .collect();
-        let rest: Vec<uuid::Uuid> = ids.iter().filter(|id| !outcome.contains_key(id)).copied().collect();
-        if !rest.is_empty() {
-            let rows = sqlx::query("SELECT task_id, status FROM tasks WHERE task_id = ANY($1)")
-                .bind(&rest)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(|e| StoreError::from_sqlx("read unclaimable tasks", e))?;
-            for row in rows {
-                let id: uuid::Uuid = row.get(0);
-                let status: String = row.get(1);
-                let status = status.parse::<TaskStatus>().map_err(|e| StoreError::Corrupt {
-                    task_id: id.to_string(),
-                    column: "status",
-                    reason: e.to_string(),
-                })?;
-                outcome.insert(id, ClaimOutcome::Finished(status));
-            }
-        }
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
-        Ok(ids.iter().map(|id| outcome.get(id).copied().unwrap_or(ClaimOutcome::Unknown)).collect())
-    }
-
-    /// Writes results, each fenced by its claim epoch; returns, in order, whether each
-    /// was recorded (`false`: a stale attempt, or the task already finished).
-    pub async fn record_results(&self, results: &[TaskResult]) -> Result<Vec<bool>, StoreError> {
-        if results.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<uuid::Uuid> = results.iter().map(|r| r.task_id.as_uuid()).collect();
-        let epochs: Vec<i64> = results.iter().map(|r| i64::try_from(r.claim_epoch.0).unwrap_or(i64::MAX)).collect();
-        let statuses: Vec<&str> = results.iter().map(|r| r.status.as_str()).collect();
-        let payloads: Vec<Vec<u8>> = results.iter().map(|r| pb::TaskResult::from(r).encode_to_vec()).collect();
-        let recorded: Vec<(uuid::Uuid, i64)> = sqlx::query_as(sql(format!(
-            "UPDATE tasks t SET status = r.status, result = r.result, updated_at = now(), finished_at = now() \
-             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[]) AS r(task_id, epoch, status, result) \
-             WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
-             RETURNING t.task_id, t.claim_epoch"
-        )))
-        .bind(&ids)
-        .bind(&epochs)
-        .bind(&statuses)
-        .bind(&payloads)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| StoreError::from_sqlx("record results", e))?;
-        let recorded: std::collections::HashSet<(uuid::Uuid, i64)> = recorded.into_iter().collect();
-        Ok(ids.iter().zip(&epochs).map(|(id, e)| recorded.contains(&(*id, *e))).collect())
-    }
-
     /// Cancels a task and every live descendant; returns the ids actually cancelled
     /// (empty when the task was already finished). Cancelling twice is harmless.
     pub async fn cancel_tree(&self, task_id: TaskId) -> Result<Vec<TaskId>, StoreError> {
@@ -288,14 +197,65 @@ impl Store {
         Ok(ids.into_iter().map(TaskId::from_uuid).collect())
     }
 
-    /// Reads one task.
+    /// Reads one task with its attempt history.
     pub async fn get_task(&self, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
         let row: Option<TaskRow> = sqlx::query_as(sql(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1")))
             .bind(task_id.as_uuid())
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| StoreError::from_sqlx("read a task", e))?;
-        row.map(TaskRecord::try_from).transpose()
+        let Some(mut record) = row.map(TaskRecord::try_from).transpose()? else { return Ok(None) };
+        record.attempts = sqlx::query_as(
+            "SELECT attempt, claim_epoch, worker_id, status, error, retryable, started_at, finished_at \
+             FROM attempts WHERE task_id = $1 ORDER BY claim_epoch",
+        )
+        .bind(task_id.as_uuid())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read a task's attempts", e))?;
+        Ok(Some(record))
+    }
+
+    /// Queues a dead-lettered or failed task again with a fresh attempt budget, and
+    /// writes its dispatch message to the outbox (a new `Nats-Msg-Id`, so JetStream's
+    /// deduplication does not drop it).
+    pub async fn replay_task(&self, task_id: TaskId, subject: &str) -> Result<ReplayOutcome, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a replay", e))?;
+        let replayed: Option<(String, i32, Vec<u8>)> = sqlx::query_as(
+            "UPDATE tasks SET status = 'queued', attempt_base = attempt, replays = replays + 1, result = NULL, \
+                    finished_at = NULL, updated_at = now() \
+             WHERE task_id = $1 AND status IN ('dead_lettered', 'error') \
+             RETURNING trace_id, replays, request",
+        )
+        .bind(task_id.as_uuid())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("replay a task", e))?;
+        let Some((trace_id, replays, request)) = replayed else {
+            let status: Option<String> = sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
+                .bind(task_id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| StoreError::from_sqlx("read a task", e))?;
+            return Ok(match status.map(|s| s.parse::<taskwire_protocol::TaskStatus>()) {
+                Some(Ok(s)) => ReplayOutcome::NotReplayable(s),
+                Some(Err(e)) => {
+                    return Err(StoreError::Corrupt { task_id: task_id.to_string(), column: "status", reason: e.to_string() });
+                }
+                None => ReplayOutcome::Unknown,
+            });
+        };
+        sqlx::query("INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) VALUES ($1, $2, $3, $4, $5)")
+            .bind(task_id.as_uuid())
+            .bind(trace_id)
+            .bind(subject)
+            .bind(format!("{task_id}:replay:{replays}"))
+            .bind(request)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::from_sqlx("queue a replay", e))?;
+        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a replay", e))?;
+        Ok(ReplayOutcome::Replayed)
     }
 
     /// Lists tasks matching `filter`, newest first.

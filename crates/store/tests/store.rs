@@ -2,7 +2,8 @@
 
 use chrono::{Duration, Utc};
 use taskwire_protocol::{ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, WorkerId, pb};
-use taskwire_store::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, Store};
+use taskwire_protocol::TaskError;
+use taskwire_store::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store};
 use taskwire_test_support::TestDatabase;
 
 async fn store() -> (TestDatabase, Store) {
@@ -35,6 +36,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         attempt: 0,
         agent_spec: pb::AgentSpec { name: "general".into(), ..Default::default() },
         created_at: Utc::now(),
+        max_attempts: 2,
     };
     NewTask { request, digest: digest.into(), subject: "t.tasks.default".into() }
 }
@@ -55,11 +57,12 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         steps: 1,
         session_id: None,
         worker_id: None,
+        retry_scheduled: false,
     }
 }
 
 async fn claim(store: &Store, id: TaskId) -> ClaimOutcome {
-    store.claim_tasks(&[(id, WorkerId::new("w1"))]).await.expect("claim")[0]
+    store.claim_tasks(&[(id, WorkerId::new("w1"))], None).await.expect("claim")[0]
 }
 
 #[tokio::test]
@@ -104,8 +107,8 @@ async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
     let t = task(None, "d");
     let id = t.request.task_id;
     store.insert_tasks(&[t]).await.expect("insert");
-    let ClaimOutcome::Granted { epoch: e1, attempt: 1 } = claim(&store, id).await else { panic!("first claim") };
-    let ClaimOutcome::Granted { epoch: e2, attempt: 2 } = claim(&store, id).await else { panic!("second claim") };
+    let ClaimOutcome::Granted { epoch: e1, attempt: 1, .. } = claim(&store, id).await else { panic!("first claim") };
+    let ClaimOutcome::Granted { epoch: e2, attempt: 2, .. } = claim(&store, id).await else { panic!("second claim") };
     assert!(e2 > e1);
     let recorded = store
         .record_results(&[result(id, e1, "stale"), result(id, e2, "fresh")])
@@ -152,4 +155,82 @@ async fn cancel_reaches_the_whole_subtree_once() {
     assert_eq!(children.len(), 1);
     assert_eq!(children[0].task_id, child_id);
     assert_eq!(children[0].status, TaskStatus::Cancelled);
+}
+
+fn retryable_failure(id: TaskId, epoch: ClaimEpoch) -> TaskResult {
+    TaskResult {
+        status: TaskStatus::Error,
+        retry_scheduled: true,
+        errors: vec![TaskError { code: "model".into(), message: "model answered 503".into(), retryable: true }],
+        ..result(id, epoch, "")
+    }
+}
+
+#[tokio::test]
+async fn a_scheduled_retry_requeues_and_the_budget_ends_in_dead_letter_with_history() {
+    let (_db, store) = store().await;
+    let t = task(None, "d"); // max_attempts: 2
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    let ClaimOutcome::Granted { epoch: e1, last_attempt: false, .. } = claim(&store, id).await else {
+        panic!("first claim is not the last")
+    };
+    assert_eq!(store.record_results(&[retryable_failure(id, e1)]).await.expect("record"), vec![true]);
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    assert_eq!(rec.status, TaskStatus::Queued);
+    assert_eq!(rec.last_error.as_deref(), Some("model answered 503"));
+
+    let ClaimOutcome::Granted { attempt: 2, last_attempt: true, .. } = claim(&store, id).await else {
+        panic!("second claim is the last")
+    };
+    // The worker of attempt 2 vanished: the next delivery finds the budget spent.
+    assert_eq!(claim(&store, id).await, ClaimOutcome::Finished(TaskStatus::DeadLettered));
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    assert_eq!(rec.status, TaskStatus::DeadLettered);
+    let history: Vec<(i32, &str)> = rec.attempts.iter().map(|a| (a.attempt, a.status.as_str())).collect();
+    assert_eq!(history, vec![(1, "queued"), (2, "running")]);
+    assert!(rec.attempts[0].retryable);
+
+    // A replay gives a fresh budget and a new dispatch message.
+    store.outbox_delete(&store.outbox_pending(10).await.expect("outbox").iter().map(|m| m.id).collect::<Vec<_>>())
+        .await
+        .expect("clear outbox");
+    assert_eq!(store.replay_task(id, "t.tasks.default").await.expect("replay"), ReplayOutcome::Replayed);
+    let outbox = store.outbox_pending(10).await.expect("outbox");
+    assert_eq!(outbox.len(), 1);
+    assert_eq!(outbox[0].msg_id, format!("{id}:replay:1"));
+    let ClaimOutcome::Granted { attempt: 3, last_attempt: false, .. } = claim(&store, id).await else {
+        panic!("replayed task can be claimed again")
+    };
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    let history: Vec<(i32, &str)> = rec.attempts.iter().map(|a| (a.attempt, a.status.as_str())).collect();
+    assert_eq!(history, vec![(1, "queued"), (2, "abandoned"), (3, "running")]);
+    assert_eq!(
+        store.replay_task(id, "t.tasks.default").await.expect("replay"),
+        ReplayOutcome::NotReplayable(TaskStatus::Running)
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_at_its_running_limit_gets_busy_and_others_are_not_held_back() {
+    let (_db, store) = store().await;
+    let a1 = task(None, "d");
+    let a2 = task(None, "d");
+    let mut b1 = task(None, "d");
+    b1.request.tenant = "other".into();
+    let (a1_id, a2_id, b1_id) = (a1.request.task_id, a2.request.task_id, b1.request.task_id);
+    store.insert_tasks(&[a1, a2, b1]).await.expect("insert");
+    let w = || WorkerId::new("w");
+    let out = store.claim_tasks(&[(a1_id, w()), (a2_id, w()), (b1_id, w())], Some(1)).await.expect("claim");
+    assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "{out:?}");
+    assert_eq!(out[1], ClaimOutcome::Busy);
+    assert!(matches!(out[2], ClaimOutcome::Granted { .. }), "{out:?}");
+    // A redelivery of the running task keeps its slot; the waiting one is still busy.
+    let out = store.claim_tasks(&[(a1_id, w()), (a2_id, w())], Some(1)).await.expect("claim");
+    assert!(matches!(out[0], ClaimOutcome::Granted { attempt: 2, .. }), "{out:?}");
+    assert_eq!(out[1], ClaimOutcome::Busy);
+    let ClaimOutcome::Granted { epoch, .. } = out[0] else { unreachable!("checked above") };
+    store.record_results(&[result(a1_id, epoch, "ok")]).await.expect("record");
+    let out = store.claim_tasks(&[(a2_id, w())], Some(1)).await.expect("claim");
+    assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "a freed slot is taken: {out:?}");
 }

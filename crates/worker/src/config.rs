@@ -29,6 +29,11 @@ pub struct WorkerConfig {
     /// On shutdown, how long running sessions may take to finish before they are
     /// stopped and their tasks released for another worker. Default 30 s.
     pub shutdown_grace: Duration,
+    /// Delay before the first retry of a retryable failure; doubles per attempt, with
+    /// jitter. Default 1 s.
+    pub retry_base_delay: Duration,
+    /// Longest delay between retries. Default 60 s.
+    pub retry_max_delay: Duration,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -44,6 +49,9 @@ pub struct ModelConfig {
     pub stream: bool,
     /// Whole-request timeout of one model call. Default 300 s.
     pub request_timeout: Duration,
+    /// Retries of one model call on 429/5xx/timeouts before the attempt fails
+    /// (and the task-level retry takes over). Default 3.
+    pub max_retries: u32,
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -54,6 +62,7 @@ impl std::fmt::Debug for ModelConfig {
             .field("default_model", &self.default_model)
             .field("stream", &self.stream)
             .field("request_timeout", &self.request_timeout)
+            .field("max_retries", &self.max_retries)
             .finish()
     }
 }
@@ -73,10 +82,13 @@ impl Default for WorkerConfig {
                 default_model: "default".to_owned(),
                 stream: true,
                 request_timeout: Duration::from_secs(300),
+                max_retries: 3,
             },
             ack_wait: Duration::from_secs(30),
             claim_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(30),
+            retry_base_delay: Duration::from_secs(1),
+            retry_max_delay: Duration::from_secs(60),
         }
     }
 }

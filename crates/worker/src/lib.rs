@@ -43,6 +43,7 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
     model.api_key = config.model.api_key.clone();
     model.stream = config.model.stream;
     model.request_timeout = config.model.request_timeout;
+    model.max_retries = config.model.max_retries;
     let provider: Arc<dyn Provider> = Arc::new(OpenAiClient::new(model)?);
     run_with_provider(config, provider, shutdown).await
 }
@@ -86,6 +87,8 @@ pub async fn run_with_provider(
         ack_wait: config.ack_wait,
         claim_timeout: config.claim_timeout,
         running: running.clone(),
+        retry_base_delay: config.retry_base_delay,
+        retry_max_delay: config.retry_max_delay,
     });
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");
 

@@ -38,3 +38,44 @@ pub async fn in_progress(msg: &Message) {
         tracing::warn!(error = %e, "failed to send in-progress ack");
     }
 }
+
+/// Backoff before retry `attempt + 1`: `base * 2^(attempt - 1)`, capped at `max`, scaled by
+/// `jitter` in `[0.5, 1.0]` so that tasks failing together do not retry together.
+pub fn retry_delay(attempt: u32, base: Duration, max: Duration, jitter: f64) -> Duration {
+    let exp = base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+    exp.min(max).mul_f64(jitter.clamp(0.5, 1.0))
+}
+
+/// A jitter factor in `[0.5, 1.0]` from the clock's low bits (no RNG needed for this).
+pub fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    0.5 + f64::from(nanos % 1000) / 2000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_doubles_and_is_capped() {
+        let (base, max) = (Duration::from_secs(1), Duration::from_secs(10));
+        assert_eq!(retry_delay(1, base, max, 1.0), Duration::from_secs(1));
+        assert_eq!(retry_delay(2, base, max, 1.0), Duration::from_secs(2));
+        assert_eq!(retry_delay(3, base, max, 1.0), Duration::from_secs(4));
+        assert_eq!(retry_delay(9, base, max, 1.0), Duration::from_secs(10));
+        assert_eq!(retry_delay(40, base, max, 1.0), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn jitter_only_shortens_and_at_most_halves() {
+        let (base, max) = (Duration::from_secs(4), Duration::from_secs(60));
+        assert_eq!(retry_delay(1, base, max, 0.5), Duration::from_secs(2));
+        assert_eq!(retry_delay(1, base, max, 7.0), Duration::from_secs(4));
+        for _ in 0..100 {
+            let j = jitter();
+            assert!((0.5..=1.0).contains(&j), "{j}");
+        }
+    }
+}

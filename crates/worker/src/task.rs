@@ -15,8 +15,11 @@ use taskwire_protocol::{
 };
 
 use crate::cancel::{Running, StopReason};
-use crate::outcome::{Disposition, in_progress};
+use crate::outcome::{Disposition, in_progress, jitter, retry_delay};
 use crate::progress::ProgressPublisher;
+
+/// How long a task whose tenant is at its running limit waits before it is offered again.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
 
 /// What every task handler shares.
 pub struct Context {
@@ -31,6 +34,16 @@ pub struct Context {
     pub ack_wait: Duration,
     pub claim_timeout: Duration,
     pub running: Running,
+    pub retry_base_delay: Duration,
+    pub retry_max_delay: Duration,
+}
+
+/// The claim that lets this worker run one attempt.
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    epoch: ClaimEpoch,
+    attempt: u32,
+    last_attempt: bool,
 }
 
 /// Runs one task message to its disposition.
@@ -71,19 +84,27 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     };
     match pb::claim_reply::Verdict::try_from(verdict.verdict) {
         Ok(pb::claim_reply::Verdict::Granted) => {}
+        Ok(pb::claim_reply::Verdict::Busy) => {
+            tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
+            return Disposition::Retry { delay: Some(BUSY_RETRY) };
+        }
         Ok(pb::claim_reply::Verdict::Finished) => {
             tracing::debug!(task.id = %task_id, reason = %verdict.reason, "task already finished, dropping");
             return Disposition::Done;
         }
         _ => return dead_letter(ctx, msg, &format!("claim refused: {}", verdict.reason), &request.task_id.to_string()).await,
     }
-    let epoch = ClaimEpoch(verdict.claim_epoch);
-    let attempt = verdict.attempt;
-    let span = tracing::info_span!("task", task.id = %task_id, task.attempt = attempt, agent.name = %request.agent);
-    run_claimed(ctx, msg, request, epoch, attempt).instrument(span).await
+    let claim = Claim {
+        epoch: ClaimEpoch(verdict.claim_epoch),
+        attempt: verdict.attempt,
+        last_attempt: verdict.last_attempt,
+    };
+    let span =
+        tracing::info_span!("task", task.id = %task_id, task.attempt = claim.attempt, agent.name = %request.agent);
+    run_claimed(ctx, msg, request, claim).instrument(span).await
 }
 
-async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, epoch: ClaimEpoch, attempt: u32) -> Disposition {
+async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, claim: Claim) -> Disposition {
     let started = Instant::now();
     let task_id = request.task_id;
     let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
@@ -112,7 +133,7 @@ async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, epoch: 
                 ctx.subjects.progress(task_id),
                 task_id,
                 request.trace_id,
-                attempt,
+                claim.attempt,
             );
             let session = run_session(params, ctx.provider.as_ref(), &ctx.tools, &sink, stop.token());
             let outcome = supervise(session, msg, ctx.ack_wait, request.deadline, &stop).await;
@@ -127,13 +148,25 @@ async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, epoch: 
         return Disposition::Retry { delay: None };
     }
     let result = match outcome {
-        Ok(outcome) => result_of(&request, epoch, attempt, session_id, &ctx.worker_id, outcome, stop.reason(), started),
+        Ok(outcome) => result_of(&request, claim, session_id, &ctx.worker_id, outcome, stop.reason(), started),
         Err(reason) => TaskResult {
             errors: vec![TaskError { code: "invalid_agent".into(), message: reason, retryable: false }],
-            ..result_of(&request, epoch, attempt, session_id, &ctx.worker_id, empty_outcome(), None, started)
+            ..result_of(&request, claim, session_id, &ctx.worker_id, empty_outcome(), None, started)
         },
     };
-    publish_result(ctx, &result).await
+    match publish_result(ctx, &result).await {
+        Disposition::Done if result.retry_scheduled => {
+            let delay = retry_delay(claim.attempt, ctx.retry_base_delay, ctx.retry_max_delay, jitter());
+            tracing::info!(
+                task.id = %result.task_id,
+                task.attempt = claim.attempt,
+                delay_ms = delay.as_millis() as u64,
+                "retryable failure, retrying later"
+            );
+            Disposition::Retry { delay: Some(delay) }
+        }
+        other => other,
+    }
 }
 
 /// Drives the session while sending in-progress acks and enforcing the deadline.
@@ -175,11 +208,11 @@ fn empty_outcome() -> SessionOutcome {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How the attempt ended, as a result. A retryable error is retried while the attempt
+/// budget lasts (`retry_scheduled`) and dead-letters the task when it is spent.
 fn result_of(
     request: &TaskRequest,
-    epoch: ClaimEpoch,
-    attempt: u32,
+    claim: Claim,
     session_id: SessionId,
     worker_id: &WorkerId,
     outcome: SessionOutcome,
@@ -193,6 +226,9 @@ fn result_of(
         (SessionStatus::Cancelled, _) => TaskStatus::Cancelled,
         (SessionStatus::Error, _) => TaskStatus::Error,
     };
+    let retryable = outcome.error.as_ref().is_some_and(|e| e.retryable) && status == TaskStatus::Error;
+    let retry_scheduled = retryable && !claim.last_attempt;
+    let status = if retryable && claim.last_attempt { TaskStatus::DeadLettered } else { status };
     let errors = outcome
         .error
         .map(|e| vec![TaskError { code: "session_error".into(), message: e.message, retryable: e.retryable }])
@@ -200,8 +236,8 @@ fn result_of(
     TaskResult {
         task_id: request.task_id,
         trace_id: request.trace_id,
-        attempt,
-        claim_epoch: epoch,
+        attempt: claim.attempt,
+        claim_epoch: claim.epoch,
         status,
         text: outcome.text,
         structured: None,
@@ -216,6 +252,7 @@ fn result_of(
         steps: outcome.steps,
         session_id: Some(session_id),
         worker_id: Some(worker_id.clone()),
+        retry_scheduled,
     }
 }
 

@@ -3,11 +3,13 @@
 //! Text arrives as content deltas. A tool call arrives as a first chunk with its
 //! `index`, `id` and function name, then fragments of the `arguments` string under the
 //! same `index`; fragments are concatenated in arrival order. Usage arrives in a chunk
-//! of its own, usually the last before `[DONE]`.
+//! of its own, usually the last before `[DONE]`. Event names are not used: every
+//! event is a `data:` line holding a chunk, or the `[DONE]` sentinel.
 
 use std::collections::BTreeMap;
 
 use super::wire::{self, Chunk, ToolCallChunk};
+use crate::transport::{Decoder, EventError, Pushed};
 use crate::types::{ChatResponse, ToolCall, Usage};
 
 /// The answer so far.
@@ -86,19 +88,39 @@ impl StreamAssembler {
         }
     }
 
-    /// Records the `[DONE]` sentinel.
-    pub(super) fn mark_done(&mut self) {
-        self.done = true;
+}
+
+impl Decoder for StreamAssembler {
+    fn decode_body(body: &[u8]) -> Result<ChatResponse, String> {
+        serde_json::from_slice::<wire::Response>(body)
+            .map_err(|e| e.to_string())
+            .and_then(wire::Response::into_chat_response)
     }
 
-    /// Whether the stream ended properly: with `[DONE]`, or at least a finish reason
-    /// (some servers close the stream without the sentinel).
-    pub(super) fn is_complete(&self) -> bool {
+    fn push_event(&mut self, _event: &str, data: &str) -> Result<Pushed, EventError> {
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(Pushed::End);
+        }
+        if data.is_empty() {
+            return Ok(Pushed::Nothing);
+        }
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|e| EventError::Decode(format!("invalid chunk {data:?}: {e}")))?;
+        if let Some(error) = &chunk.error {
+            return Err(EventError::Remote(error.to_string()));
+        }
+        Ok(self.push(chunk).map_or(Pushed::Nothing, Pushed::Text))
+    }
+
+    /// With `[DONE]`, or at least a finish reason (some servers close the stream
+    /// without the sentinel).
+    fn is_complete(&self) -> bool {
         self.done || self.finish_reason.is_some()
     }
 
-    /// The whole answer; fails on a tool call that never got a name.
-    pub(super) fn finish(self) -> Result<ChatResponse, String> {
+    /// Fails on a tool call that never got a name.
+    fn finish(self) -> Result<ChatResponse, String> {
         let tool_calls = self
             .calls
             .into_iter()
@@ -168,7 +190,7 @@ mod tests {
             &mut a,
             json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}),
         );
-        a.mark_done();
+        assert_eq!(a.push_event("message", "[DONE]"), Ok(Pushed::End));
         let answer = a.finish().expect("complete");
         assert_eq!(answer.text, "Hello");
         assert_eq!(answer.finish_reason, FinishReason::Stop);

@@ -195,6 +195,12 @@ pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<F
     frames
 }
 
+/// A failure after the 200 was sent: one chunk with an `error` object, and no `[DONE]`.
+pub(super) fn error_frames(message: &str) -> Vec<Frame> {
+    let error = json!({"error": {"message": message, "type": "server_error"}});
+    vec![Frame::data(&error, false)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::reply::ScriptedToolCall;

@@ -26,6 +26,7 @@ pub struct ScriptedReply {
     delay: Duration,
     finish_reason: Option<String>,
     break_stream: bool,
+    stream_error: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -135,6 +136,16 @@ impl ScriptedReply {
         self
     }
 
+    /// For streamed answers: open the stream, then send the format's in-stream error
+    /// event (OpenAI: a chunk with an `error` object; Anthropic: an `error` event of
+    /// type `overloaded_error`) with this message instead of any content, and end it,
+    /// as servers do when they fail after sending the 200. Non-streamed requests get
+    /// the answer as if this were not set; script a [`ScriptedReply::status`] for them.
+    pub fn with_stream_error(mut self, message: impl Into<String>) -> Self {
+        self.stream_error = Some(message.into());
+        self
+    }
+
     /// How long the server waits before answering.
     pub(super) fn delay(&self) -> Duration {
         self.delay
@@ -152,6 +163,7 @@ impl ScriptedReply {
             delay: Duration::ZERO,
             finish_reason: None,
             break_stream: false,
+            stream_error: None,
         }
     }
 }
@@ -215,9 +227,13 @@ pub(super) fn respond(reply: &ScriptedReply, request: &SeenRequest) -> Response 
                     }),
             };
             if request.stream {
-                let frames = match request.format {
-                    WireFormat::OpenAi => openai::stream_frames(&answer, request),
-                    WireFormat::Anthropic => anthropic::stream_frames(&answer, request),
+                let frames = match (request.format, &reply.stream_error) {
+                    (WireFormat::OpenAi, None) => openai::stream_frames(&answer, request),
+                    (WireFormat::OpenAi, Some(message)) => openai::error_frames(message),
+                    (WireFormat::Anthropic, None) => anthropic::stream_frames(&answer, request),
+                    (WireFormat::Anthropic, Some(message)) => {
+                        anthropic::error_frames(message, &answer, request)
+                    }
                 };
                 build(
                     StatusCode::OK,

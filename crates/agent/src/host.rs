@@ -1,0 +1,226 @@
+//! What a session needs from the distributed system, as one trait the worker
+//! implements: human approval for `ask` permissions and child tasks for the `task`
+//! tool.
+//!
+//! The crate stays free of tonic, sqlx and async-nats: a worker publishes
+//! `approval_required`, submits child tasks and watches their progress over NATS, and
+//! hands the session only the answers. [`NoopHost`] is the safe default for hosts that
+//! support neither: every approval is rejected at once and every child task refused,
+//! so a session never waits on something that cannot answer.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use taskwire_llm::Usage;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::ToolCallState;
+
+/// The distributed system, as seen from one session.
+#[async_trait]
+pub trait SessionHost: Send + Sync {
+    /// An `ask` permission: the host publishes `approval_required`, waits for an
+    /// answer with a timeout, and returns [`ApprovalAnswer::TimedOut`] when none came.
+    /// Must never block forever.
+    async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer;
+
+    /// The `task` tool: starts a child task anywhere in the fleet and waits for it.
+    /// `on_progress` gets the child's tool calls live; `cancel` fires when the parent
+    /// session is cancelled, and the host should then cancel the child. `Err` is a
+    /// failure to run the child at all (unknown agent, submit refused); a child that
+    /// ran and failed is `Ok` with its status.
+    async fn run_child(
+        &self,
+        request: ChildTaskRequest,
+        on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
+        cancel: CancellationToken,
+    ) -> Result<ChildTaskResult, String>;
+
+    /// The agents the `task` tool may start, as `(name, description)`, already
+    /// filtered by the coordinator (not primary, not hidden). Empty means the `task`
+    /// tool is not offered at all.
+    fn subagents(&self) -> Vec<(String, String)>;
+}
+
+/// A tool call that needs a human (or policy) answer before it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Unique within the session run; the answer refers to it.
+    pub request_id: String,
+    /// The permission key, e.g. `bash` or `edit`.
+    pub permission: String,
+    /// The subjects that need approval, e.g. the parts of a compound bash command that
+    /// no rule allows. An `Always` answer allows exactly these for the rest of the
+    /// session.
+    pub patterns: Vec<String>,
+    /// The tool call's progress title, for the person answering.
+    pub title: String,
+}
+
+/// The answer to an [`ApprovalRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum ApprovalAnswer {
+    /// Run this call only.
+    Once,
+    /// Run this call and allow the same permission and patterns for the rest of the
+    /// session without asking again.
+    Always,
+    /// Do not run it; `message` (from the person) is passed to the model.
+    Reject {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// Nobody answered in time: a deny the model sees as a tool error.
+    TimedOut,
+}
+
+/// The arguments of a `task` call (or a slash-command subtask), for the host to turn
+/// into a child task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildTaskRequest {
+    /// A short (3-5 words) description for progress and listings.
+    pub description: String,
+    pub prompt: String,
+    /// The child's agent name.
+    pub subagent_type: String,
+    /// A previous child session to continue, from an earlier `<task_metadata>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The slash command that produced this task, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+/// One tool call of a running child, reported as it changes state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildProgress {
+    pub task_id: String,
+    pub tool: String,
+    pub title: String,
+    pub state: ToolCallState,
+}
+
+/// How a child task ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildTaskResult {
+    pub task_id: String,
+    /// The child's session, to continue it with `session_id` later.
+    pub session_id: String,
+    /// The task status as on the wire: `completed`, `max_steps`, `error`,
+    /// `cancelled`, `deadline_exceeded`, `rejected`.
+    pub status: String,
+    /// The child's last text.
+    pub text: String,
+    /// Tokens used by the child and all its descendants.
+    pub usage: Usage,
+}
+
+impl ChildTaskResult {
+    /// Whether the child produced an answer the parent can use: `completed`, or the
+    /// partial summary of `max_steps`.
+    pub fn succeeded(&self) -> bool {
+        matches!(self.status.as_str(), "completed" | "max_steps")
+    }
+}
+
+/// A host that supports neither approvals nor child tasks: approvals are rejected at
+/// once, child tasks refused, and no subagent is listed (so `task` is not offered).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopHost;
+
+/// Given to the model when [`NoopHost`] rejects an approval.
+pub const NO_APPROVAL_MESSAGE: &str = "approval is not available in this session";
+
+#[async_trait]
+impl SessionHost for NoopHost {
+    async fn approve(&self, _request: ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Reject {
+            message: Some(NO_APPROVAL_MESSAGE.to_owned()),
+        }
+    }
+
+    async fn run_child(
+        &self,
+        request: ChildTaskRequest,
+        _on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
+        _cancel: CancellationToken,
+    ) -> Result<ChildTaskResult, String> {
+        Err(format!(
+            "child tasks are not available in this session (agent {})",
+            request.subagent_type
+        ))
+    }
+
+    fn subagents(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// The same as [`NoopHost`], under the name a local, single-process caller reaches
+/// for.
+pub type LocalHost = NoopHost;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn noop_host_rejects_approvals_and_refuses_children() {
+        let answer = NoopHost
+            .approve(ApprovalRequest {
+                request_id: "1".into(),
+                permission: "bash".into(),
+                patterns: vec!["rm x".into()],
+                title: "rm x".into(),
+            })
+            .await;
+        assert_eq!(
+            answer,
+            ApprovalAnswer::Reject {
+                message: Some(NO_APPROVAL_MESSAGE.into())
+            }
+        );
+        let request = ChildTaskRequest {
+            description: "d".into(),
+            prompt: "p".into(),
+            subagent_type: "explore".into(),
+            session_id: None,
+            command: None,
+        };
+        let err = NoopHost
+            .run_child(request, &|_| {}, CancellationToken::new())
+            .await
+            .expect_err("refused");
+        assert!(err.contains("not available"), "{err}");
+        assert!(NoopHost.subagents().is_empty());
+    }
+
+    #[test]
+    fn approval_answers_serialize_with_a_tag() {
+        let json = serde_json::to_string(&ApprovalAnswer::Reject {
+            message: Some("no".into()),
+        })
+        .expect("serializable");
+        assert_eq!(json, r#"{"answer":"reject","message":"no"}"#);
+        let back: ApprovalAnswer = serde_json::from_str(r#"{"answer":"timed_out"}"#).expect("parse");
+        assert_eq!(back, ApprovalAnswer::TimedOut);
+    }
+
+    #[test]
+    fn only_completed_and_max_steps_children_succeed() {
+        let mut result = ChildTaskResult {
+            task_id: "t".into(),
+            session_id: "s".into(),
+            status: "completed".into(),
+            text: String::new(),
+            usage: Usage::default(),
+        };
+        assert!(result.succeeded());
+        result.status = "max_steps".into();
+        assert!(result.succeeded());
+        for status in ["error", "cancelled", "deadline_exceeded", "rejected"] {
+            result.status = status.into();
+            assert!(!result.succeeded(), "{status}");
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Client for the Anthropic Messages API (`POST {base_url}/v1/messages`).
+//!
+//! - `wire`: the request and response JSON, and how the neutral conversation is
+//!   reshaped into it (system hoisting, tool blocks, merged tool results);
+//! - `stream`: assembling a streamed answer from its events.
+//!
+//! Sending, retries and backoff are the shared [`crate::transport`]'s, so throttling
+//! (429 with `Retry-After`), overload (529) and server errors behave exactly as with
+//! the OpenAI-compatible client.
+
+mod stream;
+mod wire;
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::Provider;
+use crate::error::LlmError;
+use crate::transport::{RetryPolicy, Settings, Transport};
+use crate::types::{ChatRequest, ChatResponse, StreamDelta};
+use stream::StreamAssembler;
+
+/// The API version this client speaks; later versions are opt-in per request.
+pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Settings of an [`AnthropicClient`].
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// API base without the version, e.g. `https://api.anthropic.com` (the default);
+    /// `/v1/messages` is appended, or only `/messages` when the base already ends in
+    /// `/v1`.
+    pub base_url: String,
+    /// Sent as `x-api-key` when set (the API needs it; some gateways do not). Never
+    /// logged.
+    pub api_key: Option<String>,
+    /// Sent as `anthropic-version` (default [`DEFAULT_ANTHROPIC_VERSION`]).
+    pub anthropic_version: String,
+    /// `max_tokens` for requests that set none; the API requires one (default 4096).
+    pub max_tokens: u32,
+    /// Limit for a whole attempt, from sending until the last byte of the answer
+    /// (default 300 s: long generations stream for minutes).
+    pub request_timeout: Duration,
+    /// Limit for establishing the connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Stream the answer as server-sent events (default true).
+    pub stream: bool,
+    /// Retries after the first attempt for retryable failures (default 3).
+    pub max_retries: u32,
+    /// Backoff before the first retry; doubles per retry (default 500 ms).
+    pub initial_backoff: Duration,
+    /// Cap on the backoff (default 30 s). A `Retry-After` longer than this is not
+    /// waited out here: the error is returned, with the wait in
+    /// [`LlmError::retry_after`], so the caller can reschedule the work instead.
+    pub max_backoff: Duration,
+}
+
+impl AnthropicConfig {
+    /// Defaults for a server at `base_url`.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            anthropic_version: DEFAULT_ANTHROPIC_VERSION.to_owned(),
+            max_tokens: 4096,
+            request_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+            stream: true,
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for AnthropicConfig {
+    /// The public API.
+    fn default() -> Self {
+        Self::new("https://api.anthropic.com")
+    }
+}
+
+impl fmt::Debug for AnthropicConfig {
+    // Hand-written so the API key never reaches a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("anthropic_version", &self.anthropic_version)
+            .field("max_tokens", &self.max_tokens)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("stream", &self.stream)
+            .field("max_retries", &self.max_retries)
+            .field("initial_backoff", &self.initial_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .finish()
+    }
+}
+
+/// An Anthropic Messages [`Provider`]. Cheap to clone; clones share the connection
+/// pool.
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    transport: Transport,
+    config: AnthropicConfig,
+}
+
+impl AnthropicClient {
+    /// Builds a client for `config`.
+    ///
+    /// As with [`crate::OpenAiClient::new`], the binary must have installed a rustls
+    /// crypto provider; without one this returns [`LlmError::Config`].
+    pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &config.api_key {
+            // The key itself stays out of the message.
+            let mut value = HeaderValue::from_str(key).map_err(|_| {
+                LlmError::Config("api key contains characters not allowed in a header".into())
+            })?;
+            value.set_sensitive(true);
+            headers.insert(HeaderName::from_static("x-api-key"), value);
+        }
+        let version = HeaderValue::from_str(&config.anthropic_version).map_err(|_| {
+            LlmError::Config(format!(
+                "anthropic version {:?} contains characters not allowed in a header",
+                config.anthropic_version
+            ))
+        })?;
+        headers.insert(HeaderName::from_static("anthropic-version"), version);
+        let path = if config.base_url.trim_end_matches('/').ends_with("/v1") {
+            "/messages"
+        } else {
+            "/v1/messages"
+        };
+        let transport = Transport::new(Settings {
+            base_url: &config.base_url,
+            path,
+            headers,
+            request_timeout: config.request_timeout,
+            connect_timeout: config.connect_timeout,
+            stream: config.stream,
+            retry: RetryPolicy {
+                max_retries: config.max_retries,
+                initial_backoff: config.initial_backoff,
+                max_backoff: config.max_backoff,
+            },
+        })?;
+        Ok(Self { transport, config })
+    }
+
+    /// The settings this client was built with.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        self.transport.endpoint()
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for AnthropicClient {
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<ChatResponse, LlmError> {
+        let wire = wire::Request::new(request, self.config.max_tokens, self.config.stream)
+            .map_err(LlmError::InvalidRequest)?;
+        let body = serde_json::to_vec(&wire).map_err(|e| {
+            LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
+        })?;
+        self.transport
+            .chat::<StreamAssembler>(&body, on_delta)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(config: AnthropicConfig) -> AnthropicClient {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        AnthropicClient::new(config).expect("client builds")
+    }
+
+    #[test]
+    fn debug_output_hides_the_api_key() {
+        let config = AnthropicConfig {
+            api_key: Some("sk-ant-secret".into()),
+            ..AnthropicConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-ant-secret"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn appends_the_versioned_path_once() {
+        assert_eq!(
+            client(AnthropicConfig::default()).endpoint(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            client(AnthropicConfig::new("http://gateway/anthropic/v1/")).endpoint(),
+            "http://gateway/anthropic/v1/messages"
+        );
+    }
+
+    #[test]
+    fn rejects_a_key_that_cannot_be_a_header() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let error = AnthropicClient::new(AnthropicConfig {
+            api_key: Some("line\nbreak-secret".into()),
+            ..AnthropicConfig::default()
+        })
+        .expect_err("newline refused");
+        assert!(matches!(error, LlmError::Config(_)), "{error}");
+        assert!(!error.to_string().contains("secret"), "{error}");
+    }
+}

@@ -1,0 +1,525 @@
+//! The Messages API JSON: request encoding and response decoding.
+//!
+//! The neutral conversation is reshaped to what the API accepts:
+//!
+//! - system messages, wherever they stand, are joined (blank line between) into the
+//!   top-level `system`: the API has no system role inside `messages`;
+//! - an assistant turn becomes `text` and `tool_use` blocks; `tool_use.input` must be
+//!   an object, so arguments are parsed: empty arguments become `{}`, and arguments
+//!   that are not a JSON object (a call cut off by `max_tokens`, or a malformed one
+//!   from another model) become `{"_raw": "<the text>"}`, so that the model later sees
+//!   what it actually sent next to the tool's error, instead of a silent `{}`;
+//! - each tool result becomes a `tool_result` block of a user message;
+//! - text blocks that are empty or only whitespace are dropped (the API rejects them),
+//!   and so are messages left with no block;
+//! - neighbouring messages of the same role are merged into one, so tool results of one
+//!   turn (and a user message right after them) form a single user message, with the
+//!   `tool_result` blocks first, as the API requires.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::types::{ChatRequest, ChatResponse, FinishReason, Role, ToolCall, Usage};
+
+/// Key under which arguments that are not a JSON object are sent as text.
+const RAW_ARGUMENTS_KEY: &str = "_raw";
+
+/// The request body of `POST /v1/messages`.
+#[derive(Debug, Serialize)]
+pub(super) struct Request<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    stream: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        /// Optional in the API; an empty one is left out rather than sent as `""`.
+        #[serde(skip_serializing_if = "str::is_empty")]
+        content: &'a str,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+/// Schema for a tool defined without one; the API requires an object schema.
+static EMPTY_SCHEMA: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| json!({"type": "object", "properties": {}}));
+
+impl<'a> Request<'a> {
+    /// Encodes `request`; `default_max_tokens` applies when the request sets none,
+    /// since the API requires it. Fails on a tool result that names no call.
+    pub(super) fn new(
+        request: &'a ChatRequest,
+        default_max_tokens: u32,
+        stream: bool,
+    ) -> Result<Self, String> {
+        let mut system = Vec::new();
+        let mut messages: Vec<WireMessage<'a>> = Vec::new();
+        for (i, message) in request.messages.iter().enumerate() {
+            let (role, blocks) = match message.role {
+                Role::System => {
+                    if !message.content.trim().is_empty() {
+                        system.push(message.content.as_str());
+                    }
+                    continue;
+                }
+                Role::User => ("user", text_block(&message.content).into_iter().collect()),
+                Role::Assistant => {
+                    let mut blocks: Vec<Block<'a>> =
+                        text_block(&message.content).into_iter().collect();
+                    blocks.extend(message.tool_calls.iter().map(|call| Block::ToolUse {
+                        id: &call.id,
+                        name: &call.name,
+                        input: tool_input(&call.arguments),
+                    }));
+                    ("assistant", blocks)
+                }
+                Role::Tool => {
+                    let id = message
+                        .tool_call_id
+                        .as_deref()
+                        .filter(|id| !id.is_empty())
+                        .ok_or_else(|| format!("tool result in message {i} names no tool call"))?;
+                    let result = Block::ToolResult {
+                        tool_use_id: id,
+                        content: &message.content,
+                    };
+                    ("user", vec![result])
+                }
+            };
+            if blocks.is_empty() {
+                continue;
+            }
+            match messages.last_mut() {
+                Some(last) if last.role == role => last.content.extend(blocks),
+                _ => messages.push(WireMessage {
+                    role,
+                    content: blocks,
+                }),
+            }
+        }
+        for message in &mut messages {
+            // Stable: results keep their order, and so does the text after them.
+            message
+                .content
+                .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+        }
+        Ok(Self {
+            model: &request.model,
+            max_tokens: request.max_tokens.unwrap_or(default_max_tokens),
+            system: (!system.is_empty()).then(|| system.join("\n\n")),
+            messages,
+            tools: request
+                .tools
+                .iter()
+                .map(|tool| WireTool {
+                    name: &tool.name,
+                    description: &tool.description,
+                    input_schema: if tool.parameters.is_null() {
+                        &EMPTY_SCHEMA
+                    } else {
+                        &tool.parameters
+                    },
+                })
+                .collect(),
+            temperature: request.temperature,
+            top_p: request.top_p,
+            stream,
+        })
+    }
+}
+
+fn text_block(text: &str) -> Option<Block<'_>> {
+    (!text.trim().is_empty()).then_some(Block::Text { text })
+}
+
+/// `tool_use.input` for the arguments text the model produced; see the module docs.
+pub(super) fn tool_input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return Value::Object(Map::new());
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(object @ Value::Object(_)) => object,
+        _ => json!({ RAW_ARGUMENTS_KEY: arguments }),
+    }
+}
+
+/// Token counts as the API reports them. Every field is optional because streamed
+/// `message_delta` events carry only the counts that changed.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+pub(super) struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Takes the counts `later` reports; streamed counts are cumulative, so a later
+    /// one replaces an earlier one.
+    pub(super) fn update(&mut self, later: WireUsage) {
+        self.input_tokens = later.input_tokens.or(self.input_tokens);
+        self.output_tokens = later.output_tokens.or(self.output_tokens);
+        self.cache_creation_input_tokens = later
+            .cache_creation_input_tokens
+            .or(self.cache_creation_input_tokens);
+        self.cache_read_input_tokens = later
+            .cache_read_input_tokens
+            .or(self.cache_read_input_tokens);
+    }
+}
+
+impl From<WireUsage> for Usage {
+    /// The API counts cached prompt tokens apart from `input_tokens`; all of them were
+    /// input to this call, so they are added up.
+    fn from(usage: WireUsage) -> Self {
+        Self {
+            input_tokens: usage.input_tokens.unwrap_or(0)
+                + usage.cache_creation_input_tokens.unwrap_or(0)
+                + usage.cache_read_input_tokens.unwrap_or(0),
+            output_tokens: usage.output_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// The body of a non-streamed answer.
+#[derive(Debug, Deserialize)]
+pub(super) struct Response {
+    #[serde(default)]
+    content: Vec<ContentBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+/// A block of an answer; kinds this client does not use (thinking, server tools) are
+/// skipped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+impl Response {
+    pub(super) fn into_chat_response(self) -> ChatResponse {
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for block in self.content {
+            match block {
+                ContentBlock::Text { text: piece } => text.push_str(&piece),
+                ContentBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments: input_text(input),
+                }),
+                ContentBlock::Other => {}
+            }
+        }
+        ChatResponse {
+            text,
+            finish_reason: finish_reason(self.stop_reason.as_deref(), !tool_calls.is_empty()),
+            tool_calls,
+            usage: self.usage.into(),
+        }
+    }
+}
+
+/// Arguments text of a `tool_use.input`; no input means an empty object.
+pub(super) fn input_text(input: Value) -> String {
+    match input {
+        Value::Null => "{}".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Maps the API's `stop_reason`. A turn with tool calls that ended otherwise than by
+/// `max_tokens` is treated as calling tools: the calls are what the session acts on.
+pub(super) fn finish_reason(reason: Option<&str>, has_tool_calls: bool) -> FinishReason {
+    match reason {
+        Some("tool_use") => FinishReason::ToolCalls,
+        Some("end_turn" | "stop_sequence") | None if has_tool_calls => FinishReason::ToolCalls,
+        Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
+        Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
+        Some("refusal") => FinishReason::ContentFilter,
+        Some(other) => FinishReason::Other(other.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Message, ToolDef};
+
+    fn encode(request: &ChatRequest) -> Value {
+        serde_json::to_value(Request::new(request, 4096, false).expect("request encodes"))
+            .expect("request serializes")
+    }
+
+    fn call(id: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "grep".into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[test]
+    fn hoists_system_messages_and_maps_tool_history_to_blocks() {
+        let request = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                Message::system("be brief"),
+                Message::user("find main"),
+                Message::assistant("looking", vec![call("t1", "{\"q\":\"main\"}")]),
+                Message::tool_result("t1", "src/main.rs"),
+                Message::system("stay on task"),
+            ],
+            tools: vec![ToolDef {
+                name: "grep".into(),
+                description: "search".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            temperature: Some(0.5),
+            ..Default::default()
+        };
+        let body = encode(&request);
+        assert_eq!(body["system"], "be brief\n\nstay on task");
+        assert_eq!(body["max_tokens"], 4096);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "find main"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "looking"},
+                    {"type": "tool_use", "id": "t1", "name": "grep", "input": {"q": "main"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "src/main.rs"}]},
+            ])
+        );
+        assert_eq!(
+            body["tools"],
+            json!([{"name": "grep", "description": "search", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(body["temperature"], 0.5);
+        assert!(body.get("top_p").is_none());
+        assert_eq!(body["stream"], false);
+    }
+
+    #[test]
+    fn merges_consecutive_tool_results_and_following_user_text() {
+        let request = ChatRequest {
+            model: "claude".into(),
+            max_tokens: Some(100),
+            messages: vec![
+                Message::user("go"),
+                Message::assistant("", vec![call("a", "{}"), call("b", "{}")]),
+                Message::tool_result("a", "one"),
+                Message::tool_result("b", ""),
+                Message::user("Summarize the task tool output above and continue."),
+            ],
+            ..Default::default()
+        };
+        let body = encode(&request);
+        assert_eq!(body["max_tokens"], 100);
+        let messages = body["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert_eq!(
+            messages[1]["content"],
+            json!([
+                {"type": "tool_use", "id": "a", "name": "grep", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "grep", "input": {}}])
+        );
+        assert_eq!(
+            messages[2]["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "a", "content": "one"},
+                {"type": "tool_result", "tool_use_id": "b"},
+                {"type": "text", "text": "Summarize the task tool output above and continue."}])
+        );
+    }
+
+    #[test]
+    fn tool_results_come_first_even_after_user_text() {
+        let request = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                Message::assistant("", vec![call("a", "{}")]),
+                Message::user("also"),
+                Message::tool_result("a", "done"),
+            ],
+            ..Default::default()
+        };
+        let body = encode(&request);
+        assert_eq!(body["messages"][1]["content"][0]["type"], "tool_result");
+        assert_eq!(body["messages"][1]["content"][1]["type"], "text");
+    }
+
+    #[test]
+    fn drops_blank_text_and_the_messages_it_empties() {
+        let request = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                Message::user("one"),
+                Message::assistant("  ", Vec::new()),
+                Message::user("two"),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            encode(&request)["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}])
+        );
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_sent_as_raw_text() {
+        assert_eq!(tool_input(""), json!({}));
+        assert_eq!(tool_input("{\"a\":1}"), json!({"a": 1}));
+        assert_eq!(
+            tool_input("{\"a\":"),
+            json!({"_raw": "{\"a\":"}),
+            "cut off"
+        );
+        assert_eq!(tool_input("[1]"), json!({"_raw": "[1]"}), "not an object");
+    }
+
+    #[test]
+    fn a_tool_result_without_a_call_id_is_refused() {
+        let mut result = Message::tool_result("", "x");
+        result.tool_call_id = None;
+        let request = ChatRequest {
+            model: "claude".into(),
+            messages: vec![result],
+            ..Default::default()
+        };
+        let error = Request::new(&request, 1, false).expect_err("no id");
+        assert!(error.contains("message 0"), "{error}");
+    }
+
+    #[test]
+    fn a_tool_without_a_schema_gets_an_empty_object_schema() {
+        let request = ChatRequest {
+            model: "claude".into(),
+            tools: vec![ToolDef {
+                name: "now".into(),
+                description: "the time".into(),
+                parameters: Value::Null,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            encode(&request)["tools"][0]["input_schema"],
+            json!({"type": "object", "properties": {}})
+        );
+    }
+
+    #[test]
+    fn decodes_text_and_tool_use_blocks_with_cached_input_counted() {
+        let response: Response = serde_json::from_value(json!({
+            "id": "msg_1", "type": "message", "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "s"},
+                {"type": "text", "text": "let me look"},
+                {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {"q": "x"}}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 12, "cache_read_input_tokens": 100,
+                      "cache_creation_input_tokens": null, "output_tokens": 3}
+        }))
+        .expect("decodes");
+        let answer = response.into_chat_response();
+        assert_eq!(answer.text, "let me look");
+        assert_eq!(
+            answer.tool_calls,
+            vec![ToolCall {
+                id: "toolu_1".into(),
+                name: "grep".into(),
+                arguments: "{\"q\":\"x\"}".into()
+            }]
+        );
+        assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            answer.usage,
+            Usage {
+                input_tokens: 112,
+                output_tokens: 3
+            }
+        );
+    }
+
+    #[test]
+    fn maps_stop_reasons() {
+        assert_eq!(finish_reason(Some("end_turn"), false), FinishReason::Stop);
+        assert_eq!(
+            finish_reason(Some("stop_sequence"), false),
+            FinishReason::Stop
+        );
+        assert_eq!(
+            finish_reason(Some("tool_use"), true),
+            FinishReason::ToolCalls
+        );
+        assert_eq!(
+            finish_reason(Some("end_turn"), true),
+            FinishReason::ToolCalls
+        );
+        assert_eq!(
+            finish_reason(Some("max_tokens"), true),
+            FinishReason::Length
+        );
+        assert_eq!(
+            finish_reason(Some("refusal"), false),
+            FinishReason::ContentFilter
+        );
+        assert_eq!(
+            finish_reason(Some("pause_turn"), false),
+            FinishReason::Other("pause_turn".into())
+        );
+    }
+}

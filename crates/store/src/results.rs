@@ -1,0 +1,72 @@
+//! Results: fenced writes of how attempts ended.
+
+use std::collections::HashSet;
+
+use prost::Message;
+use taskwire_protocol::{TaskResult, pb};
+
+use crate::tasks::{LIVE, sql};
+use crate::{Store, StoreError};
+
+impl Store {
+    /// Writes results, each fenced by its claim epoch; returns, in order, whether each
+    /// was recorded (`false`: a stale attempt, or the task already finished).
+    ///
+    /// A final result finishes the task. A result with `retry_scheduled` puts the task
+    /// back to `queued` (its worker redelivers it after a backoff) and records the
+    /// attempt's error. Either way the attempt's row gets its outcome.
+    pub async fn record_results(&self, results: &[TaskResult]) -> Result<Vec<bool>, StoreError> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<uuid::Uuid> = results.iter().map(|r| r.task_id.as_uuid()).collect();
+        let epochs: Vec<i64> = results.iter().map(|r| i64::try_from(r.claim_epoch.0).unwrap_or(i64::MAX)).collect();
+        let statuses: Vec<&str> =
+            results.iter().map(|r| if r.retry_scheduled { "queued" } else { r.status.as_str() }).collect();
+        let finals: Vec<bool> = results.iter().map(|r| !r.retry_scheduled).collect();
+        let payloads: Vec<Option<Vec<u8>>> = results
+            .iter()
+            .map(|r| (!r.retry_scheduled).then(|| pb::TaskResult::from(r).encode_to_vec()))
+            .collect();
+        let errors: Vec<Option<String>> = results.iter().map(|r| r.errors.first().map(|e| e.message.clone())).collect();
+        let retryable: Vec<bool> = results.iter().map(|r| r.errors.iter().any(|e| e.retryable)).collect();
+
+        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin recording results", e))?;
+        let recorded: Vec<(uuid::Uuid, i64)> = sqlx::query_as(sql(format!(
+            "UPDATE tasks t SET status = r.status, \
+                    result = CASE WHEN r.final THEN r.result ELSE t.result END, \
+                    last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
+                    finished_at = CASE WHEN r.final THEN now() ELSE NULL END \
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[]) \
+                  AS r(task_id, epoch, status, result, final, error) \
+             WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
+             RETURNING t.task_id, t.claim_epoch"
+        )))
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(&statuses)
+        .bind(&payloads)
+        .bind(&finals)
+        .bind(&errors)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("record results", e))?;
+        sqlx::query(
+            "UPDATE attempts a SET status = r.status, error = r.error, retryable = r.retryable, finished_at = now() \
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[]) \
+                  AS r(task_id, epoch, status, error, retryable) \
+             WHERE a.task_id = r.task_id AND a.claim_epoch = r.epoch AND a.status = 'running'",
+        )
+        .bind(&ids)
+        .bind(&epochs)
+        .bind(&statuses)
+        .bind(&errors)
+        .bind(&retryable)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("record attempt outcomes", e))?;
+        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit results", e))?;
+        let recorded: HashSet<(uuid::Uuid, i64)> = recorded.into_iter().collect();
+        Ok(ids.iter().zip(&epochs).map(|(id, e)| recorded.contains(&(*id, *e))).collect())
+    }
+}
