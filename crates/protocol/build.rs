@@ -5,7 +5,11 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["taskwire/v1/envelope.proto", "taskwire/v1/task_service.proto"];
+    let files = [
+        "taskwire/v1/envelope.proto",
+        "taskwire/v1/task_service.proto",
+        "taskwire/v1/worker_rpc.proto",
+    ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", root.join(file).display());
     }

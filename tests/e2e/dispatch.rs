@@ -60,3 +60,38 @@ async fn a_malformed_task_message_is_dead_lettered_and_the_worker_keeps_serving(
     assert_eq!(task.status(), pb::TaskStatus::Completed);
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_message_that_reaches_max_deliveries_dead_letters_its_task_and_leaves_the_stream() {
+    use futures::StreamExt;
+    // No workers: the test plays a worker that never settles the message.
+    let cluster = start(ScriptedModel::echo().await, 0, 1).await.expect("cluster");
+    let id = cluster.submit("general", "never settled").await.expect("submit");
+    let client = async_nats::connect(cluster.nats.url()).await.expect("nats");
+    let js = jetstream::new(client);
+    let bus = taskwire_bus::BusConfig { ack_wait: std::time::Duration::from_secs(10), ..Default::default() };
+    let consumer = taskwire_bus::tasks_consumer(&js, &bus, "default", -1).await.expect("consumer");
+    for _ in 0..bus.max_deliver {
+        let mut batch = consumer.fetch().max_messages(1).expires(PATIENCE).messages().await.expect("fetch");
+        let msg = batch.next().await.expect("a delivery").expect("message");
+        msg.ack_with(async_nats::jetstream::AckKind::Nak(None)).await.expect("nak");
+    }
+    // The server notices the exhausted message (and advises) when it next looks for a
+    // message to deliver: a pending pull, as a live worker would have, gets nothing.
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(std::time::Duration::from_millis(500))
+        .messages()
+        .await
+        .expect("fetch");
+    assert!(batch.next().await.is_none_or(|m| m.is_err()), "no sixth delivery");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::DeadLettered);
+    let store = Store::connect(cluster.db.url(), 2).await.expect("store");
+    let letters = store.dead_letters(10).await.expect("dead letters");
+    assert!(letters.iter().any(|l| l.reason.contains("max deliveries")), "{letters:?}");
+    let mut stream = js.get_stream("TASKWIRE_TASKS").await.expect("stream");
+    assert_eq!(stream.info().await.expect("info").state.messages, 0, "the message was removed");
+    cluster.shutdown().await;
+}

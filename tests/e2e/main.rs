@@ -1,7 +1,9 @@
 //! End-to-end tests: a real nats-server, a real Postgres database and a scripted model
 //! over real HTTP per test; coordinator and workers through their `run()`.
 
+mod backpressure;
 mod dispatch;
 mod flow;
 mod retries;
+mod security;
 mod validation;

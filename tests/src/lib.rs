@@ -19,6 +19,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A running deployment; everything stops when it drops.
 pub struct Cluster {
+    /// The API needs a token: readiness is then checked with the health service.
+    authenticated: bool,
     pub nats: NatsServer,
     pub db: TestDatabase,
     pub model: ScriptedModel,
@@ -30,6 +32,16 @@ pub struct Cluster {
 
 /// Starts a deployment with `workers` workers of `concurrency` sessions each.
 pub async fn start(model: ScriptedModel, workers: usize, concurrency: usize) -> anyhow::Result<Cluster> {
+    start_with(model, workers, concurrency, |_| {}).await
+}
+
+/// [`start`], with the coordinator's configuration adjusted by `configure`.
+pub async fn start_with(
+    model: ScriptedModel,
+    workers: usize,
+    concurrency: usize,
+    configure: impl FnOnce(&mut taskwire_coordinator::CoordinatorConfig),
+) -> anyhow::Result<Cluster> {
     taskwire_test_support::init_tracing();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let nats = NatsServer::start()?;
@@ -37,13 +49,15 @@ pub async fn start(model: ScriptedModel, workers: usize, concurrency: usize) -> 
     let workspace = tempfile::tempdir().context("workspace dir")?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let config = taskwire_coordinator::CoordinatorConfig {
+    let mut config = taskwire_coordinator::CoordinatorConfig {
         database_url: db.url().to_owned(),
         nats_url: nats.url(),
         listen: addr,
         ack_wait: Duration::from_secs(10),
         ..Default::default()
     };
+    configure(&mut config);
+    let authenticated = config.auth_tokens_file.is_some();
     let token = CancellationToken::new();
     let handle = tokio::spawn({
         let token = token.clone();
@@ -54,6 +68,7 @@ pub async fn start(model: ScriptedModel, workers: usize, concurrency: usize) -> 
         }
     });
     let mut cluster = Cluster {
+        authenticated,
         nats,
         db,
         model,
@@ -111,10 +126,12 @@ impl Cluster {
     async fn wait_ready(&self) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            if let Ok(mut c) = self.client().await
-                && c.list_agents(pb::ListAgentsRequest::default()).await.is_ok()
-            {
-                return Ok(());
+            if let Ok(mut c) = self.client().await {
+                match c.list_agents(pb::ListAgentsRequest::default()).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) if self.authenticated && e.code() == tonic::Code::Unauthenticated => return Ok(()),
+                    Err(_) => {}
+                }
             }
             if tokio::time::Instant::now() > deadline {
                 bail!("coordinator did not become ready");

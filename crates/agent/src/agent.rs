@@ -10,7 +10,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::InvalidName;
-use crate::permission::PermissionRule;
+use crate::permission::{PermissionRule, wildcard_match};
 
 /// Longest accepted agent name; long enough for descriptive names, short enough for a
 /// metric label or a subject token.
@@ -122,7 +122,9 @@ pub struct AgentSpec {
     pub hidden: bool,
     /// The system prompt.
     pub prompt: String,
-    /// Allow-list of tool names; wildcards (`*`, `?`) allowed, e.g. `["*"]`.
+    /// Allow-list of tool names; wildcards (`*`, `?`) allowed, and an entry starting
+    /// with `!` excludes: `["*", "!write", "!mcp_*"]` is every tool but `write` and
+    /// the `mcp_` ones. The last matching entry decides; nothing matching excludes.
     #[serde(default)]
     pub tools: Vec<String>,
     /// Permission rules, evaluated last-match-wins (see [`crate::permission`]).
@@ -143,14 +145,27 @@ pub struct AgentSpec {
 }
 
 impl AgentSpec {
-    /// Whether the allow-list names `tool` (directly or by wildcard).
+    /// Whether the allow-list enables `tool`: the last entry matching it (directly or
+    /// by wildcard) is not an `!` exclusion.
     ///
     /// This is only the allow-list; permission rules can still disable the tool (see
     /// [`crate::permission::is_disabled`]).
     pub fn lists_tool(&self, tool: &str) -> bool {
         self.tools
             .iter()
-            .any(|pattern| crate::permission::wildcard_match(pattern, tool))
+            .rev()
+            .find_map(|entry| match entry.strip_prefix('!') {
+                Some(pattern) => wildcard_match(pattern, tool).then_some(false),
+                None => wildcard_match(entry, tool).then_some(true),
+            })
+            .unwrap_or(false)
+    }
+
+    /// Whether the allow-list enables `tool` and names it literally, not only by a
+    /// wildcard: how an agent opts in to tools that children do not get by default
+    /// (see [`crate::policy::child_tools_policy`]).
+    pub fn names_tool(&self, tool: &str) -> bool {
+        self.lists_tool(tool) && self.tools.iter().any(|entry| entry == tool)
     }
 }
 
@@ -216,5 +231,29 @@ mod tests {
         assert!(spec.lists_tool("glob"));
         assert!(spec.lists_tool("read"));
         assert!(!spec.lists_tool("list"));
+    }
+
+    #[test]
+    fn exclusions_win_when_they_come_last() {
+        let mut spec = crate::builtin::general();
+        spec.tools = vec!["*".into(), "!write".into(), "!mcp_*".into(), "mcp_git".into()];
+        assert!(spec.lists_tool("read"));
+        assert!(!spec.lists_tool("write"));
+        assert!(!spec.lists_tool("mcp_fs"));
+        assert!(spec.lists_tool("mcp_git"));
+        spec.tools = vec!["read".into(), "!*".into()];
+        assert!(!spec.lists_tool("read"));
+    }
+
+    #[test]
+    fn only_literal_entries_name_a_tool() {
+        let mut spec = crate::builtin::general();
+        spec.tools = vec!["*".into(), "task".into()];
+        assert!(spec.names_tool("task"));
+        assert!(!spec.names_tool("todowrite"), "a wildcard is not a name");
+        spec.tools = vec!["task".into(), "!t*".into()];
+        assert!(!spec.names_tool("task"), "excluded after being named");
+        spec.tools = vec!["task".into(), "t*".into()];
+        assert!(spec.names_tool("task"));
     }
 }

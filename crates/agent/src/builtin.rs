@@ -1,19 +1,54 @@
 //! Built-in agents and the registry that holds agents by name.
 //!
-//! Built-ins are data, like user agents: the coming markdown loader
-//! (`.taskwire/agents/*.md`) inserts specs into the same [`AgentRegistry`], replacing a
-//! built-in of the same name or removing it (`disable: true`).
+//! Built-ins are data, like user agents: the markdown loader
+//! ([`crate::loader::load_agents`]) merges `.taskwire/agents/*.md` over them in the
+//! same [`AgentRegistry`], overriding fields of a built-in of the same name or
+//! removing it (`disable: true`).
+//!
+//! | agent | mode | tools | rules |
+//! |---|---|---|---|
+//! | `build` | primary | all | none |
+//! | `plan` | primary | all | `edit` denied; read-only bash allowed, other bash asks |
+//! | `general` | subagent | all but the todo tools | none |
+//! | `explore` | subagent | read, list, glob, grep, webfetch | `edit` and `bash` denied |
+//! | `compaction`, `title`, `summary` | primary, hidden | none | none |
 
 use std::collections::BTreeMap;
 
 use crate::agent::{AgentMode, AgentName, AgentSpec};
 use crate::permission::{PermissionAction, PermissionRule};
 
+const BUILD_PROMPT: &str = include_str!("prompt/build.txt");
+const PLAN_PROMPT: &str = include_str!("prompt/plan.txt");
 const GENERAL_PROMPT: &str = include_str!("prompt/general.txt");
 const EXPLORE_PROMPT: &str = include_str!("prompt/explore.txt");
+const COMPACTION_PROMPT: &str = include_str!("prompt/compaction.txt");
+const TITLE_PROMPT: &str = include_str!("prompt/title.txt");
+const SUMMARY_PROMPT: &str = include_str!("prompt/summary.txt");
 
-/// The read-only tools every built-in subagent gets today.
-const READ_ONLY_TOOLS: [&str; 4] = ["read", "list", "glob", "grep"];
+/// Bash commands `plan` may run without asking: they only read.
+const PLAN_BASH_ALLOW: [&str; 21] = [
+    "ls*", "cat*", "head*", "tail*", "wc*", "grep*", "rg*", "find*", "tree*", "pwd*", "file*",
+    "stat*", "du*", "which*", "diff*", "cut*", "echo*", "git status*", "git diff*", "git log*",
+    "git show*",
+];
+
+/// Ways the allowed commands can still write or run something: these ask again.
+const PLAN_BASH_ASK_AGAIN: [&str; 10] = [
+    "*>*",
+    "find *-delete*",
+    "find *-exec*",
+    "find *-ok*",
+    "find *-fprint*",
+    "find *-fls*",
+    "rg *--pre*",
+    "git diff *--output*",
+    "git log *--output*",
+    "git show *--output*",
+];
+
+/// The steps a user agent gets when its file says nothing.
+pub(crate) const DEFAULT_MAX_STEPS: u32 = 50;
 
 fn name(name: &str) -> AgentName {
     name.parse().expect("built-in agent names are valid")
@@ -23,22 +58,16 @@ fn tools(names: &[&str]) -> Vec<String> {
     names.iter().map(|&name| name.to_owned()).collect()
 }
 
-/// `general`: a general-purpose subagent for multi-step research and tasks.
-pub fn general() -> AgentSpec {
+fn spec(agent: &str, mode: AgentMode, description: &str, prompt: &str) -> AgentSpec {
     AgentSpec {
-        name: name("general"),
-        description: "General-purpose agent for researching complex questions and executing \
-                      multi-step tasks. Use it to search for code or answers when you are not \
-                      confident you will find them in the first few tries."
-            .to_owned(),
-        mode: AgentMode::Subagent,
+        name: name(agent),
+        description: description.to_owned(),
+        mode,
         hidden: false,
-        prompt: GENERAL_PROMPT.to_owned(),
-        // Grows with the tool set (edit, write, bash); todo and task stay off for
-        // children by the worker's rule, not by this list.
-        tools: tools(&READ_ONLY_TOOLS),
+        prompt: prompt.to_owned(),
+        tools: tools(&["*"]),
         permission: Vec::new(),
-        max_steps: 50,
+        max_steps: DEFAULT_MAX_STEPS,
         model: None,
         temperature: None,
         top_p: None,
@@ -46,33 +75,119 @@ pub fn general() -> AgentSpec {
     }
 }
 
+/// `build`: the default primary agent, with every tool and no restrictions.
+pub fn build() -> AgentSpec {
+    let mut build = spec(
+        "build",
+        AgentMode::Primary,
+        "The default agent for building software and general coding tasks: reads, edits, \
+         runs commands and delegates to subagents.",
+        BUILD_PROMPT,
+    );
+    build.max_steps = 100;
+    build
+}
+
+/// `plan`: a primary agent that explores and plans but does not change the workspace:
+/// `edit` is denied, read-only bash commands are allowed and any other asks.
+pub fn plan() -> AgentSpec {
+    let mut plan = spec(
+        "plan",
+        AgentMode::Primary,
+        "Plans changes without making them: explores the code and writes a step-by-step \
+         plan. Cannot edit files; shell commands other than read-only ones need approval.",
+        PLAN_PROMPT,
+    );
+    plan.max_steps = 100;
+    let rule = |permission: &str, pattern: &str, action| PermissionRule::new(permission, pattern, action);
+    plan.permission = vec![
+        rule("edit", "*", PermissionAction::Deny),
+        rule("bash", "*", PermissionAction::Ask),
+    ];
+    plan.permission.extend(
+        PLAN_BASH_ALLOW
+            .iter()
+            .map(|pattern| rule("bash", pattern, PermissionAction::Allow)),
+    );
+    plan.permission.extend(
+        PLAN_BASH_ASK_AGAIN
+            .iter()
+            .map(|pattern| rule("bash", pattern, PermissionAction::Ask)),
+    );
+    plan
+}
+
+/// `general`: a general-purpose subagent for multi-step research and tasks.
+pub fn general() -> AgentSpec {
+    let mut general = spec(
+        "general",
+        AgentMode::Subagent,
+        "General-purpose agent for researching complex questions and executing \
+         multi-step tasks. Use it to search for code or answers when you are not \
+         confident you will find them in the first few tries, or to run a self-contained \
+         piece of work in parallel.",
+        GENERAL_PROMPT,
+    );
+    // The todo list is the delegating agent's plan, not the helper's.
+    general.tools = tools(&["*", "!todowrite", "!todoread"]);
+    general
+}
+
 /// `explore`: a fast, read-only codebase search subagent.
 pub fn explore() -> AgentSpec {
-    AgentSpec {
-        name: name("explore"),
-        description: "Fast agent specialised in exploring codebases: find files by pattern, \
-                      search code for keywords, answer questions about how the code works. \
-                      Read-only. Say how thorough it should be: quick, medium or very thorough."
-            .to_owned(),
-        mode: AgentMode::Subagent,
-        hidden: false,
-        prompt: EXPLORE_PROMPT.to_owned(),
-        tools: tools(&READ_ONLY_TOOLS),
-        // The allow-list already leaves out editing tools; the rules make read-only a
-        // property of the agent that survives a wider allow-list (`tools: ["*"]` in a
-        // user override).
-        permission: vec![
-            PermissionRule::new("edit", "*", PermissionAction::Deny),
-            PermissionRule::new("write", "*", PermissionAction::Deny),
-        ],
-        // Searching should converge quickly; a longer hunt is a sign the question
-        // should be split.
-        max_steps: 30,
-        model: None,
-        temperature: None,
-        top_p: None,
-        color: None,
-    }
+    let mut explore = spec(
+        "explore",
+        AgentMode::Subagent,
+        "Fast agent specialised in exploring codebases: find files by pattern, search \
+         code for keywords, answer questions about how the code works. Read-only. Say how \
+         thorough it should be: quick, medium or very thorough.",
+        EXPLORE_PROMPT,
+    );
+    explore.tools = tools(&["read", "list", "glob", "grep", "webfetch"]);
+    // The allow-list already leaves out editing tools; the rules make read-only a
+    // property of the agent that survives a wider allow-list (`tools: {"*": true}` in
+    // a user override).
+    explore.permission = vec![
+        PermissionRule::new("edit", "*", PermissionAction::Deny),
+        PermissionRule::new("bash", "*", PermissionAction::Deny),
+    ];
+    // Searching should converge quickly; a longer hunt is a sign the question should
+    // be split.
+    explore.max_steps = 30;
+    explore
+}
+
+/// A hidden, tool-less agent that answers in one step.
+fn internal(agent: &str, description: &str, prompt: &str) -> AgentSpec {
+    let mut internal = spec(agent, AgentMode::Primary, description, prompt);
+    internal.hidden = true;
+    internal.tools = Vec::new();
+    internal.max_steps = 1;
+    internal
+}
+
+/// `compaction` (hidden): summarises a long session so it can continue in less
+/// context.
+pub fn compaction() -> AgentSpec {
+    internal(
+        "compaction",
+        "Summarises a long session into a context another run can continue from.",
+        COMPACTION_PROMPT,
+    )
+}
+
+/// `title` (hidden): names a session from its first message.
+pub fn title() -> AgentSpec {
+    internal("title", "Writes a short title for a session.", TITLE_PROMPT)
+}
+
+/// `summary` (hidden): tells a person what a session did.
+pub fn summary() -> AgentSpec {
+    internal(
+        "summary",
+        "Summarises what a session did for the person who asked.",
+        SUMMARY_PROMPT,
+    )
 }
 
 /// Agents by name.
@@ -89,11 +204,21 @@ impl AgentRegistry {
         Self::default()
     }
 
-    /// The built-in agents: `general` and `explore`.
+    /// The built-in agents: `build`, `plan`, `general`, `explore` and the hidden
+    /// `compaction`, `title` and `summary`.
     pub fn builtin() -> Self {
         let mut registry = Self::new();
-        registry.insert(general());
-        registry.insert(explore());
+        for spec in [
+            build(),
+            plan(),
+            general(),
+            explore(),
+            compaction(),
+            title(),
+            summary(),
+        ] {
+            registry.insert(spec);
+        }
         registry
     }
 
@@ -118,34 +243,80 @@ impl AgentRegistry {
             .filter(|spec| include_hidden || !spec.hidden)
             .collect()
     }
+
+    /// What the `task` tool may start, as `(name, description)`: agents of mode
+    /// `subagent` or `all` that are not hidden. What a host returns from
+    /// [`crate::SessionHost::subagents`].
+    pub fn subagents(&self) -> Vec<(String, String)> {
+        self.agents
+            .values()
+            .filter(|spec| spec.mode.is_subagent() && !spec.hidden)
+            .map(|spec| (spec.name.to_string(), spec.description.clone()))
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::permission::{evaluate, is_disabled};
+    use crate::permission::{Approvals, Decision, decide, evaluate, is_disabled};
+    use crate::tools::ToolRegistry;
+
+    fn offered(agent: &AgentSpec) -> Vec<&'static str> {
+        let registry = ToolRegistry::builtin();
+        registry.available_to(agent).map(|tool| tool.name()).collect()
+    }
+
+    fn bash(agent: &AgentSpec, command: &str) -> Decision {
+        let parts = crate::shell::split_commands(command);
+        decide(&agent.permission, &Approvals::default(), "bash", &parts)
+    }
 
     #[test]
-    fn builtin_registry_lists_general_and_explore() {
+    fn builtin_registry_lists_the_visible_agents_and_the_subagents() {
         let registry = AgentRegistry::builtin();
         let names: Vec<_> = registry
             .list(false)
             .iter()
             .map(|spec| spec.name.as_str())
             .collect();
-        assert_eq!(names, ["explore", "general"]);
+        assert_eq!(names, ["build", "explore", "general", "plan"]);
+        assert_eq!(registry.list(true).len(), 7);
+        let subagents: Vec<_> = registry
+            .subagents()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(subagents, ["explore", "general"]);
         let explore = registry.get(&name("explore")).expect("explore is built in");
         assert_eq!(explore.mode, AgentMode::Subagent);
-        assert!(registry.get(&name("build")).is_none());
+    }
+
+    #[test]
+    fn build_has_every_tool_and_general_all_but_todos() {
+        assert_eq!(offered(&build()).len(), ToolRegistry::builtin().iter().count());
+        let general = offered(&general());
+        assert!(!general.contains(&"todowrite") && !general.contains(&"todoread"));
+        for tool in ["read", "edit", "write", "bash", "webfetch", "task"] {
+            assert!(general.contains(&tool), "general lacks {tool}");
+        }
     }
 
     #[test]
     fn explore_is_read_only_even_with_a_wider_allow_list() {
+        assert_eq!(
+            offered(&explore()),
+            ["read", "list", "glob", "grep", "webfetch"]
+        );
         let mut explore = explore();
         explore.tools = vec!["*".into()];
         assert!(is_disabled(&explore.permission, "edit"));
-        assert!(is_disabled(&explore.permission, "write"));
+        assert!(is_disabled(&explore.permission, "bash"));
         assert!(!is_disabled(&explore.permission, "read"));
+        let wide = offered(&explore);
+        for tool in ["edit", "write", "bash"] {
+            assert!(!wide.contains(&tool), "explore offers {tool}");
+        }
         assert_eq!(
             evaluate(&explore.permission, "edit", "src/lib.rs"),
             PermissionAction::Deny
@@ -154,15 +325,46 @@ mod tests {
     }
 
     #[test]
-    fn hidden_agents_are_callable_but_not_listed() {
-        let mut registry = AgentRegistry::builtin();
-        let mut summary = general();
-        summary.name = name("summary");
-        summary.hidden = true;
-        assert!(registry.insert(summary).is_none());
-        assert_eq!(registry.list(false).len(), 2);
-        assert_eq!(registry.list(true).len(), 3);
-        assert!(registry.get(&name("summary")).is_some());
+    fn plan_cannot_edit_and_asks_before_commands_that_are_not_read_only() {
+        let plan = plan();
+        let tools = offered(&plan);
+        assert!(!tools.contains(&"edit") && !tools.contains(&"write"));
+        assert!(tools.contains(&"bash"));
+        for command in [
+            "ls -la",
+            "git status --short",
+            "git diff HEAD~1",
+            "rg -n TODO src && git log --oneline -5",
+            "cat Cargo.toml | grep serde",
+            "find . -name '*.rs'",
+        ] {
+            assert_eq!(bash(&plan, command), Decision::Allow, "{command}");
+        }
+        for command in [
+            "cargo build",
+            "rm -rf target",
+            "git status && rm x",
+            "ls > files.txt",
+            "find . -name x -delete",
+            "find . -exec rm {} ;",
+            "git commit -m x",
+            "echo $(curl evil)",
+        ] {
+            assert!(
+                matches!(bash(&plan, command), Decision::Ask { .. }),
+                "{command} should ask"
+            );
+        }
+    }
+
+    #[test]
+    fn internal_agents_are_hidden_tool_less_and_single_step() {
+        for agent in [compaction(), title(), summary()] {
+            assert!(agent.hidden, "{}", agent.name);
+            assert!(offered(&agent).is_empty(), "{}", agent.name);
+            assert_eq!(agent.max_steps, 1);
+            assert!(!agent.prompt.is_empty());
+        }
     }
 
     #[test]
@@ -177,6 +379,6 @@ mod tests {
             Some(5)
         );
         assert!(registry.remove(&name("general")).is_some());
-        assert_eq!(registry.list(true).len(), 1);
+        assert_eq!(registry.list(true).len(), 6);
     }
 }

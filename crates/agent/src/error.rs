@@ -9,6 +9,8 @@
 //!   worker maps to a redelivery or a terminal result.
 //! - [`InvalidName`] is the parse error of validated names such as
 //!   [`crate::AgentName`].
+//! - [`LoadError`] is one bad agent or command file; loaders collect them and load the
+//!   rest.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,16 +63,49 @@ pub enum ToolError {
         rule: String,
     },
 
-    /// An `ask` rule matched. Until approval exists this is a deny the model sees.
+    /// An `ask` rule matched and the approver said no; `message` is theirs, for the
+    /// model to act on.
     #[error(
-        "permission denied: {permission} on {subject} requires approval (rule \"{rule}\") \
-         and approval is not available in this session"
+        "permission rejected: {permission} on {subject} needed approval (rule \"{rule}\") \
+         and was rejected{}",
+        message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
     )]
-    ApprovalRequired {
+    Rejected {
+        permission: String,
+        subject: String,
+        rule: String,
+        message: Option<String>,
+    },
+
+    /// An `ask` rule matched and nobody answered in time: a deny.
+    #[error(
+        "permission denied: {permission} on {subject} needed approval (rule \"{rule}\") \
+         and approval timed out"
+    )]
+    ApprovalTimedOut {
         permission: String,
         subject: String,
         rule: String,
     },
+
+    /// The same tool with the same input for the third time in a row: the model is
+    /// stuck, and running the call again would not unstick it.
+    #[error(
+        "refusing to run {tool} a third time in a row with the same input; the result \
+         will not change: change the input or try a different approach"
+    )]
+    DoomLoop { tool: String },
+
+    /// A command ran past its timeout and was killed with everything it started.
+    #[error("command timed out after {timeout_ms} ms and was killed; output so far:\n{output}")]
+    CommandTimedOut { timeout_ms: u64, output: String },
+
+    #[error("failed to fetch {url}: {reason}")]
+    Fetch { url: String, reason: String },
+
+    /// A child task could not run or did not finish with an answer.
+    #[error("subagent {agent} failed: {reason}")]
+    ChildFailed { agent: String, reason: String },
 
     #[error("tool call was cancelled")]
     Cancelled,
@@ -122,6 +157,17 @@ impl From<&taskwire_llm::LlmError> for SessionError {
             retryable: err.retryable(),
         }
     }
+}
+
+/// One agent or command file that could not be loaded; the others still are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+pub struct LoadError {
+    /// The file, shown relative to the config directory, e.g. `agents/review.md`.
+    pub file: String,
+    /// The frontmatter key at fault, as a dotted path (`permission.bash`).
+    pub key: Option<String>,
+    pub message: String,
 }
 
 /// A name that failed validation.

@@ -1,39 +1,64 @@
 //! The agent half of taskwire: what an agent is, what it may do, and the loop that
 //! runs it.
 //!
-//! A worker takes a resolved [`AgentSpec`] from a task envelope, builds a
-//! [`Workspace`] and calls [`run_session`] with a model [`Provider`] and the
-//! [`ToolRegistry`]; progress comes back through a [`SessionObserver`] and the end as
-//! a [`SessionOutcome`]. The crate does no network IO of its own and never depends on
-//! tonic, sqlx or async-nats.
+//! A worker takes a resolved [`AgentSpec`] from a task envelope (narrowed for a child
+//! by [`policy`]), builds a [`Workspace`] and calls [`run_session`] with a model
+//! [`Provider`], the [`ToolRegistry`] and a [`SessionHost`] through which the session
+//! reaches the rest of the fleet (approvals, child tasks); progress comes back
+//! through a [`SessionObserver`] and the end as a [`SessionOutcome`] carrying the
+//! [`Transcript`] to persist. The crate never depends on tonic, sqlx or async-nats;
+//! its only network IO is the `webfetch` tool.
 //!
 //! Modules:
 //! - [`agent`]: [`AgentName`], [`AgentMode`], [`AgentSpec`].
-//! - [`builtin`]: the built-in agents (`general`, `explore`) and [`AgentRegistry`].
-//! - [`permission`]: `allow | ask | deny` rules, wildcard matching, last match wins.
+//! - [`builtin`]: the built-in agents and [`AgentRegistry`].
+//! - [`loader`]: user agents from `.taskwire/agents/*.md`, merged over the built-ins.
+//! - [`command`]: slash commands from `.taskwire/commands/*.md`, template rendering,
+//!   and the subtask rule of seed 000.
+//! - [`policy`]: the tools a child session gets (depth limit, parent scope).
+//! - [`permission`]: `allow | ask | deny` rules, wildcard matching, last match wins,
+//!   strictest verdict over a call's subjects, session approvals.
+//! - [`shell`]: splitting command lines for bash rules and command arguments.
+//! - [`host`]: [`SessionHost`], what the session needs from the distributed system,
+//!   and [`NoopHost`].
 //! - [`workspace`]: [`Workspace`], which confines every tool path to one directory.
-//! - [`tools`]: the [`Tool`] trait, [`ToolRegistry`] and the `read`, `list`, `glob`
-//!   and `grep` tools.
-//! - [`session`]: the step loop, its events and its outcome.
-//! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`].
+//! - [`tools`]: the [`Tool`] trait, [`ToolRegistry`] and the built-in tools.
+//! - [`session`]: the step loop, its events, state and outcome.
+//! - [`transcript`]: the serialisable session record and its conversion to messages.
+//! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`], [`LoadError`].
 //!
 //! [`Provider`]: taskwire_llm::Provider
 
 pub mod agent;
 pub mod builtin;
+pub mod command;
 pub mod error;
+mod frontmatter;
+pub mod host;
+pub mod loader;
 pub mod permission;
+pub mod policy;
 pub mod session;
+pub mod shell;
 pub mod tools;
+pub mod transcript;
 pub mod workspace;
 
 pub use agent::{AgentMode, AgentName, AgentSpec};
 pub use builtin::AgentRegistry;
-pub use error::{InvalidName, SessionError, ToolError};
+pub use command::{Command, CommandMode, CommandRegistry, SUBTASK_SUMMARY_PROMPT};
+pub use error::{InvalidName, LoadError, SessionError, ToolError};
+pub use host::{
+    ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult, LocalHost,
+    NoopHost, SessionHost,
+};
+pub use loader::load_agents;
 pub use permission::{PermissionAction, PermissionRule};
+pub use policy::{DEFAULT_MAX_DEPTH, child_tools_policy, restrict_to_scope};
 pub use session::{
-    NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionParams, SessionStatus,
-    ToolCallState, ToolCallSummary, run_session,
+    NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionParams, SessionState,
+    SessionStatus, ToolCallState, ToolCallSummary, run_session,
 };
 pub use tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use transcript::{MessageRole, Part, SubtaskPart, Transcript, TranscriptMessage};
 pub use workspace::Workspace;

@@ -3,14 +3,18 @@
 //! loop).
 //!
 //! - [`events`]: progress events, the observer trait, statuses and the outcome.
-//! - `tool_calls`: permission checks and concurrent execution of one turn's calls.
+//! - [`state`]: what a run remembers between calls (todos, approvals, child usage).
+//! - `tool_calls`: permission checks, approvals and concurrent execution of one
+//!   turn's calls.
 //!
-//! The loop owns no IO of its own: the model is a [`Provider`], files are reached only
-//! through the [`ToolRegistry`] tools confined to a [`Workspace`], and progress leaves
+//! The loop owns no IO of its own: the model is a [`Provider`], files and commands
+//! are reached only through the [`ToolRegistry`] tools confined to a [`Workspace`],
+//! approvals and child tasks go through the [`SessionHost`], and progress leaves
 //! through a [`SessionObserver`]. That keeps it testable with a scripted provider and
 //! lets the worker decide where events and transcripts go.
 
 pub mod events;
+pub mod state;
 mod tool_calls;
 
 use taskwire_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, StreamDelta, Usage};
@@ -21,10 +25,13 @@ pub use self::events::{
     NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionStatus, ToolCallState,
     ToolCallSummary,
 };
+pub use self::state::SessionState;
 use self::tool_calls::Turn;
 use crate::agent::AgentSpec;
 use crate::error::SessionError;
+use crate::host::SessionHost;
 use crate::tools::{Tool, ToolContext, ToolRegistry};
+use crate::transcript::{Part, Transcript, TranscriptMessage};
 use crate::workspace::Workspace;
 
 /// Sent with the last allowed step, which offers no tools, so that a session cut off
@@ -42,9 +49,9 @@ pub struct SessionParams {
     /// The effective step limit, already `min(request, agent)`. 0 is read as 1: even a
     /// zero budget gets one (tool-less) answer.
     pub max_steps: u32,
-    /// A previous run's [`SessionOutcome::messages`] to resume from; empty for a new
-    /// session.
-    pub history: Vec<Message>,
+    /// The session so far: a previous run's [`SessionOutcome::transcript`] to resume
+    /// from, or `Transcript::new(session_id)` for a new session.
+    pub history: Transcript,
     pub workspace: Workspace,
 }
 
@@ -54,12 +61,13 @@ pub async fn run_session(
     params: SessionParams,
     provider: &dyn Provider,
     tools: &ToolRegistry,
+    host: &dyn SessionHost,
     observer: &dyn SessionObserver,
     cancel: CancellationToken,
 ) -> SessionOutcome {
     let span =
         tracing::info_span!("session", agent.name = %params.agent.name, model = %params.model);
-    run(params, provider, tools, observer, cancel)
+    run(params, provider, tools, host, observer, cancel)
         .instrument(span)
         .await
 }
@@ -68,6 +76,7 @@ async fn run(
     params: SessionParams,
     provider: &dyn Provider,
     tools: &ToolRegistry,
+    host: &dyn SessionHost,
     observer: &dyn SessionObserver,
     cancel: CancellationToken,
 ) -> SessionOutcome {
@@ -82,13 +91,16 @@ async fn run(
     let max_steps = max_steps.max(1);
 
     // The model is offered only these; `Turn` executes only these, whatever it calls.
-    let offered: Vec<&dyn Tool> = tools.available_to(&agent).collect();
-    let tool_defs: Vec<_> = offered.iter().map(|tool| tool.definition()).collect();
+    let offered: Vec<&dyn Tool> = tools
+        .available_to(&agent)
+        .filter(|tool| tool.available(host))
+        .collect();
+    let tool_defs: Vec<_> = offered.iter().map(|tool| tool.definition_for(host)).collect();
 
-    let mut messages = Vec::with_capacity(history.len() + 2);
+    let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     messages.push(Message::system(system_prompt(&agent, &workspace)));
-    messages.extend(history);
-    messages.push(Message::user(prompt));
+    messages.extend(history.to_messages());
+    messages.push(Message::user(prompt.clone()));
     // The transcript lives in the request and grows in place: no copy per step.
     let mut request = ChatRequest {
         model,
@@ -99,29 +111,39 @@ async fn run(
         max_tokens: None,
     };
 
+    let state = SessionState::with_todos(history.todos());
+    let mut record = history;
+    record.messages.push(TranscriptMessage::user(prompt));
     let ctx = ToolContext {
         workspace,
         cancel: cancel.child_token(),
+        host,
+        observer,
+        state: &state,
     };
     let turn = Turn {
         agent: &agent,
         offered: &offered,
         registry: tools,
         ctx: &ctx,
-        observer,
     };
     let mut totals = Run {
         usage: Usage::default(),
         steps: 0,
         text: String::new(),
         tool_calls: Vec::new(),
+        record,
+        agent: agent.name.to_string(),
     };
 
     for step in 1..=max_steps {
         totals.steps = step;
         observer.on_event(SessionEvent::StepStarted { step });
         let last = step == max_steps;
-        if last {
+        // An agent without tools answers in one step anyway; the instruction to stop
+        // calling tools would only confuse it.
+        let instruct = last && !tool_defs.is_empty();
+        if instruct {
             request.tools.clear();
             request.messages.push(Message::user(MAX_STEPS_PROMPT));
         } else if request.tools.is_empty() {
@@ -133,17 +155,17 @@ async fn run(
             () = cancel.cancelled() => None,
             response = chat(provider, &request, observer) => Some(response),
         };
-        if last {
+        if instruct {
             // The instruction is for this call only; the transcript stays a plain
             // conversation that can be resumed with a fresh budget.
             request.messages.pop();
         }
         let response = match response {
-            None => return totals.end(SessionStatus::Cancelled, request.messages, None),
+            None => return totals.end(SessionStatus::Cancelled, request.messages, None, &state),
             Some(Err(err)) => {
                 tracing::warn!(step, retryable = err.retryable(), error = %err, "model call failed");
                 let error = SessionError::from(&err);
-                return totals.end(SessionStatus::Error, request.messages, Some(error));
+                return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
             }
             Some(Ok(response)) => response,
         };
@@ -153,38 +175,53 @@ async fn run(
             usage: response.usage,
         });
         let ChatResponse {
-            text, tool_calls, ..
+            text,
+            tool_calls,
+            usage,
+            ..
         } = response;
         if !text.is_empty() {
             totals.text.clone_from(&text);
         }
+        let mut parts = Vec::new();
+        if !text.is_empty() {
+            parts.push(Part::text(text.clone()));
+        }
 
-        if last {
-            // No tools were offered; calls made anyway are dropped, not executed, and
-            // left out of the transcript so that every recorded call has a result.
+        if last || tool_defs.is_empty() || tool_calls.is_empty() {
+            // No tools were offered, or none called: this is the answer. Calls made
+            // without tools on offer are dropped, not executed, and left out of the
+            // transcript so that every recorded call has a result.
             if !tool_calls.is_empty() {
                 tracing::debug!(
                     step,
                     calls = tool_calls.len(),
-                    "ignoring tool calls on the last step"
+                    "ignoring tool calls made when no tools were offered"
                 );
             }
+            let status = if instruct {
+                SessionStatus::MaxSteps
+            } else {
+                // The answer is this turn's text, even if empty, not an earlier
+                // preamble.
+                totals.text.clone_from(&text);
+                SessionStatus::Completed
+            };
+            parts.push(Part::StepFinish { usage });
+            totals.record_assistant(parts);
             request.messages.push(Message::assistant(text, Vec::new()));
-            return totals.end(SessionStatus::MaxSteps, request.messages, None);
-        }
-        if tool_calls.is_empty() {
-            // The answer is this turn's text, even if empty, not an earlier preamble.
-            totals.text.clone_from(&text);
-            request.messages.push(Message::assistant(text, Vec::new()));
-            return totals.end(SessionStatus::Completed, request.messages, None);
+            return totals.end(status, request.messages, None, &state);
         }
 
         let results = turn.run(&tool_calls, &cancel).await;
         request.messages.push(Message::assistant(text, tool_calls));
         request.messages.extend(results.messages);
         totals.tool_calls.extend(results.summaries);
+        parts.extend(results.parts);
+        parts.push(Part::StepFinish { usage });
+        totals.record_assistant(parts);
         if results.cancelled {
-            return totals.end(SessionStatus::Cancelled, request.messages, None);
+            return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
         }
     }
     unreachable!("the last step always returns")
@@ -218,25 +255,38 @@ struct Run {
     steps: u32,
     text: String,
     tool_calls: Vec<ToolCallSummary>,
+    /// The history plus this run so far.
+    record: Transcript,
+    agent: String,
 }
 
 impl Run {
+    fn record_assistant(&mut self, parts: Vec<Part>) {
+        self.record
+            .messages
+            .push(TranscriptMessage::assistant(self.agent.clone(), parts));
+    }
+
     fn end(
         self,
         status: SessionStatus,
-        mut transcript: Vec<Message>,
+        mut messages: Vec<Message>,
         error: Option<SessionError>,
+        state: &SessionState,
     ) -> SessionOutcome {
         // The system prompt is rebuilt on resume, from the spec the next run gets.
-        transcript.remove(0);
+        messages.remove(0);
+        let mut usage = self.usage;
+        usage += state.child_usage();
         tracing::debug!(?status, steps = self.steps, "session ended");
         SessionOutcome {
             status,
             text: self.text,
-            usage: self.usage,
+            usage,
             steps: self.steps,
             tool_calls: self.tool_calls,
-            messages: transcript,
+            messages,
+            transcript: self.record,
             error,
         }
     }

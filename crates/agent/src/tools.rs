@@ -1,18 +1,26 @@
 //! Tools the model can call, and the registry the session loop picks them from.
 //!
-//! One file per tool under `tools/`. Every tool confines its paths with
-//! [`Workspace::resolve`], does its file work on the blocking pool (see
-//! `run_blocking`), checks the cancellation token between files, and caps its output
-//! so one call cannot flood the model's context.
+//! One file per tool under `tools/`. Every file tool confines its paths with
+//! [`Workspace::resolve`] and does its file work on the blocking pool (see
+//! `run_blocking`); long-running tools check the cancellation token; every tool caps
+//! its output so one call cannot flood the model's context.
 //!
 //! Tools do not check permissions themselves: they describe the call
-//! ([`Tool::permission`], [`Tool::subject`]) and the session loop decides before
-//! [`Tool::execute`] runs, so a tool the rules deny never executes.
+//! ([`Tool::permission`], [`Tool::patterns`]) and the session loop decides, asking
+//! the host when a rule says `ask`, before [`Tool::execute`] runs. A tool the rules
+//! deny never executes.
 
+mod bash;
+mod edit;
 mod glob;
 mod grep;
 mod list;
 mod read;
+mod task;
+mod todoread;
+mod todowrite;
+mod webfetch;
+mod write;
 
 use std::path::Path;
 
@@ -22,22 +30,38 @@ use serde_json::Value;
 use taskwire_llm::ToolDef;
 use tokio_util::sync::CancellationToken;
 
+pub use self::bash::BashTool;
+pub use self::edit::EditTool;
 pub use self::glob::GlobTool;
 pub use self::grep::GrepTool;
 pub use self::list::ListTool;
 pub use self::read::ReadTool;
+pub use self::task::{TaskTool, task_output};
+pub use self::todoread::TodoReadTool;
+pub use self::todowrite::{Todo, TodoPriority, TodoStatus, TodoWriteTool};
+pub use self::webfetch::WebFetchTool;
+pub use self::write::WriteTool;
 use crate::agent::AgentSpec;
 use crate::error::ToolError;
+use crate::host::SessionHost;
 use crate::permission;
+use crate::session::{SessionObserver, SessionState};
 use crate::workspace::Workspace;
 
-/// What a tool needs from the session it runs in. Later changes add the session and
-/// task ids, the approval channel and the parent's scope (for `task`).
-#[derive(Debug, Clone)]
-pub struct ToolContext {
+/// What a tool needs from the session it runs in. Shared by the concurrent calls of a
+/// turn; cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext<'a> {
     pub workspace: Workspace,
-    /// Cancelled when the session is; long walks check it between files.
+    /// Cancelled when the session is; long-running tools stop (and kill what they
+    /// started) when it fires.
     pub cancel: CancellationToken,
+    /// Approvals and child tasks (the `task` tool).
+    pub host: &'a dyn SessionHost,
+    /// For tools that report progress of their own (the `task` tool's child events).
+    pub observer: &'a dyn SessionObserver,
+    /// The session's todo list and child usage.
+    pub state: &'a SessionState,
 }
 
 /// A successful tool call.
@@ -65,23 +89,34 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> Value;
 
     /// The permission rules are matched against. Defaults to the tool name; tools
-    /// that share a risk share a key (the coming edit/write/patch tools all use
-    /// `edit`).
+    /// that share a risk share a key (`edit` and `write` both use `edit`).
     fn permission(&self) -> &'static str {
         self.name()
     }
 
     /// The subject the rules' patterns match for this call: a workspace-relative path
-    /// for file tools, the search pattern for search tools, the command for `bash`.
+    /// for file tools, the search pattern for search tools, the url for `webfetch`.
     /// Must not fail: unparsable arguments give an empty subject (matched by `*`), and
     /// `execute` then reports the bad arguments.
     fn subject(&self, args: &Value, workspace: &Workspace) -> String;
 
+    /// Every subject of the call; all must pass and the strictest verdict wins.
+    /// One, the [`Tool::subject`], except for `bash`, which has one per simple command.
+    fn patterns(&self, args: &Value, workspace: &Workspace) -> Vec<String> {
+        vec![self.subject(args, workspace)]
+    }
+
     /// Short title for progress while the call runs.
     fn title(&self, args: &Value) -> String;
 
+    /// Whether the tool can work in a session with this host; one that cannot is not
+    /// offered (the `task` tool needs subagents to start).
+    fn available(&self, _host: &dyn SessionHost) -> bool {
+        true
+    }
+
     /// Runs the call.
-    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 
     /// The definition offered to the model.
     fn definition(&self) -> ToolDef {
@@ -90,6 +125,12 @@ pub trait Tool: Send + Sync {
             description: self.description().to_owned(),
             parameters: self.parameters(),
         }
+    }
+
+    /// The definition offered in a session with this host; tools whose description
+    /// depends on the fleet (the `task` tool lists the subagents) override it.
+    fn definition_for(&self, _host: &dyn SessionHost) -> ToolDef {
+        self.definition()
     }
 }
 
@@ -114,13 +155,28 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The built-in tools: `read`, `list`, `glob`, `grep`.
-    pub fn builtin() -> Self {
+    /// The read-only built-in tools: `read`, `list`, `glob`, `grep`.
+    pub fn read_only() -> Self {
         let mut registry = Self::new();
         registry.register(ReadTool);
         registry.register(ListTool);
         registry.register(GlobTool);
         registry.register(GrepTool);
+        registry
+    }
+
+    /// All built-in tools: the read-only ones, then `edit`, `write`, `bash`,
+    /// `webfetch`, `todowrite`, `todoread` and `task`. `webfetch` needs a rustls
+    /// crypto provider installed by the binary.
+    pub fn builtin() -> Self {
+        let mut registry = Self::read_only();
+        registry.register(EditTool);
+        registry.register(WriteTool);
+        registry.register(BashTool);
+        registry.register(WebFetchTool::default());
+        registry.register(TodoWriteTool);
+        registry.register(TodoReadTool);
+        registry.register(TaskTool);
         registry
     }
 
@@ -145,13 +201,26 @@ impl ToolRegistry {
         self.tools.iter().map(|tool| tool.as_ref())
     }
 
-    /// The tools `agent` may be offered: named by its allow-list (wildcards allowed)
-    /// and not disabled outright by its permission rules.
+    /// The tools `agent` may be offered: named by its allow-list (wildcards and `!`
+    /// exclusions allowed) and not disabled outright by its permission rules.
     pub fn available_to<'a>(&'a self, agent: &'a AgentSpec) -> impl Iterator<Item = &'a dyn Tool> {
         self.iter().filter(move |tool| {
             agent.lists_tool(tool.name())
                 && !permission::is_disabled(&agent.permission, tool.permission())
         })
+    }
+}
+
+/// A context with no host (approvals rejected, no children) and a fresh, leaked
+/// session state, for unit tests of single tools.
+#[cfg(test)]
+pub(crate) fn test_context(workspace: Workspace) -> ToolContext<'static> {
+    ToolContext {
+        workspace,
+        cancel: CancellationToken::new(),
+        host: &crate::host::NoopHost,
+        observer: &crate::session::NoopObserver,
+        state: Box::leak(Box::new(SessionState::new())),
     }
 }
 
@@ -247,7 +316,7 @@ mod tests {
 
     #[test]
     fn available_tools_follow_allow_list_and_blanket_denies() {
-        let registry = ToolRegistry::builtin();
+        let registry = ToolRegistry::read_only();
         let mut agent = crate::builtin::general();
         agent.tools = vec!["*".into()];
         agent.permission = vec![PermissionRule::new("grep", "*", PermissionAction::Deny)];
@@ -267,11 +336,42 @@ mod tests {
 
     #[test]
     fn register_replaces_a_tool_of_the_same_name() {
-        let mut registry = ToolRegistry::builtin();
+        let mut registry = ToolRegistry::read_only();
         registry.register(ReadTool);
         assert_eq!(registry.iter().count(), 4);
         assert!(registry.get("read").is_some());
         assert!(registry.get("bash").is_none());
+    }
+
+    #[test]
+    fn builtin_registry_has_every_tool_once_and_edit_write_share_a_permission() {
+        let registry = ToolRegistry::builtin();
+        let names: Vec<_> = registry.iter().map(|tool| tool.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "read", "list", "glob", "grep", "edit", "write", "bash", "webfetch",
+                "todowrite", "todoread", "task"
+            ]
+        );
+        let permission = |name| registry.get(name).map(|tool| tool.permission());
+        assert_eq!(permission("edit"), Some("edit"));
+        assert_eq!(permission("write"), Some("edit"));
+        assert_eq!(permission("bash"), Some("bash"));
+    }
+
+    #[test]
+    fn excluded_tools_are_not_offered() {
+        let registry = ToolRegistry::builtin();
+        let mut agent = crate::builtin::general();
+        agent.tools = vec!["*".into(), "!write".into(), "!todo*".into()];
+        let names: Vec<_> = registry
+            .available_to(&agent)
+            .map(|tool| tool.name())
+            .collect();
+        assert!(!names.contains(&"write"), "{names:?}");
+        assert!(!names.contains(&"todowrite") && !names.contains(&"todoread"));
+        assert!(names.contains(&"edit"), "{names:?}");
     }
 
     #[test]

@@ -25,15 +25,58 @@ pub use error::BusError;
 pub use streams::{BusConfig, coordinator_consumer, ensure_streams, tasks_consumer};
 pub use subjects::Subjects;
 
-/// Connects to NATS with taskwire's client options (named connection, retry on
-/// initial connect off so a wrong URL fails fast, reconnect forever afterwards).
+/// How to authenticate to NATS and secure the connection. `tls://` URLs use TLS too.
+#[derive(Clone, Default)]
+pub struct NatsOptions {
+    /// A `.creds` file (JWT + NKey seed).
+    pub credentials_file: Option<std::path::PathBuf>,
+    /// A token (never logged).
+    pub token: Option<String>,
+    /// PEM root certificates to trust for the server's certificate.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Refuse to connect without TLS.
+    pub require_tls: bool,
+}
+
+impl std::fmt::Debug for NatsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsOptions")
+            .field("credentials_file", &self.credentials_file)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls_ca", &self.tls_ca)
+            .field("require_tls", &self.require_tls)
+            .finish()
+    }
+}
+
+/// Connects to NATS with taskwire's client options: a named connection that retries
+/// the initial connect and reconnects forever, so a broker restart is ridden out.
 pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusError> {
-    async_nats::ConnectOptions::new()
+    connect_with(url, name, &NatsOptions::default()).await
+}
+
+/// [`connect`] with authentication and TLS settings.
+pub async fn connect_with(url: &str, name: &str, opts: &NatsOptions) -> Result<async_nats::Client, BusError> {
+    let fail = |reason: String| BusError::Connect { url: url.to_owned(), reason };
+    let mut options = match &opts.credentials_file {
+        Some(path) => async_nats::ConnectOptions::with_credentials_file(path.clone())
+            .await
+            .map_err(|e| fail(format!("failed to read credentials {}: {e}", path.display())))?,
+        None => async_nats::ConnectOptions::new(),
+    };
+    if let Some(token) = &opts.token {
+        options = options.token(token.clone());
+    }
+    if let Some(ca) = &opts.tls_ca {
+        options = options.add_root_certificates(ca.clone());
+    }
+    options
+        .require_tls(opts.require_tls || url.starts_with("tls://"))
         .name(name)
         .retry_on_initial_connect()
         .max_reconnects(None)
         .connection_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await
-        .map_err(|e| BusError::Connect { url: url.to_owned(), reason: e.to_string() })
+        .map_err(|e| fail(e.to_string()))
 }

@@ -211,7 +211,8 @@ pub struct WorkerSettings {
         value_name = "BOOL",
         num_args = 0..=1,
         require_equals = true,
-        default_missing_value = "true"
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_stream: Option<bool>,

@@ -2,12 +2,17 @@
 //! (see the `taskwire_cli` library).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::Context;
 use clap::Parser;
 use taskwire_cli::{Cli, errors, telemetry};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Once the command is done, how long blocking work it left behind (a file walk of a
+/// tool call that was stopped mid-way) may hold up the exit.
+const BLOCKING_WORK_GRACE: Duration = Duration::from_secs(2);
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
     // reqwest (the worker's model client) is built without a crypto provider so that
     // ring stays the only one; it must be installed before any client is built. An
@@ -16,8 +21,15 @@ async fn main() -> ExitCode {
     if let Err(e) = telemetry::init(cli.command.default_log_level(), cli.log_format) {
         return errors::report(&e);
     }
-    match taskwire_cli::run(cli).await {
+    let runtime = match tokio::runtime::Runtime::new().context("failed to start the tokio runtime") {
+        Ok(runtime) => runtime,
+        Err(e) => return errors::report(&e),
+    };
+    let status = match runtime.block_on(taskwire_cli::run(cli)) {
         Ok(status) => status,
         Err(e) => errors::report(&e),
-    }
+    };
+    // Dropping the runtime would wait for all blocking work, however long it takes.
+    runtime.shutdown_timeout(BLOCKING_WORK_GRACE);
+    status
 }

@@ -4,11 +4,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use taskwire_protocol::{TaskId, TaskStatus, TraceId, pb};
-use taskwire_store::{InsertOutcome, ListFilter, ReplayOutcome};
+use taskwire_store::{InsertOutcome, ListFilter, ReplayOutcome, TaskRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::auth::{Principal, principal};
 use crate::convert::task_of;
 use crate::submit::{ParentInfo, build_task};
 use crate::watch::{WatchItem, stream_task};
@@ -24,6 +25,18 @@ impl TaskApi {
     pub fn new(state: Arc<State>) -> Self {
         Self { state }
     }
+
+    /// The task, if it exists and the caller's tenant may see it; `NOT_FOUND` otherwise
+    /// (another tenant's task is indistinguishable from a missing one).
+    async fn visible_task(&self, caller: &Principal, id: TaskId) -> Result<TaskRecord, Status> {
+        self.state
+            .store
+            .get_task(id)
+            .await
+            .map_err(CoordinatorError::from)?
+            .filter(|r| caller.may_see(&r.tenant))
+            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")).into())
+    }
 }
 
 fn parse_task_id(field: &'static str, s: &str) -> Result<TaskId, Status> {
@@ -33,7 +46,10 @@ fn parse_task_id(field: &'static str, s: &str) -> Result<TaskId, Status> {
 #[tonic::async_trait]
 impl pb::task_service_server::TaskService for TaskApi {
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Result<Response<pb::SubmitResponse>, Status> {
-        let req = request.into_inner();
+        let caller = principal(&request);
+        let mut req = request.into_inner();
+        req.tenant = caller.tenant_for_submit(&req.tenant)?;
+        req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
         let st = &self.state;
         let depth = st.queue_depth.get();
         if depth >= u64::try_from(st.config.max_queued_tasks).unwrap_or(u64::MAX) {
@@ -52,6 +68,7 @@ impl pb::task_service_server::TaskService for TaskApi {
                     .get_task(id)
                     .await
                     .map_err(CoordinatorError::from)?
+                    .filter(|r| caller.may_see(&r.tenant))
                     .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {id}")))?;
                 Some(ParentInfo { task_id: id, trace_id: rec.trace_id, depth: rec.depth })
             }
@@ -85,55 +102,55 @@ impl pb::task_service_server::TaskService for TaskApi {
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Task>, Status> {
+        let caller = principal(&request);
         let id = parse_task_id("task_id", &request.into_inner().task_id)?;
-        let rec = self
-            .state
-            .store
-            .get_task(id)
-            .await
-            .map_err(CoordinatorError::from)?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        let rec = self.visible_task(&caller, id).await?;
         Ok(Response::new(task_of(&rec)))
     }
 
     type WatchStream = Pin<Box<dyn futures::Stream<Item = WatchItem> + Send>>;
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let caller = principal(&request);
         let id = parse_task_id("task_id", &request.into_inner().task_id)?;
-        if self.state.store.get_task(id).await.map_err(CoordinatorError::from)?.is_none() {
-            return Err(CoordinatorError::NotFound(format!("task {id}")).into());
-        }
+        self.visible_task(&caller, id).await?;
         let (tx, rx) = mpsc::channel(256);
         tokio::spawn(stream_task(self.state.clone(), id, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Result<Response<pb::CancelResponse>, Status> {
+        let caller = principal(&request);
         let req = request.into_inner();
         let id = parse_task_id("task_id", &req.task_id)?;
         let st = &self.state;
-        if st.store.get_task(id).await.map_err(CoordinatorError::from)?.is_none() {
-            return Err(CoordinatorError::NotFound(format!("task {id}")).into());
-        }
+        self.visible_task(&caller, id).await?;
         let reason = if req.reason.is_empty() { "cancelled by request".to_owned() } else { req.reason };
         let cancelled = st.store.cancel_tree(id).await.map_err(CoordinatorError::from)?;
         for t in &cancelled {
             tracing::info!(task.id = %t, reason = %reason, "task cancelled");
             st.notify_stopped(*t, &reason).await;
         }
-        let rec = st
-            .store
-            .get_task(id)
-            .await
-            .map_err(CoordinatorError::from)?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        let rec = self.visible_task(&caller, id).await?;
         Ok(Response::new(pb::CancelResponse { status: pb::TaskStatus::from(rec.status) as i32 }))
     }
 
     async fn list(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+        let caller = principal(&request);
         let req = request.into_inner();
+        let tenant = match &caller.tenant {
+            Some(own) if !req.tenant.is_empty() && req.tenant != *own => {
+                return Err(CoordinatorError::PermissionDenied(format!(
+                    "tenant `{}` is not the tenant of this token",
+                    req.tenant
+                ))
+                .into());
+            }
+            Some(own) => Some(own.clone()),
+            None => (!req.tenant.is_empty()).then_some(req.tenant),
+        };
         let filter = ListFilter {
-            tenant: (!req.tenant.is_empty()).then_some(req.tenant),
+            tenant,
             trace_id: match req.trace_id.as_str() {
                 "" => None,
                 t => Some(TraceId::parse_field("trace_id", t).map_err(CoordinatorError::from)?),
@@ -154,8 +171,10 @@ impl pb::task_service_server::TaskService for TaskApi {
     }
 
     async fn replay(&self, request: Request<pb::ReplayRequest>) -> Result<Response<pb::Task>, Status> {
+        let caller = principal(&request);
         let id = parse_task_id("task_id", &request.into_inner().task_id)?;
         let st = &self.state;
+        self.visible_task(&caller, id).await?;
         match st.store.replay_task(id, &st.subjects.tasks(&st.config.queue)).await.map_err(CoordinatorError::from)? {
             ReplayOutcome::Replayed => {
                 tracing::info!(task.id = %id, "task replayed");
@@ -169,12 +188,7 @@ impl pb::task_service_server::TaskService for TaskApi {
             }
             ReplayOutcome::Unknown => return Err(CoordinatorError::NotFound(format!("task {id}")).into()),
         }
-        let rec = st
-            .store
-            .get_task(id)
-            .await
-            .map_err(CoordinatorError::from)?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        let rec = self.visible_task(&caller, id).await?;
         Ok(Response::new(task_of(&rec)))
     }
 

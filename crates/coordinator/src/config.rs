@@ -1,6 +1,7 @@
 //! Coordinator settings. Every field has a default; the CLI layers env and flags on top.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How a coordinator runs.
@@ -33,6 +34,13 @@ pub struct CoordinatorConfig {
     pub default_max_attempts: u32,
     /// Most tasks one tenant may have running at once; more wait queued. Default: no limit.
     pub max_running_per_tenant: Option<u32>,
+    /// Bearer tokens → tenant and scopes (see `auth`). Default: none, the API is open.
+    pub auth_tokens_file: Option<PathBuf>,
+    /// PEM certificate chain and key for gRPC over TLS. Default: plaintext.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// NATS connection security (TLS, credentials).
+    pub nats: taskwire_bus::NatsOptions,
 }
 
 impl Default for CoordinatorConfig {
@@ -51,6 +59,10 @@ impl Default for CoordinatorConfig {
             sweep_interval: Duration::from_secs(1),
             default_max_attempts: 3,
             max_running_per_tenant: None,
+            auth_tokens_file: None,
+            tls_cert: None,
+            tls_key: None,
+            nats: taskwire_bus::NatsOptions::default(),
         }
     }
 }

@@ -16,6 +16,10 @@ pub enum CoordinatorError {
     ResourceExhausted(String),
     #[error("{0}")]
     FailedPrecondition(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("invalid configuration: {0}")]
+    Config(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -52,9 +56,13 @@ impl From<CoordinatorError> for tonic::Status {
             CoordinatorError::AlreadyExists(_) => Code::AlreadyExists,
             CoordinatorError::ResourceExhausted(_) => Code::ResourceExhausted,
             CoordinatorError::FailedPrecondition(_) => Code::FailedPrecondition,
+            CoordinatorError::PermissionDenied(_) => Code::PermissionDenied,
             CoordinatorError::Store(s) if s.is_unavailable() => Code::Unavailable,
             CoordinatorError::Bus(_) | CoordinatorError::Unavailable(_) => Code::Unavailable,
-            CoordinatorError::Store(_) | CoordinatorError::Serve(_) | CoordinatorError::Internal(_) => Code::Internal,
+            CoordinatorError::Store(_)
+            | CoordinatorError::Serve(_)
+            | CoordinatorError::Config(_)
+            | CoordinatorError::Internal(_) => Code::Internal,
         };
         tonic::Status::new(code, e.to_string())
     }

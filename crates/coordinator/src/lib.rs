@@ -1,10 +1,12 @@
 //! The taskwire coordinator: the only process that talks to Postgres.
 //!
 //! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
+//! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`submit`]: validation and the group-commit submit batcher.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
 //! - [`claims`]: answers workers' claims with a fencing epoch.
 //! - [`aggregator`]: records results (fenced) and dead letters.
+//! - [`advisories`]: dead-letters tasks whose message reached JetStream's max deliveries.
 //! - [`watch`]: live progress streaming with replay.
 //! - [`sweeper`]: finishes overdue tasks.
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
@@ -12,8 +14,10 @@
 //!
 //! [`run`] binds the configured address; tests call [`serve`] with a listener on port 0.
 
+pub mod advisories;
 pub mod aggregator;
 pub mod api;
+pub mod auth;
 pub mod backpressure;
 pub mod claims;
 pub mod config;
@@ -77,8 +81,28 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), CoordinatorError> {
+    let authenticator = match &config.auth_tokens_file {
+        Some(path) => auth::Authenticator::from_file(path)?,
+        None => {
+            tracing::warn!("no auth tokens file configured: the grpc api is open to any caller");
+            auth::Authenticator::open()
+        }
+    };
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).map_err(|e| CoordinatorError::Config(format!("failed to read {}: {e}", p.display())))
+            };
+            Some(tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
+                read(cert)?,
+                read(key)?,
+            )))
+        }
+        (None, None) => None,
+        _ => return Err(CoordinatorError::Config("tls_cert and tls_key must be given together".to_owned())),
+    };
     let store = Store::connect(&config.database_url, config.db_max_connections).await?;
-    let client = taskwire_bus::connect(&config.nats_url, "taskwire-coordinator").await?;
+    let client = taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
     let bus = BusConfig {
@@ -118,12 +142,11 @@ pub async fn serve(
     tasks.spawn(aggregator::run_results(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(aggregator::run_dead_letters(js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
+    tasks.spawn(advisories::run(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(backpressure::run(js.clone(), subjects.tasks_stream(), state.queue_depth.clone(), loops.clone()));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<pb::task_service_server::TaskServiceServer<api::TaskApi>>()
-        .await;
+    health_reporter.set_service_status("taskwire.v1.TaskService", tonic_health::ServingStatus::Serving).await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -132,10 +155,18 @@ pub async fn serve(
     let addr = listener.local_addr().map_err(|e| CoordinatorError::Serve(e.to_string()))?;
     tracing::info!(%addr, "coordinator serving grpc");
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let result = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).map_err(|e| CoordinatorError::Config(format!("invalid tls settings: {e}")))?;
+    }
+    let api = pb::task_service_server::TaskServiceServer::with_interceptor(
+        api::TaskApi::new(state),
+        auth::AuthInterceptor(authenticator),
+    );
+    let result = server
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(pb::task_service_server::TaskServiceServer::new(api::TaskApi::new(state)))
+        .add_service(api)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await
         .map_err(|e| CoordinatorError::Serve(e.to_string()));

@@ -146,6 +146,7 @@ pub fn build_task(
         (None, "") => TraceId::generate(),
         (None, t) => TraceId::parse_field("trace_id", t)?,
     };
+    // The API layer has set the tenant from the caller's token (or the request).
     let tenant = if req.tenant.is_empty() { "default".to_owned() } else { req.tenant };
     let request = TaskRequest {
         task_id: TaskId::generate(),

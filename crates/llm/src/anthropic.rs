@@ -1,15 +1,17 @@
 //! Client for the Anthropic Messages API (`POST {base_url}/v1/messages`).
 //!
-//! - `wire`: the request and response JSON, and how the neutral conversation is
-//!   reshaped into it (system hoisting, tool blocks, merged tool results);
+//! - `request`: the request body, and how the neutral conversation is reshaped into
+//!   it (system hoisting, tool blocks, merged tool results);
+//! - `response`: decoding an answer (content blocks, stop reasons, token counts);
 //! - `stream`: assembling a streamed answer from its events.
 //!
-//! Sending, retries and backoff are the shared [`crate::transport`]'s, so throttling
+//! Sending, retries and backoff are the shared `transport` module's, so throttling
 //! (429 with `Retry-After`), overload (529) and server errors behave exactly as with
 //! the OpenAI-compatible client.
 
+mod request;
+mod response;
 mod stream;
-mod wire;
 
 use std::fmt;
 use std::time::Duration;
@@ -18,8 +20,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::Provider;
 use crate::error::LlmError;
-use crate::transport::{RetryPolicy, Settings, Transport};
+use crate::transport::{RetryPolicy, Settings, Transport, secret_header};
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
+use request::MessagesRequest;
 use stream::StreamAssembler;
 
 /// The API version this client speaks; later versions are opt-in per request.
@@ -115,12 +118,7 @@ impl AnthropicClient {
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            // The key itself stays out of the message.
-            let mut value = HeaderValue::from_str(key).map_err(|_| {
-                LlmError::Config("api key contains characters not allowed in a header".into())
-            })?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-api-key"), value);
+            headers.insert(HeaderName::from_static("x-api-key"), secret_header(key)?);
         }
         let version = HeaderValue::from_str(&config.anthropic_version).map_err(|_| {
             LlmError::Config(format!(
@@ -168,7 +166,7 @@ impl Provider for AnthropicClient {
         request: &ChatRequest,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
-        let wire = wire::Request::new(request, self.config.max_tokens, self.config.stream)
+        let wire = MessagesRequest::new(request, self.config.max_tokens, self.config.stream)
             .map_err(LlmError::InvalidRequest)?;
         let body = serde_json::to_vec(&wire).map_err(|e| {
             LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))

@@ -4,7 +4,7 @@
 //! - `wire`: the request and response JSON.
 //! - `stream`: assembling a streamed answer, tool calls included, from its chunks.
 //!
-//! Sending, retries and backoff are the shared [`crate::transport`]'s.
+//! Sending, retries and backoff are the shared `transport` module's.
 
 mod stream;
 mod wire;
@@ -12,11 +12,11 @@ mod wire;
 use std::fmt;
 use std::time::Duration;
 
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::header::{self, HeaderMap};
 
 use crate::Provider;
 use crate::error::LlmError;
-use crate::transport::{RetryPolicy, Settings, Transport};
+use crate::transport::{RetryPolicy, Settings, Transport, secret_header};
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use stream::StreamAssembler;
 
@@ -102,12 +102,10 @@ impl OpenAiClient {
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            // The key itself stays out of the message.
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                LlmError::Config("api key contains characters not allowed in a header".into())
-            })?;
-            value.set_sensitive(true);
-            headers.insert(header::AUTHORIZATION, value);
+            headers.insert(
+                header::AUTHORIZATION,
+                secret_header(&format!("Bearer {key}"))?,
+            );
         }
         let transport = Transport::new(Settings {
             base_url: &config.base_url,

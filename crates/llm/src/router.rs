@@ -204,7 +204,10 @@ mod tests {
             resolve_model(Some(""), Some("  "), Some(" parent "), "default"),
             "parent"
         );
-        assert_eq!(resolve_model(Some(""), None, Some(""), "default"), "default");
+        assert_eq!(
+            resolve_model(Some(""), None, Some(""), "default"),
+            "default"
+        );
     }
 
     /// Records the model ids it was asked for.
@@ -233,8 +236,14 @@ mod tests {
         let router = ModelRouter::new(RouterConfig {
             default: OPENAI_PREFIX.into(),
             providers: HashMap::from([
-                (OPENAI_PREFIX.to_owned(), openai.clone() as Arc<dyn Provider>),
-                (ANTHROPIC_PREFIX.to_owned(), anthropic.clone() as Arc<dyn Provider>),
+                (
+                    OPENAI_PREFIX.to_owned(),
+                    openai.clone() as Arc<dyn Provider>,
+                ),
+                (
+                    ANTHROPIC_PREFIX.to_owned(),
+                    anthropic.clone() as Arc<dyn Provider>,
+                ),
             ]),
         })
         .expect("router builds");

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
-use reqwest::header::{self, HeaderMap};
+use reqwest::header::{self, HeaderMap, HeaderValue};
 
 use crate::error::LlmError;
 use crate::types::{ChatResponse, StreamDelta};
@@ -88,7 +88,8 @@ impl RetryPolicy {
 
 /// What a client tells the transport about its endpoint.
 pub(crate) struct Settings<'a> {
-    /// Checked to be an http(s) URL; `path` is appended without its trailing slashes.
+    /// Checked to be an http(s) URL; `path` is appended after its trailing slashes are
+    /// trimmed.
     pub(crate) base_url: &'a str,
     pub(crate) path: &'a str,
     /// Sent with every request (authentication, API version).
@@ -150,7 +151,11 @@ impl Transport {
             })?;
         Ok(Self {
             http,
-            endpoint: format!("{}{}", settings.base_url.trim_end_matches('/'), settings.path),
+            endpoint: format!(
+                "{}{}",
+                settings.base_url.trim_end_matches('/'),
+                settings.path
+            ),
             stream: settings.stream,
             retry: settings.retry,
             request_timeout: settings.request_timeout,
@@ -318,6 +323,16 @@ impl Transport {
     }
 }
 
+/// A header value carrying a secret, marked sensitive so HTTP-level debug output hides
+/// it; the error does not quote it.
+pub(crate) fn secret_header(secret: &str) -> Result<HeaderValue, LlmError> {
+    let mut value = HeaderValue::from_str(secret).map_err(|_| {
+        LlmError::Config("api key contains characters not allowed in a header".into())
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 /// `Retry-After` in seconds; the HTTP-date form is rare from model servers and ignored.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?;
@@ -351,8 +366,6 @@ fn truncate(mut text: String, max_bytes: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use reqwest::header::HeaderValue;
-
     use super::*;
 
     #[test]

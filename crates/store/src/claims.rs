@@ -18,7 +18,9 @@ impl Store {
     ///
     /// With `max_running_per_tenant`, a queued task whose tenant already runs that many
     /// tasks is not granted but reported [`ClaimOutcome::Busy`] (a redelivery of a task
-    /// that is already running is always granted: it holds its slot already).
+    /// that is already running is always granted: it holds its slot already). A task
+    /// whose session is in use by another running task is `Busy` too: one run at a time
+    /// per session.
     pub async fn claim_tasks(
         &self,
         claims: &[(TaskId, WorkerId)],
@@ -62,10 +64,17 @@ impl Store {
         }
         let granted = sqlx::query(sql(format!(
             "WITH c AS (SELECT * FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id)), \
+             queued AS ( \
+                 SELECT t.task_id, c.worker_id, t.tenant, t.created_at, \
+                        row_number() OVER (PARTITION BY COALESCE(t.session_id, t.task_id) \
+                                           ORDER BY t.created_at, t.task_id) AS in_session \
+                 FROM tasks t JOIN c ON t.task_id = c.task_id WHERE t.status = 'queued' \
+                   AND NOT EXISTS (SELECT 1 FROM tasks o WHERE o.session_id = t.session_id \
+                                   AND o.task_id <> t.task_id AND o.status IN ('running', 'awaiting_approval'))), \
              fresh AS ( \
-                 SELECT t.task_id, c.worker_id, t.tenant, \
-                        row_number() OVER (PARTITION BY t.tenant ORDER BY t.created_at, t.task_id) AS rn \
-                 FROM tasks t JOIN c ON t.task_id = c.task_id WHERE t.status = 'queued'), \
+                 SELECT task_id, worker_id, tenant, \
+                        row_number() OVER (PARTITION BY tenant ORDER BY created_at, task_id) AS rn \
+                 FROM queued WHERE in_session = 1), \
              busy AS ( \
                  SELECT tenant, count(*) AS n FROM tasks \
                  WHERE status = 'running' AND tenant IN (SELECT tenant FROM fresh) GROUP BY tenant), \

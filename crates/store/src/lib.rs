@@ -6,6 +6,8 @@
 //! - [`results`]: fenced result writes (final, or a scheduled retry).
 //! - [`outbox`]: the rows the relay publishes to JetStream.
 //! - [`dead_letters`]: messages that could not be run, with the reason.
+//! - [`sessions`]: session transcripts (fenced by the saving attempt's claim).
+//! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`record`]: the row types read back.
 //! - [`error`]: [`StoreError`].
 //!
@@ -14,16 +16,19 @@
 //! live, mirroring `taskwire_protocol::status::apply`. Writes take slices so callers can
 //! group many events into one transaction (group commit).
 
+pub mod approvals;
 pub mod claims;
 pub mod dead_letters;
 pub mod error;
 pub mod outbox;
 pub mod record;
 pub mod results;
+pub mod sessions;
 pub mod tasks;
 
 use std::time::Duration;
 
+pub use approvals::{AnswerOutcome, ApprovalAnswer};
 pub use error::StoreError;
 pub use record::{
     AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask, ReplayOutcome, TaskRecord,

@@ -40,6 +40,7 @@ impl Store {
         let mut requests = Vec::with_capacity(n);
         let mut created = Vec::with_capacity(n);
         let mut max_attempts = Vec::with_capacity(n);
+        let mut sessions = Vec::with_capacity(n);
         for t in tasks {
             let r = &t.request;
             ids.push(r.task_id.as_uuid());
@@ -55,20 +56,22 @@ impl Store {
             requests.push(t.encoded());
             created.push(r.created_at);
             max_attempts.push(i32::try_from(r.max_attempts.max(1)).unwrap_or(i32::MAX));
+            sessions.push(r.resume_token.map(|s| s.as_uuid()));
         }
 
         let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
             "INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                 idempotency_key, request_digest, deadline, request, created_at, updated_at, \
-                                max_attempts) \
+                                max_attempts, session_id) \
              SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
                     t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
-                    t.max_attempts \
+                    t.max_attempts, t.session_id \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], \
-                         $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[], $13::int[]) \
+                         $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[], $13::int[], \
+                         $14::uuid[]) \
                   AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
-                       request_digest, deadline, request, created_at, max_attempts) \
+                       request_digest, deadline, request, created_at, max_attempts, session_id) \
              ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
              RETURNING task_id",
         )
@@ -85,6 +88,7 @@ impl Store {
         .bind(&requests)
         .bind(&created)
         .bind(&max_attempts)
+        .bind(&sessions)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
@@ -180,6 +184,20 @@ impl Store {
         .await
         .map_err(|e| StoreError::from_sqlx("cancel tasks", e))?;
         Ok(ids.into_iter().map(TaskId::from_uuid).collect())
+    }
+
+    /// Marks a live task `dead_lettered` with `reason`; returns whether it was live.
+    pub async fn dead_letter_task(&self, task_id: TaskId, reason: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(sql(format!(
+            "UPDATE tasks SET status = 'dead_lettered', last_error = $2, updated_at = now(), finished_at = now() \
+             WHERE task_id = $1 AND status IN {LIVE}"
+        )))
+        .bind(task_id.as_uuid())
+        .bind(reason)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("dead-letter a task", e))?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Marks live tasks past their deadline `deadline_exceeded`; returns their ids.

@@ -234,3 +234,50 @@ async fn a_tenant_at_its_running_limit_gets_busy_and_others_are_not_held_back() 
     let out = store.claim_tasks(&[(a2_id, w())], Some(1)).await.expect("claim");
     assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "a freed slot is taken: {out:?}");
 }
+
+#[tokio::test]
+async fn a_second_task_on_a_busy_session_waits_for_the_first() {
+    let (_db, store) = store().await;
+    let session = taskwire_protocol::SessionId::generate();
+    let mut first = task(None, "d");
+    first.request.resume_token = Some(session);
+    let mut second = task(None, "d");
+    second.request.resume_token = Some(session);
+    let (a, b) = (first.request.task_id, second.request.task_id);
+    store.insert_tasks(&[first, second]).await.expect("insert");
+    let out = store.claim_tasks(&[(a, WorkerId::new("w")), (b, WorkerId::new("w"))], None).await.expect("claim");
+    assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "{out:?}");
+    assert_eq!(out[1], ClaimOutcome::Busy);
+    let ClaimOutcome::Granted { epoch, .. } = out[0] else { unreachable!("checked above") };
+
+    let transcript = serde_json::json!({"messages": [{"role": "user", "text": "hi"}]});
+    assert!(store.save_session(session, a, epoch, &transcript).await.expect("save"));
+    assert!(!store.save_session(session, a, ClaimEpoch(epoch.0 + 7), &transcript).await.expect("stale save"));
+    let (tenant, loaded) = store.load_session(session).await.expect("load").expect("saved");
+    assert_eq!((tenant.as_str(), loaded), ("acme", transcript));
+
+    store.record_results(&[result(a, epoch, "done")]).await.expect("record");
+    assert!(matches!(claim(&store, b).await, ClaimOutcome::Granted { .. }), "the session is free again");
+}
+
+#[tokio::test]
+async fn an_approval_pauses_the_task_until_answered_once() {
+    use taskwire_store::{AnswerOutcome, ApprovalAnswer};
+    let (_db, store) = store().await;
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, id).await else { panic!("claim") };
+    assert!(store.ask_approval(id, epoch, "r1", "bash", &["rm -rf build".into()], "bash rm").await.expect("ask"));
+    assert_eq!(store.task_status(id).await.expect("status"), Some(TaskStatus::AwaitingApproval));
+    assert!(!store.ask_approval(id, ClaimEpoch(epoch.0 + 1), "r2", "bash", &[], "x").await.expect("stale ask"));
+    assert_eq!(
+        store.answer_approval(id, "r1", ApprovalAnswer::Once, None).await.expect("answer"),
+        AnswerOutcome::Answered
+    );
+    assert_eq!(store.task_status(id).await.expect("status"), Some(TaskStatus::Running));
+    assert_eq!(
+        store.answer_approval(id, "r1", ApprovalAnswer::Reject, Some("no")).await.expect("answer again"),
+        AnswerOutcome::NotPending
+    );
+}

@@ -1,5 +1,5 @@
-//! The scripted model over real HTTP, for the parts the OpenAI client tests in
-//! `taskwire-llm` do not reach: the Anthropic endpoint, script ends, malformed requests.
+//! The scripted model over real HTTP, for the parts the client tests in `taskwire-llm`
+//! do not reach: the raw Anthropic events, script ends, malformed requests.
 
 use std::time::Duration;
 
@@ -12,6 +12,16 @@ fn http() -> reqwest::Client {
         .timeout(Duration::from_secs(10))
         .build()
         .expect("http client builds")
+}
+
+/// Posts `body` as JSON to `url`.
+async fn post(url: String, body: &Value) -> reqwest::Response {
+    http()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("request sent")
 }
 
 /// `(event name, data)` of each server-sent event in `body`.
@@ -87,12 +97,11 @@ async fn anthropic_endpoint_streams_the_documented_events() {
     let model =
         ScriptedModel::start(|_| ScriptedReply::text("hello from the stream").with_usage(11, 6))
             .await;
-    let response = http()
-        .post(format!("{}/v1/messages", model.anthropic_base_url()))
-        .json(&anthropic_request(true))
-        .send()
-        .await
-        .expect("request sent");
+    let response = post(
+        format!("{}/v1/messages", model.anthropic_base_url()),
+        &anthropic_request(true),
+    )
+    .await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let events = sse_events(&response.text().await.expect("body"));
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
@@ -114,17 +123,38 @@ async fn anthropic_endpoint_streams_the_documented_events() {
 }
 
 #[tokio::test]
+async fn anthropic_endpoint_refuses_a_tool_use_left_unanswered() {
+    let model = ScriptedModel::echo().await;
+    let mut request = anthropic_request(false);
+    request["messages"] = json!([
+        {"role": "user", "content": "find main"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {}}]},
+        {"role": "user", "content": "never mind"},
+    ]);
+    let response = post(
+        format!("{}/v1/messages", model.anthropic_base_url()),
+        &request,
+    )
+    .await;
+    assert_eq!(response.status(), 400);
+    let body = response.text().await.expect("body");
+    assert!(
+        body.contains("messages[1]") && body.contains("toolu_1"),
+        "{body}"
+    );
+    assert_eq!(model.request_count(), 0);
+}
+
+#[tokio::test]
 async fn openai_endpoint_streams_chunks_then_done() {
     let model = ScriptedModel::echo().await;
-    let response = http()
-        .post(format!("{}/chat/completions", model.base_url()))
-        .json(
-            &json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
+    let response = post(
+        format!("{}/chat/completions", model.base_url()),
+        &json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
                       "messages": [{"role": "user", "content": "ping"}]}),
-        )
-        .send()
-        .await
-        .expect("request sent");
+    )
+    .await;
     let events = sse_events(&response.text().await.expect("body"));
     assert_eq!(
         events.last().expect("events").1,
@@ -150,12 +180,7 @@ async fn sequence_past_its_end_answers_400_with_a_reason() {
         {"role": "assistant", "content": "only one"},
         {"role": "user", "content": "b"},
     ]});
-    let response = http()
-        .post(format!("{}/chat/completions", model.base_url()))
-        .json(&request)
-        .send()
-        .await
-        .expect("request sent");
+    let response = post(format!("{}/chat/completions", model.base_url()), &request).await;
     assert_eq!(response.status(), 400);
     let body = response.text().await.expect("body");
     assert!(body.contains("no reply for assistant turn 1"), "{body}");
@@ -164,12 +189,11 @@ async fn sequence_past_its_end_answers_400_with_a_reason() {
 #[tokio::test]
 async fn malformed_requests_are_refused_and_not_recorded() {
     let model = ScriptedModel::echo().await;
-    let response = http()
-        .post(format!("{}/chat/completions", model.base_url()))
-        .json(&json!({"model": "m", "messages": [{"role": "tool", "content": "no id"}]}))
-        .send()
-        .await
-        .expect("request sent");
+    let response = post(
+        format!("{}/chat/completions", model.base_url()),
+        &json!({"model": "m", "messages": [{"role": "tool", "content": "no id"}]}),
+    )
+    .await;
     assert_eq!(response.status(), 400);
     assert!(
         response
@@ -188,12 +212,11 @@ async fn delayed_replies_wait_before_answering() {
     })
     .await;
     let started = std::time::Instant::now();
-    let response = http()
-        .post(format!("{}/chat/completions", model.base_url()))
-        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("request sent");
+    let response = post(
+        format!("{}/chat/completions", model.base_url()),
+        &json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
     assert_eq!(response.status(), 200);
     assert!(started.elapsed() >= Duration::from_millis(300));
 }

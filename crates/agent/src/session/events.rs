@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use taskwire_llm::{Message, Usage};
 
 use crate::error::SessionError;
+use crate::transcript::Transcript;
 
 /// Receives progress as it happens. Called inline from the session loop, so it must
 /// be quick (push to a channel, not publish and wait).
@@ -53,6 +54,26 @@ pub enum SessionEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A tool call waits for an answer to an `ask` permission; the host asks. The
+    /// call stays `pending` until answered.
+    ApprovalRequired {
+        request_id: String,
+        permission: String,
+        patterns: Vec<String>,
+    },
+    /// The `task` tool started a child task (sent once per child).
+    ChildTask {
+        task_id: String,
+        agent: String,
+        description: String,
+    },
+    /// A tool call of a child task changed state.
+    ChildToolCall {
+        task_id: String,
+        tool: String,
+        title: String,
+        state: ToolCallState,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -94,7 +115,7 @@ pub struct SessionOutcome {
     /// (the summary for `max_steps`, whatever was said last for `cancelled` and
     /// `error`).
     pub text: String,
-    /// Summed over all model calls of this run.
+    /// Summed over all model calls of this run, plus the usage of its child tasks.
     pub usage: Usage,
     /// Model calls started in this run.
     pub steps: u32,
@@ -102,8 +123,29 @@ pub struct SessionOutcome {
     /// The conversation to resume from: the given history plus this run's user prompt,
     /// assistant turns and tool results. The system prompt is not included (it is
     /// rebuilt from the agent spec on every run) and neither is the step-limit
-    /// instruction. Always well-formed: every tool call has a result.
+    /// instruction. Always well-formed: every tool call has a result. The same
+    /// conversation as `transcript.to_messages()`.
     pub messages: Vec<Message>,
+    /// The session record to persist and resume from: the given history plus this
+    /// run, with tool states, titles and step usage.
+    pub transcript: Transcript,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<SessionError>,
+}
+
+impl SessionOutcome {
+    /// An outcome for a session that could not start (bad spec, no workspace): no
+    /// steps, the history unchanged.
+    pub fn failed(history: Transcript, error: SessionError) -> Self {
+        Self {
+            status: SessionStatus::Error,
+            text: String::new(),
+            usage: Usage::default(),
+            steps: 0,
+            tool_calls: Vec::new(),
+            messages: history.to_messages(),
+            transcript: history,
+            error: Some(error),
+        }
+    }
 }

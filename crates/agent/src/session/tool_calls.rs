@@ -1,8 +1,10 @@
 //! Running the tool calls of one assistant turn: refuse what the agent may not do,
-//! execute the rest concurrently, and turn every outcome into a tool-result message.
+//! ask the host about what needs approval, execute the rest concurrently, and turn
+//! every outcome into a tool-result message and a transcript part.
 //!
 //! A tool failure is never a session failure: errors become results (`error: ...`)
-//! that the model reads and can recover from.
+//! that the model reads and can recover from. Checks run in this order, cheapest and
+//! least bothersome first: offered, arguments, doom loop, rules, approval.
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -10,11 +12,13 @@ use serde_json::Value;
 use taskwire_llm::{Message, ToolCall};
 use tokio_util::sync::CancellationToken;
 
-use super::events::{SessionEvent, SessionObserver, ToolCallState, ToolCallSummary};
+use super::events::{SessionEvent, ToolCallState, ToolCallSummary};
 use crate::agent::AgentSpec;
 use crate::error::ToolError;
-use crate::permission::{PermissionAction, deciding_rule};
+use crate::host::{ApprovalAnswer, ApprovalRequest};
+use crate::permission::{Decision, PermissionRule, decide};
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
+use crate::transcript::Part;
 
 /// What a turn's tool calls run against.
 pub(super) struct Turn<'a> {
@@ -23,42 +27,79 @@ pub(super) struct Turn<'a> {
     pub offered: &'a [&'a dyn Tool],
     /// All tools, to tell "not offered" from "does not exist" in the error.
     pub registry: &'a ToolRegistry,
-    pub ctx: &'a ToolContext,
-    pub observer: &'a dyn SessionObserver,
+    pub ctx: &'a ToolContext<'a>,
 }
 
 /// The results of a turn, in call order.
 pub(super) struct TurnResults {
     pub messages: Vec<Message>,
     pub summaries: Vec<ToolCallSummary>,
+    /// One finished `ToolCall` part per call, for the transcript.
+    pub parts: Vec<Part>,
     /// The session was cancelled while tools ran; unfinished calls got an
     /// `error: tool call was cancelled` result so the transcript stays well-formed.
     pub cancelled: bool,
 }
 
+/// A call that passed the checks that need no answer from anyone.
+struct Ready<'a> {
+    tool: &'a dyn Tool,
+    args: Value,
+    /// Set when a rule says `ask` for some of the call's subjects.
+    approval: Option<(Vec<String>, PermissionRule)>,
+}
+
+/// One call after the synchronous checks.
+struct Prepared<'a> {
+    title: String,
+    /// The parsed arguments, or the raw text when they were not JSON.
+    input: Value,
+    verdict: Result<Ready<'a>, ToolError>,
+}
+
 impl<'a> Turn<'a> {
     pub(super) async fn run(&self, calls: &[ToolCall], cancel: &CancellationToken) -> TurnResults {
         let mut titles = Vec::with_capacity(calls.len());
+        let mut inputs = Vec::with_capacity(calls.len());
         let mut results: Vec<Option<Result<ToolOutput, ToolError>>> =
             calls.iter().map(|_| None).collect();
         let mut running = FuturesUnordered::new();
 
         for (index, call) in calls.iter().enumerate() {
-            let (title, prepared) = self.prepare(call);
+            let Prepared {
+                title,
+                input,
+                verdict,
+            } = self.prepare(call);
             self.emit(call, ToolCallState::Pending, &title, None);
-            match prepared {
+            match verdict {
                 Err(err) => {
                     tracing::debug!(tool.name = %call.name, error = %err, "tool call refused");
                     self.emit(call, ToolCallState::Error, &title, Some(err.to_string()));
                     results[index] = Some(Err(err));
                 }
-                Ok((tool, args)) => {
-                    self.emit(call, ToolCallState::Running, &title, None);
-                    let ctx = self.ctx;
-                    running.push(async move { (index, tool.execute(args, ctx).await) });
+                Ok(ready) => {
+                    let approved = ready.approval.is_none();
+                    if approved {
+                        self.emit(call, ToolCallState::Running, &title, None);
+                    }
+                    let title = title.clone();
+                    running.push(async move {
+                        if let Some((patterns, rule)) = ready.approval {
+                            let tool = ready.tool;
+                            if let Err(err) =
+                                self.approve(call, tool, &title, patterns, rule).await
+                            {
+                                return (index, Err(err));
+                            }
+                            self.emit(call, ToolCallState::Running, &title, None);
+                        }
+                        (index, ready.tool.execute(ready.args, self.ctx).await)
+                    });
                 }
             }
             titles.push(title);
+            inputs.push(input);
         }
 
         let mut cancelled = false;
@@ -82,40 +123,55 @@ impl<'a> Turn<'a> {
                 }
             }
         }
-        // Dropping the futures stops waiting; blocking work already handed to the
-        // pool stops at its next cancellation check.
+        // Dropping the futures stops waiting (and kills commands still running);
+        // blocking work already handed to the pool stops at its next cancellation
+        // check.
         drop(running);
 
         let mut turn = TurnResults {
             messages: Vec::with_capacity(calls.len()),
             summaries: Vec::with_capacity(calls.len()),
+            parts: Vec::with_capacity(calls.len()),
             cancelled,
         };
-        for ((call, result), title) in calls.iter().zip(results).zip(titles) {
-            let (content, title, ok) = match result {
-                Some(Ok(output)) => (output.output, output.title, true),
-                Some(Err(err)) => (format!("error: {err}"), title, false),
+        let finished = calls.iter().zip(results).zip(titles).zip(inputs);
+        for (((call, result), title), input) in finished {
+            let (result, title) = match result {
+                Some(Ok(output)) => (Ok(output.output), output.title),
+                Some(Err(err)) => (Err(err.to_string()), title),
                 None => {
                     let err = ToolError::Cancelled.to_string();
                     self.emit(call, ToolCallState::Error, &title, Some(err.clone()));
-                    (format!("error: {err}"), title, false)
+                    (Err(err), title)
                 }
+            };
+            let content = match &result {
+                Ok(output) => output.clone(),
+                Err(err) => format!("error: {err}"),
             };
             turn.messages.push(Message::tool_result(&call.id, content));
             turn.summaries.push(ToolCallSummary {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
-                title,
-                ok,
+                title: title.clone(),
+                ok: result.is_ok(),
             });
+            turn.parts
+                .push(Part::tool_call(&call.id, &call.name, input, title, result));
         }
         turn
     }
 
-    /// Decides whether `call` may run: the tool must be offered, its arguments must be
-    /// JSON, and the agent's rules must allow its subject. Returns the progress title
-    /// alongside, since even a refused call is reported.
-    fn prepare(&self, call: &ToolCall) -> (String, Result<(&'a dyn Tool, Value), ToolError>) {
+    /// The checks that need no answer: the tool must be offered, its arguments must
+    /// be JSON, it must not repeat itself in a loop, and no rule may deny it. A rule
+    /// that says `ask` leaves the call ready but waiting for approval.
+    fn prepare(&self, call: &ToolCall) -> Prepared<'a> {
+        let input = parse_arguments(&call.arguments);
+        let refused = |title: String, input: Value, err| Prepared {
+            title,
+            input,
+            verdict: Err(err),
+        };
         let Some(tool) = self
             .offered
             .iter()
@@ -132,36 +188,116 @@ impl<'a> Turn<'a> {
                     name: call.name.clone(),
                 }
             };
-            return (call.name.clone(), Err(err));
+            let input = input.unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            return refused(call.name.clone(), input, err);
         };
-        let args = match parse_arguments(tool.name(), &call.arguments) {
+        let args = match input {
             Ok(args) => args,
-            Err(err) => return (call.name.clone(), Err(err)),
+            Err(reason) => {
+                let err = ToolError::invalid_arguments(
+                    tool.name(),
+                    format!("arguments are not valid json: {reason}"),
+                );
+                return refused(call.name.clone(), Value::String(call.arguments.clone()), err);
+            }
         };
         let title = tool.title(&args);
+        if self.ctx.state.record_call(tool.name(), &args) {
+            let err = ToolError::DoomLoop {
+                tool: tool.name().to_owned(),
+            };
+            return refused(title, args, err);
+        }
         let permission = tool.permission();
-        let subject = tool.subject(&args, &self.ctx.workspace);
-        let verdict = match deciding_rule(&self.agent.permission, permission, &subject) {
-            Some(rule) if rule.action == PermissionAction::Deny => Err(ToolError::Denied {
-                permission: permission.to_owned(),
-                subject,
-                rule: rule.to_string(),
-            }),
-            // Approval is not wired yet; refusing is the safe reading of `ask`.
-            Some(rule) if rule.action == PermissionAction::Ask => {
-                Err(ToolError::ApprovalRequired {
+        let patterns = tool.patterns(&args, &self.ctx.workspace);
+        let decision = decide(
+            &self.agent.permission,
+            &self.ctx.state.approvals(),
+            permission,
+            &patterns,
+        );
+        let approval = match decision {
+            Decision::Deny { subject, rule } => {
+                let err = ToolError::Denied {
                     permission: permission.to_owned(),
                     subject,
                     rule: rule.to_string(),
-                })
+                };
+                return refused(title, args, err);
             }
-            _ => Ok((tool, args)),
+            Decision::Ask { patterns, rule } => Some((patterns, rule)),
+            Decision::Allow => None,
         };
-        (title, verdict)
+        Prepared {
+            title,
+            input: args.clone(),
+            verdict: Ok(Ready {
+                tool,
+                args,
+                approval,
+            }),
+        }
+    }
+
+    /// Asks the host about `patterns`, one question at a time per session so that an
+    /// `Always` answer spares the calls queued behind it.
+    async fn approve(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        title: &str,
+        patterns: Vec<String>,
+        rule: PermissionRule,
+    ) -> Result<(), ToolError> {
+        let state = self.ctx.state;
+        let permission = tool.permission();
+        let _one_at_a_time = state.approval_turn.lock().await;
+        let patterns: Vec<String> = {
+            let approvals = state.approvals();
+            patterns
+                .into_iter()
+                .filter(|pattern| !approvals.covers(permission, pattern))
+                .collect()
+        };
+        if patterns.is_empty() {
+            return Ok(());
+        }
+        let request_id = state.next_approval_id(&call.id);
+        self.ctx.observer.on_event(SessionEvent::ApprovalRequired {
+            request_id: request_id.clone(),
+            permission: permission.to_owned(),
+            patterns: patterns.clone(),
+        });
+        let request = ApprovalRequest {
+            request_id,
+            permission: permission.to_owned(),
+            patterns: patterns.clone(),
+            title: title.to_owned(),
+        };
+        let answer = self.ctx.host.approve(request).await;
+        tracing::debug!(tool.name = %call.name, ?answer, "approval answered");
+        match answer {
+            ApprovalAnswer::Once => Ok(()),
+            ApprovalAnswer::Always => {
+                state.approvals().grant(permission, &patterns);
+                Ok(())
+            }
+            ApprovalAnswer::Reject { message } => Err(ToolError::Rejected {
+                permission: permission.to_owned(),
+                subject: patterns.join(", "),
+                rule: rule.to_string(),
+                message,
+            }),
+            ApprovalAnswer::TimedOut => Err(ToolError::ApprovalTimedOut {
+                permission: permission.to_owned(),
+                subject: patterns.join(", "),
+                rule: rule.to_string(),
+            }),
+        }
     }
 
     fn emit(&self, call: &ToolCall, state: ToolCallState, title: &str, error: Option<String>) {
-        self.observer.on_event(SessionEvent::ToolCall {
+        self.ctx.observer.on_event(SessionEvent::ToolCall {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             state,
@@ -173,11 +309,9 @@ impl<'a> Turn<'a> {
 
 /// Parses the model's raw argument text. Some models send an empty string for a call
 /// without arguments; that is read as `{}`.
-fn parse_arguments(tool: &str, raw: &str) -> Result<Value, ToolError> {
+fn parse_arguments(raw: &str) -> Result<Value, serde_json::Error> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(serde_json::Map::new()));
     }
-    serde_json::from_str(raw).map_err(|err| {
-        ToolError::invalid_arguments(tool, format!("arguments are not valid json: {err}"))
-    })
+    serde_json::from_str(raw)
 }

@@ -62,7 +62,7 @@ impl Tool for GlobTool {
         }
     }
 
-    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
         let glob = FileGlob::new(self.name(), &args.pattern)?;
         let workspace = ctx.workspace.clone();
@@ -149,16 +149,10 @@ mod tests {
 
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, ToolContext) {
+    fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let workspace = Workspace::new(dir.path()).expect("workspace");
-        (
-            dir,
-            ToolContext {
-                workspace,
-                cancel: CancellationToken::new(),
-            },
-        )
+        (dir, crate::tools::test_context(workspace))
     }
 
     fn write_aged(dir: &std::path::Path, file: &str, age_secs: u64) {

@@ -72,7 +72,7 @@ impl Tool for GrepTool {
         }
     }
 
-    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
         // Line-oriented: the matcher never matches across a newline, which lets the
         // searcher use its fast line-by-line path.
@@ -222,7 +222,7 @@ fn render(found: &Found, title: String) -> ToolOutput {
 mod tests {
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, ToolContext) {
+    fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let files = [
             ("src/lib.rs", "// TODO: docs\nfn main() {}\n// todo lower\n"),
@@ -235,13 +235,7 @@ mod tests {
             std::fs::write(path, text).expect("write");
         }
         let workspace = Workspace::new(dir.path()).expect("workspace");
-        (
-            dir,
-            ToolContext {
-                workspace,
-                cancel: CancellationToken::new(),
-            },
-        )
+        (dir, crate::tools::test_context(workspace))
     }
 
     #[tokio::test]

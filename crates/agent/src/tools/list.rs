@@ -78,7 +78,7 @@ impl Tool for ListTool {
         format!("list {}", str_arg(args, "path").unwrap_or("."))
     }
 
-    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
         let ignore = args
             .ignore
@@ -175,7 +175,7 @@ fn list_tree(
 mod tests {
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, ToolContext) {
+    fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
         let dir = tempfile::tempdir().expect("temp dir");
         for file in [
             "src/lib.rs",
@@ -191,13 +191,7 @@ mod tests {
         }
         std::fs::write(dir.path().join(".gitignore"), "gen/\n").expect("write");
         let workspace = Workspace::new(dir.path()).expect("workspace");
-        (
-            dir,
-            ToolContext {
-                workspace,
-                cancel: CancellationToken::new(),
-            },
-        )
+        (dir, crate::tools::test_context(workspace))
     }
 
     #[tokio::test]

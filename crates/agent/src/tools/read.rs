@@ -69,7 +69,7 @@ impl Tool for ReadTool {
         format!("read {}", str_arg(args, "filePath").unwrap_or("?"))
     }
 
-    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
         let start = args.offset.unwrap_or(1);
         if start == 0 {
@@ -216,18 +216,11 @@ fn read_line_capped(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio_util::sync::CancellationToken;
 
-    fn setup() -> (tempfile::TempDir, ToolContext) {
+    fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let workspace = Workspace::new(dir.path()).expect("workspace");
-        (
-            dir,
-            ToolContext {
-                workspace,
-                cancel: CancellationToken::new(),
-            },
-        )
+        (dir, crate::tools::test_context(workspace))
     }
 
     async fn read(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::wire::{self, WireUsage};
+use super::response::{self, ContentBlock, WireUsage};
 use crate::transport::{Decoder, EventError, Pushed};
 use crate::types::{ChatResponse, ToolCall};
 
@@ -46,7 +46,7 @@ enum Event {
     },
     ContentBlockStart {
         index: usize,
-        content_block: BlockStart,
+        content_block: ContentBlock,
     },
     ContentBlockDelta {
         index: usize,
@@ -76,27 +76,13 @@ struct MessageStart {
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum BlockStart {
-    Text {
-        #[serde(default)]
+enum BlockDelta {
+    TextDelta {
         text: String,
     },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
+    InputJsonDelta {
+        partial_json: String,
     },
-    /// Thinking and server-tool blocks, which the session does not use.
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum BlockDelta {
-    TextDelta { text: String },
-    InputJsonDelta { partial_json: String },
     /// Thinking, signature and citation deltas.
     #[serde(other)]
     Other,
@@ -120,8 +106,8 @@ impl StreamAssembler {
                 index,
                 content_block,
             } => match content_block {
-                BlockStart::Text { text } => return Ok(self.push_text(text)),
-                BlockStart::ToolUse { id, name, input } => {
+                ContentBlock::Text { text } => return Ok(self.push_text(text)),
+                ContentBlock::ToolUse { id, name, input } => {
                     self.calls.insert(
                         index,
                         PartialCall {
@@ -132,7 +118,7 @@ impl StreamAssembler {
                         },
                     );
                 }
-                BlockStart::Other => {}
+                ContentBlock::Other => {}
             },
             Event::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text } => return Ok(self.push_text(text)),
@@ -185,8 +171,8 @@ fn error_message(error: &Value) -> String {
 
 impl Decoder for StreamAssembler {
     fn decode_body(body: &[u8]) -> Result<ChatResponse, String> {
-        serde_json::from_slice::<wire::Response>(body)
-            .map(wire::Response::into_chat_response)
+        serde_json::from_slice::<response::Response>(body)
+            .map(response::Response::into_chat_response)
             .map_err(|e| e.to_string())
     }
 
@@ -213,7 +199,7 @@ impl Decoder for StreamAssembler {
                 id: call.id,
                 name: call.name,
                 arguments: if call.partial_json.is_empty() {
-                    wire::input_text(call.start_input)
+                    response::input_text(call.start_input)
                 } else {
                     call.partial_json
                 },
@@ -221,7 +207,10 @@ impl Decoder for StreamAssembler {
             .collect();
         Ok(ChatResponse {
             text: self.text,
-            finish_reason: wire::finish_reason(self.stop_reason.as_deref(), !tool_calls.is_empty()),
+            finish_reason: response::finish_reason(
+                self.stop_reason.as_deref(),
+                !tool_calls.is_empty(),
+            ),
             tool_calls,
             usage: self.usage.into(),
         })
@@ -264,10 +253,16 @@ mod tests {
             json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         );
         assert_eq!(
-            ok(&mut a, delta(0, json!({"type": "text_delta", "text": "Let "}))),
+            ok(
+                &mut a,
+                delta(0, json!({"type": "text_delta", "text": "Let "}))
+            ),
             Pushed::Text("Let ".into())
         );
-        ok(&mut a, delta(0, json!({"type": "text_delta", "text": "me"})));
+        ok(
+            &mut a,
+            delta(0, json!({"type": "text_delta", "text": "me"})),
+        );
         ok(&mut a, json!({"type": "content_block_stop", "index": 0}));
         ok(
             &mut a,
@@ -278,7 +273,10 @@ mod tests {
             assert_eq!(
                 ok(
                     &mut a,
-                    delta(1, json!({"type": "input_json_delta", "partial_json": piece}))
+                    delta(
+                        1,
+                        json!({"type": "input_json_delta", "partial_json": piece})
+                    )
                 ),
                 Pushed::Nothing
             );
@@ -376,7 +374,10 @@ mod tests {
     fn a_stream_cut_before_the_stop_reason_is_incomplete() {
         let mut a = StreamAssembler::default();
         ok(&mut a, start(1));
-        ok(&mut a, delta(0, json!({"type": "text_delta", "text": "partial"})));
+        ok(
+            &mut a,
+            delta(0, json!({"type": "text_delta", "text": "partial"})),
+        );
         assert!(!a.is_complete());
         assert!(push(&mut a, json!("not an object")).is_err());
     }

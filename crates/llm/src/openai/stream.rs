@@ -87,7 +87,6 @@ impl StreamAssembler {
             (Some((&index, _)), _) => index,
         }
     }
-
 }
 
 impl Decoder for StreamAssembler {

@@ -35,13 +35,12 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
             tool_call_id: None,
         }),
     }
-    for (i, message) in raw["messages"]
+    let raw_messages = raw["messages"]
         .as_array()
-        .ok_or("`messages` must be an array")?
-        .iter()
-        .enumerate()
-    {
+        .ok_or("`messages` must be an array")?;
+    for (i, message) in raw_messages.iter().enumerate() {
         push_message(&mut messages, message).map_err(|e| format!("messages[{i}]: {e}"))?;
+        check_blocks(raw_messages, i).map_err(|e| format!("messages[{i}]: {e}"))?;
     }
     let tools = match &raw["tools"] {
         Value::Null => Vec::new(),
@@ -150,6 +149,62 @@ fn push_message(out: &mut Vec<SeenMessage>, message: &Value) -> Result<(), Strin
     Ok(())
 }
 
+/// Rejects what the real API answers 400 to, so client mistakes show in tests: blank
+/// text blocks, `tool_result` blocks after other content, a `tool_use` not answered by
+/// a `tool_result` in the next message, and a `tool_result` answering no `tool_use` of
+/// the message before.
+fn check_blocks(messages: &[Value], i: usize) -> Result<(), String> {
+    let blocks = |m: Option<&Value>| -> Vec<Value> {
+        m.and_then(|m| m["content"].as_array())
+            .cloned()
+            .unwrap_or_default()
+    };
+    let ids = |blocks: &[Value], kind: &str, key: &str| -> Vec<String> {
+        blocks
+            .iter()
+            .filter(|b| b["type"] == kind)
+            .filter_map(|b| b[key].as_str().map(str::to_owned))
+            .collect()
+    };
+    let own = blocks(messages.get(i));
+    if own
+        .iter()
+        .any(|b| b["type"] == "text" && b["text"].as_str().is_none_or(|t| t.trim().is_empty()))
+    {
+        return Err("text content blocks must contain non-whitespace text".into());
+    }
+    if let Some(first_other) = own.iter().position(|b| b["type"] != "tool_result")
+        && own[first_other..]
+            .iter()
+            .any(|b| b["type"] == "tool_result")
+    {
+        return Err("tool_result blocks must come before any other content".into());
+    }
+    let results = ids(&own, "tool_result", "tool_use_id");
+    let previous = if i == 0 {
+        Vec::new()
+    } else {
+        blocks(messages.get(i - 1))
+    };
+    let asked = ids(&previous, "tool_use", "id");
+    if let Some(id) = results.iter().find(|id| !asked.contains(id)) {
+        return Err(format!(
+            "tool_result for {id:?} answers no tool_use block of the previous message"
+        ));
+    }
+    let calls = ids(&own, "tool_use", "id");
+    if let Some(next) = messages.get(i + 1) {
+        let answered = ids(&blocks(Some(next)), "tool_result", "tool_use_id");
+        let missing: Vec<&String> = calls.iter().filter(|id| !answered.contains(id)).collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "tool_use ids {missing:?} were found without tool_result blocks immediately after"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn stop_reason(finish_reason: &str) -> &str {
     match finish_reason {
         "stop" => "end_turn",
@@ -181,7 +236,8 @@ pub(super) fn response_json(answer: &Answer<'_>, request: &SeenRequest) -> Value
     })
 }
 
-pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<Frame> {
+/// `message_start` and a `ping`, which open every stream.
+fn opening_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<Frame> {
     let start = json!({"type": "message_start", "message": {
         "id": "msg_scripted",
         "type": "message",
@@ -192,10 +248,26 @@ pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<F
         "stop_sequence": null,
         "usage": {"input_tokens": answer.usage.0, "output_tokens": 1},
     }});
-    let mut frames = vec![
+    vec![
         Frame::event("message_start", &start, false),
         Frame::event("ping", &json!({"type": "ping"}), false),
-    ];
+    ]
+}
+
+/// A failure after the 200 was sent: the opening events, then an `error` event.
+pub(super) fn error_frames(
+    message: &str,
+    answer: &Answer<'_>,
+    request: &SeenRequest,
+) -> Vec<Frame> {
+    let mut frames = opening_frames(answer, request);
+    let error = json!({"type": "error", "error": {"type": "overloaded_error", "message": message}});
+    frames.push(Frame::event("error", &error, false));
+    frames
+}
+
+pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<Frame> {
+    let mut frames = opening_frames(answer, request);
     let mut index = 0;
     let mut block = |frames: &mut Vec<Frame>, head: Value, deltas: Vec<Value>| {
         frames.push(Frame::event(
@@ -285,6 +357,34 @@ mod tests {
         assert_eq!(seen.messages[3].content, "found");
         assert_eq!(seen.tools, vec!["grep"]);
         assert_eq!(seen.assistant_turns(), 1);
+    }
+
+    #[test]
+    fn rejects_tool_use_not_answered_first_in_the_next_message() {
+        let call = json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "grep", "input": {}}]});
+        let parse_messages = |messages: Value| {
+            parse(
+                json!({"model": "m", "max_tokens": 5, "messages": messages}),
+                BTreeMap::new(),
+            )
+        };
+        let unanswered = parse_messages(json!([call, {"role": "user", "content": "next"}]))
+            .expect_err("tool_use needs a tool_result");
+        assert!(unanswered.contains("without tool_result"), "{unanswered}");
+        let late = parse_messages(json!([call, {"role": "user", "content": [
+            {"type": "text", "text": "first"},
+            {"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}]))
+        .expect_err("results come first");
+        assert!(late.contains("before any other content"), "{late}");
+        let stray = parse_messages(json!([{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t9", "content": "x"}]}]))
+        .expect_err("result answers nothing");
+        assert!(stray.contains("\"t9\""), "{stray}");
+        let blank = parse_messages(json!([{"role": "user", "content": [
+            {"type": "text", "text": "  "}]}]))
+        .expect_err("blank text");
+        assert!(blank.contains("non-whitespace"), "{blank}");
     }
 
     #[test]

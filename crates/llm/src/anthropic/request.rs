@@ -1,4 +1,4 @@
-//! The Messages API JSON: request encoding and response decoding.
+//! The Messages API request body.
 //!
 //! The neutral conversation is reshaped to what the API accepts:
 //!
@@ -14,19 +14,21 @@
 //!   and so are messages left with no block;
 //! - neighbouring messages of the same role are merged into one, so tool results of one
 //!   turn (and a user message right after them) form a single user message, with the
-//!   `tool_result` blocks first, as the API requires.
+//!   `tool_result` blocks first, as the API requires;
+//! - `top_p` is sent only when `temperature` is not: current models reject the two
+//!   together, and the API's advice is to set one of them.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::types::{ChatRequest, ChatResponse, FinishReason, Role, ToolCall, Usage};
+use crate::types::{ChatRequest, Role};
 
 /// Key under which arguments that are not a JSON object are sent as text.
 const RAW_ARGUMENTS_KEY: &str = "_raw";
 
 /// The request body of `POST /v1/messages`.
 #[derive(Debug, Serialize)]
-pub(super) struct Request<'a> {
+pub(super) struct MessagesRequest<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,7 +79,7 @@ struct WireTool<'a> {
 static EMPTY_SCHEMA: std::sync::LazyLock<Value> =
     std::sync::LazyLock::new(|| json!({"type": "object", "properties": {}}));
 
-impl<'a> Request<'a> {
+impl<'a> MessagesRequest<'a> {
     /// Encodes `request`; `default_max_tokens` applies when the request sets none,
     /// since the API requires it. Fails on a tool result that names no call.
     pub(super) fn new(
@@ -155,7 +157,7 @@ impl<'a> Request<'a> {
                 })
                 .collect(),
             temperature: request.temperature,
-            top_p: request.top_p,
+            top_p: request.top_p.filter(|_| request.temperature.is_none()),
             stream,
         })
     }
@@ -176,129 +178,13 @@ pub(super) fn tool_input(arguments: &str) -> Value {
     }
 }
 
-/// Token counts as the API reports them. Every field is optional because streamed
-/// `message_delta` events carry only the counts that changed.
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
-pub(super) struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-}
-
-impl WireUsage {
-    /// Takes the counts `later` reports; streamed counts are cumulative, so a later
-    /// one replaces an earlier one.
-    pub(super) fn update(&mut self, later: WireUsage) {
-        self.input_tokens = later.input_tokens.or(self.input_tokens);
-        self.output_tokens = later.output_tokens.or(self.output_tokens);
-        self.cache_creation_input_tokens = later
-            .cache_creation_input_tokens
-            .or(self.cache_creation_input_tokens);
-        self.cache_read_input_tokens = later
-            .cache_read_input_tokens
-            .or(self.cache_read_input_tokens);
-    }
-}
-
-impl From<WireUsage> for Usage {
-    /// The API counts cached prompt tokens apart from `input_tokens`; all of them were
-    /// input to this call, so they are added up.
-    fn from(usage: WireUsage) -> Self {
-        Self {
-            input_tokens: usage.input_tokens.unwrap_or(0)
-                + usage.cache_creation_input_tokens.unwrap_or(0)
-                + usage.cache_read_input_tokens.unwrap_or(0),
-            output_tokens: usage.output_tokens.unwrap_or(0),
-        }
-    }
-}
-
-/// The body of a non-streamed answer.
-#[derive(Debug, Deserialize)]
-pub(super) struct Response {
-    #[serde(default)]
-    content: Vec<ContentBlock>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-    #[serde(default)]
-    usage: WireUsage,
-}
-
-/// A block of an answer; kinds this client does not use (thinking, server tools) are
-/// skipped.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ContentBlock {
-    Text {
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
-    },
-    #[serde(other)]
-    Other,
-}
-
-impl Response {
-    pub(super) fn into_chat_response(self) -> ChatResponse {
-        let mut text = String::new();
-        let mut tool_calls = Vec::new();
-        for block in self.content {
-            match block {
-                ContentBlock::Text { text: piece } => text.push_str(&piece),
-                ContentBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments: input_text(input),
-                }),
-                ContentBlock::Other => {}
-            }
-        }
-        ChatResponse {
-            text,
-            finish_reason: finish_reason(self.stop_reason.as_deref(), !tool_calls.is_empty()),
-            tool_calls,
-            usage: self.usage.into(),
-        }
-    }
-}
-
-/// Arguments text of a `tool_use.input`; no input means an empty object.
-pub(super) fn input_text(input: Value) -> String {
-    match input {
-        Value::Null => "{}".to_owned(),
-        other => other.to_string(),
-    }
-}
-
-/// Maps the API's `stop_reason`. A turn with tool calls that ended otherwise than by
-/// `max_tokens` is treated as calling tools: the calls are what the session acts on.
-pub(super) fn finish_reason(reason: Option<&str>, has_tool_calls: bool) -> FinishReason {
-    match reason {
-        Some("tool_use") => FinishReason::ToolCalls,
-        Some("end_turn" | "stop_sequence") | None if has_tool_calls => FinishReason::ToolCalls,
-        Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
-        Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
-        Some("refusal") => FinishReason::ContentFilter,
-        Some(other) => FinishReason::Other(other.to_owned()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Message, ToolDef};
+    use crate::types::{Message, ToolCall, ToolDef};
 
     fn encode(request: &ChatRequest) -> Value {
-        serde_json::to_value(Request::new(request, 4096, false).expect("request encodes"))
+        serde_json::to_value(MessagesRequest::new(request, 4096, false).expect("request encodes"))
             .expect("request serializes")
     }
 
@@ -423,11 +309,7 @@ mod tests {
     fn arguments_that_are_not_an_object_are_sent_as_raw_text() {
         assert_eq!(tool_input(""), json!({}));
         assert_eq!(tool_input("{\"a\":1}"), json!({"a": 1}));
-        assert_eq!(
-            tool_input("{\"a\":"),
-            json!({"_raw": "{\"a\":"}),
-            "cut off"
-        );
+        assert_eq!(tool_input("{\"a\":"), json!({"_raw": "{\"a\":"}), "cut off");
         assert_eq!(tool_input("[1]"), json!({"_raw": "[1]"}), "not an object");
     }
 
@@ -440,8 +322,25 @@ mod tests {
             messages: vec![result],
             ..Default::default()
         };
-        let error = Request::new(&request, 1, false).expect_err("no id");
+        let error = MessagesRequest::new(&request, 1, false).expect_err("no id");
         assert!(error.contains("message 0"), "{error}");
+    }
+
+    #[test]
+    fn top_p_gives_way_to_temperature() {
+        let both = ChatRequest {
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            ..Default::default()
+        };
+        let body = encode(&both);
+        assert_eq!(body["temperature"], json!(0.2_f32));
+        assert!(body.get("top_p").is_none());
+        let only_top_p = ChatRequest {
+            top_p: Some(0.5),
+            ..Default::default()
+        };
+        assert_eq!(encode(&only_top_p)["top_p"], 0.5);
     }
 
     #[test]
@@ -458,68 +357,6 @@ mod tests {
         assert_eq!(
             encode(&request)["tools"][0]["input_schema"],
             json!({"type": "object", "properties": {}})
-        );
-    }
-
-    #[test]
-    fn decodes_text_and_tool_use_blocks_with_cached_input_counted() {
-        let response: Response = serde_json::from_value(json!({
-            "id": "msg_1", "type": "message", "role": "assistant",
-            "content": [
-                {"type": "thinking", "thinking": "hm", "signature": "s"},
-                {"type": "text", "text": "let me look"},
-                {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {"q": "x"}}],
-            "stop_reason": "tool_use",
-            "usage": {"input_tokens": 12, "cache_read_input_tokens": 100,
-                      "cache_creation_input_tokens": null, "output_tokens": 3}
-        }))
-        .expect("decodes");
-        let answer = response.into_chat_response();
-        assert_eq!(answer.text, "let me look");
-        assert_eq!(
-            answer.tool_calls,
-            vec![ToolCall {
-                id: "toolu_1".into(),
-                name: "grep".into(),
-                arguments: "{\"q\":\"x\"}".into()
-            }]
-        );
-        assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            answer.usage,
-            Usage {
-                input_tokens: 112,
-                output_tokens: 3
-            }
-        );
-    }
-
-    #[test]
-    fn maps_stop_reasons() {
-        assert_eq!(finish_reason(Some("end_turn"), false), FinishReason::Stop);
-        assert_eq!(
-            finish_reason(Some("stop_sequence"), false),
-            FinishReason::Stop
-        );
-        assert_eq!(
-            finish_reason(Some("tool_use"), true),
-            FinishReason::ToolCalls
-        );
-        assert_eq!(
-            finish_reason(Some("end_turn"), true),
-            FinishReason::ToolCalls
-        );
-        assert_eq!(
-            finish_reason(Some("max_tokens"), true),
-            FinishReason::Length
-        );
-        assert_eq!(
-            finish_reason(Some("refusal"), false),
-            FinishReason::ContentFilter
-        );
-        assert_eq!(
-            finish_reason(Some("pause_turn"), false),
-            FinishReason::Other("pause_turn".into())
         );
     }
 }

@@ -1,0 +1,288 @@
+//! `bash`: run a shell command in the workspace.
+//!
+//! The command runs as `bash -c` in its own process group, with the workspace root as
+//! working directory and a scrubbed environment (nothing of the worker's secrets
+//! leaks: only `PATH`, `LANG`, `HOME` = the workspace and `TERM=dumb`). Output of
+//! stdout and stderr is interleaved as it arrives and capped, keeping head and tail.
+//! On timeout or cancellation the whole group is killed; when the call returns, for
+//! whatever reason, nothing it started is left running, so background jobs cannot
+//! outlive a call on a shared worker.
+//!
+//! Not a sandbox: the command can still read and write anything the worker user can.
+//! Confinement of commands is the job of the permission rules and of the machine.
+
+mod output;
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rustix::process::{Pid, Signal, kill_process_group};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use self::output::CappedOutput;
+use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
+use crate::error::ToolError;
+use crate::shell::split_commands;
+use crate::workspace::Workspace;
+
+const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+const MAX_TIMEOUT_MS: u64 = 600_000;
+/// How long to wait for output after the command exited, in case a background job
+/// still holds the pipes open; it is then killed with the rest of the group.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+const MAX_TITLE_CHARS: usize = 80;
+
+/// Runs shell commands.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BashTool;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    command: String,
+    /// Milliseconds.
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+#[async_trait]
+impl Tool for BashTool {
+    fn name(&self) -> &'static str {
+        "bash"
+    }
+
+    fn description(&self) -> &str {
+        "Runs a command with `bash -c` in the workspace root and returns its combined \
+         stdout and stderr (long output keeps its start and end) and its exit code. The \
+         environment is minimal (PATH, LANG, HOME set to the workspace, TERM=dumb) and \
+         there is no stdin. `timeout` is in milliseconds: default 120000, at most \
+         600000; the command and everything it started are killed when it expires. \
+         Background jobs do not survive the call. Give a short `description` (5-10 \
+         words) of what the command does. Prefer the read, list, glob and grep tools for \
+         looking at files."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": { "type": "string", "description": "The command to run" },
+                "timeout": { "type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS, "description": "Timeout in milliseconds (default 120000)" },
+                "description": { "type": "string", "description": "What the command does, in 5-10 words" }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn subject(&self, args: &Value, _workspace: &Workspace) -> String {
+        str_arg(args, "command").unwrap_or_default().trim().to_owned()
+    }
+
+    /// One subject per simple command, so `git status && rm -rf x` must pass the
+    /// rules for `rm -rf x` too.
+    fn patterns(&self, args: &Value, workspace: &Workspace) -> Vec<String> {
+        let command = self.subject(args, workspace);
+        let parts = split_commands(&command);
+        if parts.is_empty() {
+            vec![command]
+        } else {
+            parts
+        }
+    }
+
+    fn title(&self, args: &Value) -> String {
+        match str_arg(args, "description").filter(|d| !d.trim().is_empty()) {
+            Some(description) => description.trim().to_owned(),
+            None => {
+                let command = str_arg(args, "command").unwrap_or("?").trim();
+                match command.char_indices().nth(MAX_TITLE_CHARS) {
+                    Some((cut, _)) => format!("{}...", &command[..cut]),
+                    None => command.to_owned(),
+                }
+            }
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let title = self.title(&args);
+        let args: Args = parse_args(self.name(), args)?;
+        let timeout_ms = match args.timeout {
+            Some(0) => {
+                return Err(ToolError::invalid_arguments(
+                    self.name(),
+                    "timeout must be at least 1 ms",
+                ));
+            }
+            Some(ms) => ms.min(MAX_TIMEOUT_MS),
+            None => DEFAULT_TIMEOUT_MS,
+        };
+        let run = run(&args.command, ctx, Duration::from_millis(timeout_ms)).await?;
+        match run.ending {
+            Ending::Cancelled => Err(ToolError::Cancelled),
+            Ending::TimedOut => Err(ToolError::CommandTimedOut {
+                timeout_ms,
+                output: run.output.render(),
+            }),
+            Ending::Exited(status) => {
+                let code = status.code();
+                let mut output = run.output.render();
+                if output.is_empty() {
+                    output.push_str("(no output)");
+                }
+                match (code, status.signal()) {
+                    (Some(code), _) => output.push_str(&format!("\n(exit code {code})")),
+                    (None, Some(signal)) => {
+                        output.push_str(&format!("\n(terminated by signal {signal})"));
+                    }
+                    (None, None) => output.push_str("\n(exit status unknown)"),
+                }
+                Ok(ToolOutput {
+                    title,
+                    output,
+                    metadata: json!({
+                        "exit_code": code,
+                        "bytes": run.output.total(),
+                        "truncated": run.output.truncated(),
+                        "description": args.description,
+                    }),
+                })
+            }
+        }
+    }
+}
+
+enum Ending {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+struct Run {
+    ending: Ending,
+    output: CappedOutput,
+}
+
+async fn run(command: &str, ctx: &ToolContext<'_>, timeout: Duration) -> Result<Run, ToolError> {
+    let root = ctx.workspace.root();
+    let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
+    let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned());
+    let mut child = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", path)
+        .env("LANG", lang)
+        .env("HOME", root)
+        .env("TERM", "dumb")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so that one signal reaches everything the command starts.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| ToolError::Failed {
+            tool: "bash".into(),
+            reason: format!("failed to start bash: {err}"),
+        })?;
+    // Kills the group on every way out, including this future being dropped when the
+    // session is cancelled mid-turn.
+    let group = ProcessGroup::of(child.id());
+    let output = Mutex::new(CappedOutput::default());
+    // A block, so the readers (which borrow `output`) are gone before it is taken.
+    let ending = {
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let readers = async { tokio::join!(pump(stdout, &output), pump(stderr, &output)) };
+        let mut readers = std::pin::pin!(readers);
+        let deadline = tokio::time::sleep(timeout);
+        let mut deadline = std::pin::pin!(deadline);
+
+        let mut drained = false;
+        let ending = loop {
+            tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => break Ending::Cancelled,
+                () = &mut deadline => break Ending::TimedOut,
+                _ = &mut readers, if !drained => drained = true,
+                status = child.wait() => match status {
+                    Ok(status) => break Ending::Exited(status),
+                    Err(err) => {
+                        return Err(ToolError::Failed {
+                            tool: "bash".into(),
+                            reason: format!("failed to wait for the command: {err}"),
+                        });
+                    }
+                },
+            }
+        };
+        if !matches!(ending, Ending::Exited(_)) {
+            group.kill();
+        }
+        if !drained {
+            // After a kill the pipes close at once; after a normal exit only a
+            // background job can keep them open, and it is killed below.
+            let _ = tokio::time::timeout(DRAIN_GRACE, &mut readers).await;
+        }
+        ending
+    };
+    group.kill();
+    // Reap the leader if it was killed; kill_on_drop covers a wait that fails.
+    if !matches!(ending, Ending::Exited(_)) {
+        let _ = tokio::time::timeout(DRAIN_GRACE, child.wait()).await;
+    }
+    let output = output
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(Run { ending, output })
+}
+
+/// Copies a pipe into the shared capped buffer until end of file.
+async fn pump(pipe: Option<impl AsyncRead + Unpin>, output: &Mutex<CappedOutput>) {
+    let Some(mut pipe) = pipe else { return };
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => output
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(&buf[..n]),
+        }
+    }
+}
+
+/// The command's process group, killed (SIGKILL) on drop.
+struct ProcessGroup(Option<Pid>);
+
+impl ProcessGroup {
+    fn of(pid: Option<u32>) -> Self {
+        Self(pid.and_then(|pid| i32::try_from(pid).ok()).and_then(Pid::from_raw))
+    }
+
+    fn kill(&self) {
+        if let Some(pid) = self.0 {
+            // ESRCH (nothing left in the group) is the normal case after an exit.
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests;

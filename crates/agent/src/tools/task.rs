@@ -1,0 +1,271 @@
+//! `task`: delegate to a subagent that runs as a child task anywhere in the fleet
+//! (OpenCode's Task tool, seed 001).
+//!
+//! The host starts the child and waits for it; this tool validates the agent against
+//! the host's list, forwards the child's tool calls as progress (`ChildTask` once per
+//! child, then `ChildToolCall`s), adds the child's usage to the session, and returns
+//! the child's last text followed by a `<task_metadata>` block with its session id
+//! (step 13), which the model passes back as `session_id` to continue the child.
+
+use std::sync::{Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
+use crate::error::ToolError;
+use crate::host::{ChildProgress, ChildTaskRequest, ChildTaskResult, SessionHost};
+use crate::session::SessionEvent;
+use crate::workspace::Workspace;
+
+const DESCRIPTION: &str = include_str!("../prompt/task_tool.txt");
+
+/// Starts child tasks through the session host.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskTool;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    description: String,
+    prompt: String,
+    subagent_type: String,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+}
+
+/// What the parent model reads from a finished child: its last text, then the
+/// session id to continue it with.
+pub fn task_output(text: &str, session_id: &str) -> String {
+    format!("{text}\n\n<task_metadata>\nsession_id: {session_id}\n</task_metadata>")
+}
+
+#[async_trait]
+impl Tool for TaskTool {
+    fn name(&self) -> &'static str {
+        "task"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "description": { "type": "string", "description": "A short (3-5 words) description of the task" },
+                "prompt": { "type": "string", "description": "The task for the agent to perform" },
+                "subagent_type": { "type": "string", "description": "The type of specialized agent to use for this task" },
+                "session_id": { "type": "string", "description": "Existing task session to continue" },
+                "command": { "type": "string", "description": "The command that triggered this task" }
+            },
+            "required": ["description", "prompt", "subagent_type"],
+            "additionalProperties": false
+        })
+    }
+
+    /// Rules match the agent name: `task explore allow`, `task * ask`.
+    fn subject(&self, args: &Value, _workspace: &Workspace) -> String {
+        str_arg(args, "subagent_type").unwrap_or_default().to_owned()
+    }
+
+    fn title(&self, args: &Value) -> String {
+        str_arg(args, "description").unwrap_or("task").to_owned()
+    }
+
+    /// Without subagents to start there is nothing to offer.
+    fn available(&self, host: &dyn SessionHost) -> bool {
+        !host.subagents().is_empty()
+    }
+
+    fn definition_for(&self, host: &dyn SessionHost) -> taskwire_llm::ToolDef {
+        let agents: Vec<String> = host
+            .subagents()
+            .iter()
+            .map(|(name, description)| format!("- {name}: {description}"))
+            .collect();
+        let mut definition = self.definition();
+        definition.description = DESCRIPTION.replace("{agents}", &agents.join("\n"));
+        definition
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(self.name(), args)?;
+        let agents = ctx.host.subagents();
+        if !agents.iter().any(|(name, _)| *name == args.subagent_type) {
+            let names: Vec<&str> = agents.iter().map(|(name, _)| name.as_str()).collect();
+            return Err(ToolError::invalid_arguments(
+                self.name(),
+                format!(
+                    "unknown subagent_type {}; available: {}",
+                    args.subagent_type,
+                    names.join(", ")
+                ),
+            ));
+        }
+        let request = ChildTaskRequest {
+            description: args.description.clone(),
+            prompt: args.prompt,
+            subagent_type: args.subagent_type.clone(),
+            session_id: args.session_id,
+            command: args.command,
+        };
+        let progress = Progress {
+            ctx,
+            agent: &args.subagent_type,
+            description: &args.description,
+            announced: Mutex::default(),
+            calls: Mutex::default(),
+        };
+        let on_progress = |update: ChildProgress| progress.child_tool_call(update);
+        let result = ctx
+            .host
+            .run_child(request, &on_progress, ctx.cancel.clone())
+            .await
+            .map_err(|reason| ToolError::ChildFailed {
+                agent: args.subagent_type.clone(),
+                reason,
+            })?;
+        progress.announce(&result.task_id);
+        ctx.state.add_child_usage(result.usage);
+        finish(&args.subagent_type, &args.description, result, progress.calls())
+    }
+}
+
+/// Turns a finished child into the tool's result.
+fn finish(
+    agent: &str,
+    description: &str,
+    result: ChildTaskResult,
+    calls: usize,
+) -> Result<ToolOutput, ToolError> {
+    let metadata = json!({
+        "task_id": result.task_id,
+        "session_id": result.session_id,
+        "status": result.status,
+        "tool_calls": calls,
+    });
+    if !result.succeeded() {
+        let said = if result.text.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", result.text)
+        };
+        return Err(ToolError::ChildFailed {
+            agent: agent.to_owned(),
+            reason: task_output(
+                &format!("the task ended with status {}{said}", result.status),
+                &result.session_id,
+            ),
+        });
+    }
+    let mut text = result.text;
+    if result.status == "max_steps" {
+        text.push_str(
+            "\n\n(the subagent stopped at its step limit before finishing; call task again \
+             with this session_id to let it continue)",
+        );
+    }
+    Ok(ToolOutput {
+        title: description.to_owned(),
+        output: task_output(&text, &result.session_id),
+        metadata,
+    })
+}
+
+/// Forwards a child's progress as session events.
+struct Progress<'c, 'a> {
+    ctx: &'c ToolContext<'a>,
+    agent: &'c str,
+    description: &'c str,
+    /// Children already announced with `ChildTask`. The host's first report names
+    /// the child's task id; a child that makes no tool calls is announced when it
+    /// finishes.
+    announced: Mutex<Vec<String>>,
+    calls: Mutex<usize>,
+}
+
+impl Progress<'_, '_> {
+    fn announce(&self, task_id: &str) {
+        let mut announced = self.announced.lock().unwrap_or_else(PoisonError::into_inner);
+        if announced.iter().any(|id| id == task_id) {
+            return;
+        }
+        announced.push(task_id.to_owned());
+        drop(announced);
+        self.ctx.observer.on_event(SessionEvent::ChildTask {
+            task_id: task_id.to_owned(),
+            agent: self.agent.to_owned(),
+            description: self.description.to_owned(),
+        });
+    }
+
+    fn child_tool_call(&self, update: ChildProgress) {
+        self.announce(&update.task_id);
+        if update.state == crate::session::ToolCallState::Pending {
+            *self.calls.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        }
+        self.ctx.observer.on_event(SessionEvent::ChildToolCall {
+            task_id: update.task_id,
+            tool: update.tool,
+            title: update.title,
+            state: update.state,
+        });
+    }
+
+    fn calls(&self) -> usize {
+        *self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_ends_with_the_task_metadata_block() {
+        assert_eq!(
+            task_output("found 3 files", "ses_1"),
+            "found 3 files\n\n<task_metadata>\nsession_id: ses_1\n</task_metadata>"
+        );
+    }
+
+    #[test]
+    fn failed_children_are_errors_that_still_name_the_session() {
+        let result = ChildTaskResult {
+            task_id: "t1".into(),
+            session_id: "s1".into(),
+            status: "error".into(),
+            text: "model unavailable".into(),
+            usage: Default::default(),
+        };
+        let err = finish("explore", "look", result, 0).expect_err("failed child");
+        let message = err.to_string();
+        assert!(
+            message.starts_with(
+                "subagent explore failed: the task ended with status error: model unavailable"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("session_id: s1"), "{message}");
+    }
+
+    #[test]
+    fn max_steps_children_return_their_partial_report() {
+        let result = ChildTaskResult {
+            task_id: "t1".into(),
+            session_id: "s1".into(),
+            status: "max_steps".into(),
+            text: "half done".into(),
+            usage: Default::default(),
+        };
+        let out = finish("general", "work", result, 2).expect("partial result");
+        assert!(out.output.starts_with("half done\n\n(the subagent stopped"));
+        assert!(out.output.ends_with("session_id: s1\n</task_metadata>"));
+        assert_eq!(out.title, "work");
+    }
+}

@@ -1,0 +1,161 @@
+//! `write`: create or overwrite a whole file.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolOutput, parse_args, run_blocking, str_arg};
+use crate::error::ToolError;
+use crate::workspace::Workspace;
+
+/// Writes a file, creating parent directories.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTool;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Args {
+    file_path: String,
+    content: String,
+}
+
+#[async_trait]
+impl Tool for WriteTool {
+    fn name(&self) -> &'static str {
+        "write"
+    }
+
+    fn description(&self) -> &str {
+        "Writes a file in the workspace, replacing it if it exists and creating missing \
+         parent directories. Prefer the edit tool for changing part of an existing file; \
+         use write for new files or complete rewrites."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "filePath": { "type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it" },
+                "content": { "type": "string", "description": "The complete content of the file" }
+            },
+            "required": ["filePath", "content"],
+            "additionalProperties": false
+        })
+    }
+
+    /// Writing is editing, for the rules: one `edit` rule covers both tools.
+    fn permission(&self) -> &'static str {
+        "edit"
+    }
+
+    fn subject(&self, args: &Value, workspace: &Workspace) -> String {
+        str_arg(args, "filePath")
+            .map(|path| workspace.subject(path))
+            .unwrap_or_default()
+    }
+
+    fn title(&self, args: &Value) -> String {
+        format!("write {}", str_arg(args, "filePath").unwrap_or("?"))
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(self.name(), args)?;
+        let workspace = ctx.workspace.clone();
+        run_blocking(self.name(), move || write(&workspace, &args)).await
+    }
+}
+
+fn write(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
+    let path = workspace.resolve(&args.file_path)?;
+    let shown = workspace.relative(&path);
+    let existed = match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(ToolError::Refused {
+                action: "write",
+                path: shown,
+                reason: "it is a directory".into(),
+            });
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    create_parents(&path, &shown)?;
+    std::fs::write(&path, &args.content).map_err(|err| ToolError::io("write", &shown, err))?;
+    let bytes = args.content.len();
+    let verb = if existed { "overwrote" } else { "created" };
+    Ok(ToolOutput {
+        title: format!("write {shown}"),
+        output: format!("{verb} {shown} ({bytes} bytes)"),
+        metadata: json!({ "path": shown, "created": !existed, "bytes": bytes }),
+    })
+}
+
+/// Creates the missing parent directories of `path`, which [`Workspace::resolve`]
+/// already confined (a missing tail has no symlinks to lead out).
+pub(super) fn create_parents(path: &Path, shown: &str) -> Result<(), ToolError> {
+    match path.parent() {
+        Some(parent) => std::fs::create_dir_all(parent)
+            .map_err(|err| ToolError::io("create directories for", shown, err)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ReadTool;
+
+    fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let workspace = Workspace::new(dir.path()).expect("workspace");
+        (dir, crate::tools::test_context(workspace))
+    }
+
+    #[tokio::test]
+    async fn write_then_read_round_trips() {
+        let (_dir, ctx) = setup();
+        let out = WriteTool
+            .execute(
+                json!({"filePath": "deep/new/a.txt", "content": "alpha\nbeta\n"}),
+                &ctx,
+            )
+            .await
+            .expect("write");
+        assert_eq!(out.output, "created deep/new/a.txt (11 bytes)");
+        let read = ReadTool
+            .execute(json!({"filePath": "deep/new/a.txt"}), &ctx)
+            .await
+            .expect("read");
+        assert_eq!(read.output, "     1\talpha\n     2\tbeta\n");
+
+        let out = WriteTool
+            .execute(json!({"filePath": "deep/new/a.txt", "content": "x"}), &ctx)
+            .await
+            .expect("overwrite");
+        assert_eq!(out.output, "overwrote deep/new/a.txt (1 bytes)");
+    }
+
+    #[tokio::test]
+    async fn write_refuses_paths_outside_and_directories() {
+        let (dir, ctx) = setup();
+        let err = WriteTool
+            .execute(json!({"filePath": "../escape.txt", "content": "x"}), &ctx)
+            .await
+            .expect_err("outside");
+        assert_eq!(err.to_string(), "path ../escape.txt is outside the workspace");
+        assert!(!dir.path().join("../escape.txt").exists());
+        let err = WriteTool
+            .execute(json!({"filePath": "/tmp/escape.txt", "content": "x"}), &ctx)
+            .await
+            .expect_err("absolute outside");
+        assert!(err.to_string().contains("outside the workspace"), "{err}");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let err = WriteTool
+            .execute(json!({"filePath": "sub", "content": "x"}), &ctx)
+            .await
+            .expect_err("directory");
+        assert_eq!(err.to_string(), "refusing to write sub: it is a directory");
+    }
+}
