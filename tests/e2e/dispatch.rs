@@ -18,7 +18,7 @@ async fn two_workers_share_fifty_tasks_and_each_completes_exactly_once() {
     let mut by_worker: HashMap<String, usize> = HashMap::new();
     for (i, id) in &ids {
         let task = cluster.wait_finished(id).await.expect("finished");
-        assert_eq!(task.status(), pb::TaskStatus::Completed, "task {i}");
+        assert_eq!(task.status(), pb::TaskStatus::Completed, "task {i}: {:?}", task.attempts);
         assert_eq!(task.attempt, 1, "task {i} ran more than once");
         let result = task.result.expect("result");
         assert_eq!(result.output.expect("output").text, format!("echo: task number {i}"));

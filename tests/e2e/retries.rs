@@ -39,7 +39,7 @@ async fn model_server_errors_are_retried_until_the_task_completes() {
     let mut client = cluster.client().await.expect("client");
     let id = client.submit(submit_request("try hard", 3)).await.expect("submit").into_inner().task_id;
     let task = cluster.wait_finished(&id).await.expect("finished");
-    assert_eq!(task.status(), pb::TaskStatus::Completed);
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{:?} {:?}", task.attempts, task.result);
     assert_eq!(task.attempt, 3);
     assert_eq!(
         attempt_statuses(&task),

@@ -2,6 +2,8 @@
 //! Postgres database, the scripted model over HTTP, a coordinator and workers started
 //! through their library `run()` functions.
 
+pub mod process;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -236,7 +236,12 @@ mod tests {
     #[test]
     fn exclusions_win_when_they_come_last() {
         let mut spec = crate::builtin::general();
-        spec.tools = vec!["*".into(), "!write".into(), "!mcp_*".into(), "mcp_git".into()];
+        spec.tools = vec![
+            "*".into(),
+            "!write".into(),
+            "!mcp_*".into(),
+            "mcp_git".into(),
+        ];
         assert!(spec.lists_tool("read"));
         assert!(!spec.lists_tool("write"));
         assert!(!spec.lists_tool("mcp_fs"));

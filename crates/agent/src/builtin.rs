@@ -28,8 +28,26 @@ const SUMMARY_PROMPT: &str = include_str!("prompt/summary.txt");
 
 /// Bash commands `plan` may run without asking: they only read.
 const PLAN_BASH_ALLOW: [&str; 21] = [
-    "ls*", "cat*", "head*", "tail*", "wc*", "grep*", "rg*", "find*", "tree*", "pwd*", "file*",
-    "stat*", "du*", "which*", "diff*", "cut*", "echo*", "git status*", "git diff*", "git log*",
+    "ls*",
+    "cat*",
+    "head*",
+    "tail*",
+    "wc*",
+    "grep*",
+    "rg*",
+    "find*",
+    "tree*",
+    "pwd*",
+    "file*",
+    "stat*",
+    "du*",
+    "which*",
+    "diff*",
+    "cut*",
+    "echo*",
+    "git status*",
+    "git diff*",
+    "git log*",
     "git show*",
 ];
 
@@ -99,7 +117,8 @@ pub fn plan() -> AgentSpec {
         PLAN_PROMPT,
     );
     plan.max_steps = 100;
-    let rule = |permission: &str, pattern: &str, action| PermissionRule::new(permission, pattern, action);
+    let rule =
+        |permission: &str, pattern: &str, action| PermissionRule::new(permission, pattern, action);
     plan.permission = vec![
         rule("edit", "*", PermissionAction::Deny),
         rule("bash", "*", PermissionAction::Ask),
@@ -264,7 +283,10 @@ mod tests {
 
     fn offered(agent: &AgentSpec) -> Vec<&'static str> {
         let registry = ToolRegistry::builtin();
-        registry.available_to(agent).map(|tool| tool.name()).collect()
+        registry
+            .available_to(agent)
+            .map(|tool| tool.name())
+            .collect()
     }
 
     fn bash(agent: &AgentSpec, command: &str) -> Decision {
@@ -294,7 +316,10 @@ mod tests {
 
     #[test]
     fn build_has_every_tool_and_general_all_but_todos() {
-        assert_eq!(offered(&build()).len(), ToolRegistry::builtin().iter().count());
+        assert_eq!(
+            offered(&build()).len(),
+            ToolRegistry::builtin().iter().count()
+        );
         let general = offered(&general());
         assert!(!general.contains(&"todowrite") && !general.contains(&"todoread"));
         for tool in ["read", "edit", "write", "bash", "webfetch", "task"] {

@@ -188,13 +188,19 @@ pub(crate) fn positive(key: &str, value: &Value) -> Result<u32, FieldError> {
         .ok_or_else(|| {
             FieldError::new(
                 key,
-                format!("expected a whole number of at least 1, found {}", describe(value)),
+                format!(
+                    "expected a whole number of at least 1, found {}",
+                    describe(value)
+                ),
             )
         })
 }
 
 /// A mapping with string keys, in file order.
-pub(crate) fn mapping<'v>(key: &str, value: &'v Value) -> Result<Vec<(&'v str, &'v Value)>, FieldError> {
+pub(crate) fn mapping<'v>(
+    key: &str,
+    value: &'v Value,
+) -> Result<Vec<(&'v str, &'v Value)>, FieldError> {
     let Value::Mapping(mapping) = value else {
         return Err(FieldError::new(
             key,
@@ -219,8 +225,8 @@ mod tests {
 
     #[test]
     fn frontmatter_and_body_are_split() {
-        let doc = parse("---\nname: review\nmode: subagent\n---\n\nYou review code.\n")
-            .expect("valid");
+        let doc =
+            parse("---\nname: review\nmode: subagent\n---\n\nYou review code.\n").expect("valid");
         let keys: Vec<_> = doc.fields.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["name", "mode"]);
         assert_eq!(doc.body, "You review code.");
@@ -243,7 +249,10 @@ mod tests {
             "the frontmatter has no closing `---` line"
         );
         let err = parse("---\nname: [x\n---\n").expect_err("bad yaml");
-        assert!(err.starts_with("the frontmatter is not valid yaml"), "{err}");
+        assert!(
+            err.starts_with("the frontmatter is not valid yaml"),
+            "{err}"
+        );
         let err = parse("---\n- a\n---\n").expect_err("a list");
         assert!(err.contains("must be a mapping"), "{err}");
     }

@@ -202,7 +202,8 @@ mod tests {
         })
         .expect("serializable");
         assert_eq!(json, r#"{"answer":"reject","message":"no"}"#);
-        let back: ApprovalAnswer = serde_json::from_str(r#"{"answer":"timed_out"}"#).expect("parse");
+        let back: ApprovalAnswer =
+            serde_json::from_str(r#"{"answer":"timed_out"}"#).expect("parse");
         assert_eq!(back, ApprovalAnswer::TimedOut);
     }
 

@@ -44,7 +44,8 @@ pub struct SessionParams {
     pub agent: AgentSpec,
     /// The resolved model id (request override → agent → parent → default).
     pub model: String,
-    /// This run's user prompt.
+    /// This run's user prompt. Empty continues from the history without a new user
+    /// message (how a session resumes after a slash-command subtask).
     pub prompt: String,
     /// The effective step limit, already `min(request, agent)`. 0 is read as 1: even a
     /// zero budget gets one (tool-less) answer.
@@ -95,12 +96,20 @@ async fn run(
         .available_to(&agent)
         .filter(|tool| tool.available(host))
         .collect();
-    let tool_defs: Vec<_> = offered.iter().map(|tool| tool.definition_for(host)).collect();
+    let tool_defs: Vec<_> = offered
+        .iter()
+        .map(|tool| tool.definition_for(host))
+        .collect();
 
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     messages.push(Message::system(system_prompt(&agent, &workspace)));
     messages.extend(history.to_messages());
-    messages.push(Message::user(prompt.clone()));
+    // An empty prompt continues from the history as it is (after a subtask, whose
+    // synthetic user message is already there).
+    let prompt = (!prompt.trim().is_empty()).then_some(prompt);
+    if let Some(prompt) = &prompt {
+        messages.push(Message::user(prompt.clone()));
+    }
     // The transcript lives in the request and grows in place: no copy per step.
     let mut request = ChatRequest {
         model,
@@ -113,7 +122,9 @@ async fn run(
 
     let state = SessionState::with_todos(history.todos());
     let mut record = history;
-    record.messages.push(TranscriptMessage::user(prompt));
+    if let Some(prompt) = prompt {
+        record.messages.push(TranscriptMessage::user(prompt));
+    }
     let ctx = ToolContext {
         workspace,
         cancel: cancel.child_token(),

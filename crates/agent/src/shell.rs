@@ -11,8 +11,8 @@
 
 /// Words that start a part without being the command itself (`do rm x` runs `rm`).
 const RESERVED: [&str; 16] = [
-    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case",
-    "esac", "time", "!", "{", "}",
+    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
+    "time", "!", "{", "}",
 ];
 
 /// Splits `command` on the control operators `;`, newline, `&&`, `||`, `|`, `|&`,
@@ -30,7 +30,7 @@ fn split_into(command: &str, parts: &mut Vec<String>) {
     let chars: Vec<char> = command.chars().collect();
     let mut current = String::new();
     let mut i = 0;
-    let mut flush = |current: &mut String, parts: &mut Vec<String>| {
+    let flush = |current: &mut String, parts: &mut Vec<String>| {
         let part = strip_prefix_words(current.trim());
         if !part.is_empty() {
             parts.push(part.to_owned());
@@ -266,7 +266,14 @@ mod tests {
         assert_eq!(parts("git status --short"), ["git status --short"]);
         assert_eq!(
             parts("git status && rm -rf x || echo no; ls | wc -l & sleep 1"),
-            ["git status", "rm -rf x", "echo no", "ls", "wc -l", "sleep 1"]
+            [
+                "git status",
+                "rm -rf x",
+                "echo no",
+                "ls",
+                "wc -l",
+                "sleep 1"
+            ]
         );
         assert_eq!(parts("a\nb |& c"), ["a", "b", "c"]);
         assert_eq!(parts("  ;; "), Vec::<String>::new());
@@ -274,10 +281,7 @@ mod tests {
 
     #[test]
     fn quotes_and_redirections_do_not_split() {
-        assert_eq!(
-            parts("grep 'a && b; c' file"),
-            ["grep 'a && b; c' file"]
-        );
+        assert_eq!(parts("grep 'a && b; c' file"), ["grep 'a && b; c' file"]);
         assert_eq!(parts(r#"echo "x | y" \; z"#), [r#"echo "x | y" \; z"#]);
         assert_eq!(parts("make 2>&1 &>log"), ["make 2>&1 &>log"]);
     }
@@ -302,19 +306,20 @@ mod tests {
 
     #[test]
     fn reserved_words_subshells_and_assignments_are_dropped() {
-        assert_eq!(
-            parts("for f in *; do rm $f; done"),
-            ["f in *", "rm $f"]
-        );
+        assert_eq!(parts("for f in *; do rm $f; done"), ["f in *", "rm $f"]);
         assert_eq!(parts("(cd x && rm y)"), ["cd x", "rm y"]);
         assert_eq!(parts("FOO=1 BAR='a b' rm x"), ["rm x"]);
         assert_eq!(parts("if true; then ls; fi"), ["true", "ls"]);
-        assert_eq!(parts("x==1"), ["x==1"]);
+        // An assignment alone runs nothing (`x==1` sets x to "=1").
+        assert!(parts("x==1").is_empty());
+        assert_eq!(parts("test x = 1"), ["test x = 1"]);
     }
 
     #[test]
     fn unbalanced_input_never_panics() {
-        for input in ["echo 'x", "echo \"x", "echo $(x", "echo `x", "\\", "$(", "a &", "é'ü"] {
+        for input in [
+            "echo 'x", "echo \"x", "echo $(x", "echo `x", "\\", "$(", "a &", "é'ü",
+        ] {
             let _ = parts(input);
             let _ = split_words(input);
         }

@@ -16,7 +16,7 @@ mod glob;
 mod grep;
 mod list;
 mod read;
-mod task;
+pub(crate) mod task;
 mod todoread;
 mod todowrite;
 mod webfetch;
@@ -350,8 +350,17 @@ mod tests {
         assert_eq!(
             names,
             [
-                "read", "list", "glob", "grep", "edit", "write", "bash", "webfetch",
-                "todowrite", "todoread", "task"
+                "read",
+                "list",
+                "glob",
+                "grep",
+                "edit",
+                "write",
+                "bash",
+                "webfetch",
+                "todowrite",
+                "todoread",
+                "task"
             ]
         );
         let permission = |name| registry.get(name).map(|tool| tool.permission());

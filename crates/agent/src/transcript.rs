@@ -284,8 +284,20 @@ mod tests {
                 "build",
                 vec![
                     Part::text("looking"),
-                    Part::tool_call("c1", "grep", json!({"pattern": "bug"}), "grep bug", Ok("a.rs:1".into())),
-                    Part::tool_call("c2", "read", Value::String("{bad".into()), "read", Err("invalid".into())),
+                    Part::tool_call(
+                        "c1",
+                        "grep",
+                        json!({"pattern": "bug"}),
+                        "grep bug",
+                        Ok("a.rs:1".into()),
+                    ),
+                    Part::tool_call(
+                        "c2",
+                        "read",
+                        Value::String("{bad".into()),
+                        "read",
+                        Err("invalid".into()),
+                    ),
                     Part::StepFinish {
                         usage: Usage {
                             input_tokens: 10,
@@ -315,7 +327,10 @@ mod tests {
         let json = serde_json::to_string(&transcript).expect("serializable");
         assert!(json.contains(r#""type":"subtask""#), "{json}");
         assert!(json.contains(r#""synthetic":true"#), "{json}");
-        assert!(!json.contains(r#""synthetic":false"#), "false is omitted: {json}");
+        assert!(
+            !json.contains(r#""synthetic":false"#),
+            "false is omitted: {json}"
+        );
         let back: Transcript = serde_json::from_str(&json).expect("round trip");
         assert_eq!(back, transcript);
     }
@@ -328,7 +343,10 @@ mod tests {
         assert_eq!(roles, [User, Assistant, Tool, Tool, User, User]);
         assert_eq!(messages[1].content, "looking");
         assert_eq!(messages[1].tool_calls[0].arguments, r#"{"pattern":"bug"}"#);
-        assert_eq!(messages[1].tool_calls[1].arguments, "{bad", "raw text is kept");
+        assert_eq!(
+            messages[1].tool_calls[1].arguments, "{bad",
+            "raw text is kept"
+        );
         assert_eq!(messages[2].content, "a.rs:1");
         assert_eq!(messages[3].content, "error: invalid");
         assert_eq!(messages[4].content, SUBTASK_USER_TEXT);
@@ -356,14 +374,33 @@ mod tests {
 
     #[test]
     fn todos_come_from_the_last_successful_todowrite() {
-        let item = |id: &str| json!({"id": id, "content": "x", "status": "pending", "priority": "low"});
+        let item =
+            |id: &str| json!({"id": id, "content": "x", "status": "pending", "priority": "low"});
         let mut transcript = Transcript::new("s");
         transcript.messages.push(TranscriptMessage::assistant(
             "build",
             vec![
-                Part::tool_call("c1", "todowrite", json!({"todos": [item("1")]}), "t", Ok(String::new())),
-                Part::tool_call("c2", "todowrite", json!({"todos": [item("1"), item("2")]}), "t", Ok(String::new())),
-                Part::tool_call("c3", "todowrite", json!({"todos": []}), "t", Err("refused".into())),
+                Part::tool_call(
+                    "c1",
+                    "todowrite",
+                    json!({"todos": [item("1")]}),
+                    "t",
+                    Ok(String::new()),
+                ),
+                Part::tool_call(
+                    "c2",
+                    "todowrite",
+                    json!({"todos": [item("1"), item("2")]}),
+                    "t",
+                    Ok(String::new()),
+                ),
+                Part::tool_call(
+                    "c3",
+                    "todowrite",
+                    json!({"todos": []}),
+                    "t",
+                    Err("refused".into()),
+                ),
             ],
         ));
         let todos = transcript.todos();

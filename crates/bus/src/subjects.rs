@@ -52,6 +52,19 @@ impl Subjects {
     pub fn claim(&self) -> String {
         format!("{}.rpc.claim", self.prefix)
     }
+    /// Worker requests to the coordinators (request/reply, queue group): `child`,
+    /// `task`, `session.load`, `session.save`, `approval`. Claims have their own subject
+    /// and responder (they are batched).
+    pub fn rpc(&self, method: &str) -> String {
+        format!("{}.worker.{method}", self.prefix)
+    }
+    pub fn rpc_all(&self) -> String {
+        format!("{}.worker.>", self.prefix)
+    }
+    /// Approval decisions for one task's worker.
+    pub fn approval(&self, task: TaskId) -> String {
+        format!("{}.approval.{task}", self.prefix)
+    }
     /// Cancel notice for one running task.
     pub fn cancel(&self, task: TaskId) -> String {
         format!("{}.cancel.{task}", self.prefix)

@@ -71,6 +71,9 @@ pub struct ClientArgs {
     /// Output format of the data printed on stdout
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Bearer token, for a coordinator started with --auth-tokens-file
+    #[arg(long, env = "TASKWIRE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[cfg(test)]

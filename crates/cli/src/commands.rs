@@ -17,7 +17,12 @@ use std::time::Duration;
 use anyhow::Context;
 use taskwire_protocol::pb;
 use taskwire_protocol::pb::task_service_client::TaskServiceClient;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::cli::ClientArgs;
 
 use crate::errors::TASK_NOT_COMPLETED;
 use crate::output::is_completed;
@@ -27,11 +32,41 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Results may carry inline attachments; tonic's 4 MiB default is too tight for them.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-pub type Client = TaskServiceClient<Channel>;
+pub type Client = TaskServiceClient<InterceptedService<Channel, BearerToken>>;
 
-/// Connects to the coordinator at `addr` (`http://host:port`; a bare `host:port` means
-/// http). Failures are gRPC statuses so that they are reported like any other call's.
-pub async fn connect(addr: &str) -> Result<Client, tonic::Status> {
+/// Adds `authorization: Bearer <token>` to every call when a token was given.
+#[derive(Clone)]
+pub struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// Connects to the coordinator at `args.addr` (`http://host:port`; a bare `host:port`
+/// means http). Failures are gRPC statuses so that they are reported like any other
+/// call's.
+pub async fn connect(args: &ClientArgs) -> Result<Client, tonic::Status> {
+    let addr = args.addr.as_str();
+    let token = match &args.token {
+        None => None,
+        Some(t) => Some(
+            format!("Bearer {t}")
+                .parse::<MetadataValue<Ascii>>()
+                .map_err(|_| {
+                    tonic::Status::invalid_argument("the token must be printable ascii")
+                })?,
+        ),
+    };
     let url = if addr.contains("://") {
         addr.to_owned()
     } else {
@@ -45,9 +80,11 @@ pub async fn connect(addr: &str) -> Result<Client, tonic::Status> {
     let channel = endpoint.connect().await.map_err(|e| {
         tonic::Status::unavailable(format!("failed to connect to {addr}: {}", error_chain(&e)))
     })?;
-    Ok(TaskServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES))
+    Ok(
+        TaskServiceClient::with_interceptor(channel, BearerToken(token))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+    )
 }
 
 /// Follows `task_id`'s Watch stream (which replays from the start), handing each

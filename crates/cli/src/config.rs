@@ -17,14 +17,11 @@
 //! model = "qwen3-coder"
 //! ```
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use taskwire_coordinator::CoordinatorConfig;
 use taskwire_worker::WorkerConfig;
-
-use crate::duration::HumanDuration;
 
 /// What `--print-config` shows instead of a secret.
 pub const REDACTED: &str = "<redacted>";
@@ -56,245 +53,32 @@ impl FileConfig {
     }
 }
 
-/// Coordinator settings; each one also reads `TASKWIRE_<NAME>`.
-#[derive(Debug, Default, Clone, PartialEq, clap::Args, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoordinatorSettings {
-    /// Postgres URL, the source of truth [default: postgres://postgres@127.0.0.1:5432/taskwire]
-    #[arg(long, env = "TASKWIRE_DATABASE_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub database_url: Option<String>,
-    /// NATS URL [default: nats://127.0.0.1:4222]
-    #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_url: Option<String>,
-    /// gRPC listen address [default: 127.0.0.1:50051]
-    #[arg(long, env = "TASKWIRE_LISTEN", value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
-    /// Subject prefix of this deployment [default: taskwire]
-    #[arg(long, env = "TASKWIRE_PREFIX")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// Queue tasks are dispatched to [default: default]
-    #[arg(long, env = "TASKWIRE_QUEUE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
-    /// Largest accepted prompt, in bytes [default: 262144]
-    #[arg(long, env = "TASKWIRE_MAX_PROMPT_BYTES", value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_prompt_bytes: Option<usize>,
-    /// Largest accepted encoded request, in bytes; keep it below NATS's max_payload [default: 786432]
-    #[arg(long, env = "TASKWIRE_MAX_REQUEST_BYTES", value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_request_bytes: Option<usize>,
-    /// Most tasks waiting in the tasks stream [default: 1000000]
-    #[arg(long, env = "TASKWIRE_MAX_QUEUED_TASKS", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_queued_tasks: Option<i64>,
-    /// Workers' ack wait: redelivery after a silent worker, e.g. 30s [default: 30s]
-    #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ack_wait: Option<HumanDuration>,
-    /// Postgres connection pool size [default: 16]
-    #[arg(long, env = "TASKWIRE_DB_MAX_CONNECTIONS", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub db_max_connections: Option<u32>,
-    /// How often overdue tasks are looked for [default: 1s]
-    #[arg(long, env = "TASKWIRE_SWEEP_INTERVAL", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep_interval: Option<HumanDuration>,
+/// `Self { f: upper.f.or(lower.f), .. }` for the listed fields; as a struct literal, it
+/// fails to compile when a settings field is left out.
+macro_rules! layer_fields {
+    ($upper:expr, $lower:expr; $($field:ident),+ $(,)?) => {{
+        let (upper, lower) = ($upper, $lower);
+        Self { $($field: upper.$field.or(lower.$field)),+ }
+    }};
 }
 
-impl CoordinatorSettings {
-    /// Layers `self` over `lower`: a field set in `self` wins.
-    pub fn over(self, lower: Self) -> Self {
-        Self {
-            database_url: self.database_url.or(lower.database_url),
-            nats_url: self.nats_url.or(lower.nats_url),
-            listen: self.listen.or(lower.listen),
-            prefix: self.prefix.or(lower.prefix),
-            queue: self.queue.or(lower.queue),
-            max_prompt_bytes: self.max_prompt_bytes.or(lower.max_prompt_bytes),
-            max_request_bytes: self.max_request_bytes.or(lower.max_request_bytes),
-            max_queued_tasks: self.max_queued_tasks.or(lower.max_queued_tasks),
-            ack_wait: self.ack_wait.or(lower.ack_wait),
-            db_max_connections: self.db_max_connections.or(lower.db_max_connections),
-            sweep_interval: self.sweep_interval.or(lower.sweep_interval),
-        }
-    }
+mod coordinator;
+mod worker;
 
-    /// `base` with every field set here replaced.
-    pub fn apply(self, base: CoordinatorConfig) -> CoordinatorConfig {
-        CoordinatorConfig {
-            database_url: self.database_url.unwrap_or(base.database_url),
-            nats_url: self.nats_url.unwrap_or(base.nats_url),
-            listen: self.listen.unwrap_or(base.listen),
-            prefix: self.prefix.unwrap_or(base.prefix),
-            queue: self.queue.unwrap_or(base.queue),
-            max_prompt_bytes: self.max_prompt_bytes.unwrap_or(base.max_prompt_bytes),
-            max_request_bytes: self.max_request_bytes.unwrap_or(base.max_request_bytes),
-            max_queued_tasks: self.max_queued_tasks.unwrap_or(base.max_queued_tasks),
-            ack_wait: self.ack_wait.map_or(base.ack_wait, |d| d.0),
-            db_max_connections: self.db_max_connections.unwrap_or(base.db_max_connections),
-            sweep_interval: self.sweep_interval.map_or(base.sweep_interval, |d| d.0),
-        }
-    }
+pub use coordinator::CoordinatorSettings;
+pub use worker::WorkerSettings;
 
-    /// Every field of `config`, with the passwords in URLs redacted, for `--print-config`.
-    pub fn printable(config: &CoordinatorConfig) -> Self {
-        Self {
-            database_url: Some(redact_url_password(&config.database_url)),
-            nats_url: Some(redact_url_password(&config.nats_url)),
-            listen: Some(config.listen),
-            prefix: Some(config.prefix.clone()),
-            queue: Some(config.queue.clone()),
-            max_prompt_bytes: Some(config.max_prompt_bytes),
-            max_request_bytes: Some(config.max_request_bytes),
-            max_queued_tasks: Some(config.max_queued_tasks),
-            ack_wait: Some(HumanDuration(config.ack_wait)),
-            db_max_connections: Some(config.db_max_connections),
-            sweep_interval: Some(HumanDuration(config.sweep_interval)),
-        }
+/// Puts a set value in its slot.
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
     }
 }
 
-/// Worker settings; each one also reads `TASKWIRE_<NAME>`.
-#[derive(Debug, Default, Clone, PartialEq, clap::Args, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerSettings {
-    /// NATS URL [default: nats://127.0.0.1:4222]
-    #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_url: Option<String>,
-    /// Subject prefix of the deployment [default: taskwire]
-    #[arg(long, env = "TASKWIRE_PREFIX")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// Queue to serve [default: default]
-    #[arg(long, env = "TASKWIRE_QUEUE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
-    /// Sessions run at once [default: 16]
-    #[arg(long, env = "TASKWIRE_CONCURRENCY", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<usize>,
-    /// Root directory the file tools are confined to [default: .]
-    #[arg(long, env = "TASKWIRE_WORKSPACE", value_name = "DIR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<PathBuf>,
-    /// This worker's name in logs and results [default: worker-<random>]
-    #[arg(long, env = "TASKWIRE_WORKER_ID", value_name = "ID")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_id: Option<String>,
-    /// OpenAI-compatible model endpoint [default: http://127.0.0.1:8000/v1]
-    #[arg(long, env = "TASKWIRE_MODEL_BASE_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_base_url: Option<String>,
-    /// Bearer token of the model endpoint; never printed
-    #[arg(
-        long,
-        env = "TASKWIRE_MODEL_API_KEY",
-        value_name = "KEY",
-        hide_env_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_api_key: Option<String>,
-    /// Model used when neither the task nor its agent names one [default: default]
-    #[arg(long, env = "TASKWIRE_MODEL", value_name = "NAME")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Ask for whole answers instead of streamed ones (watchers then see no text deltas) [default: false]
-    #[arg(
-        long,
-        env = "TASKWIRE_NO_STREAM",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub no_stream: Option<bool>,
-    /// Timeout of one whole model call [default: 5m]
-    #[arg(long, env = "TASKWIRE_MODEL_TIMEOUT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_timeout: Option<HumanDuration>,
-    /// Ack wait of the shared consumer, set when it is first created; match the coordinator's [default: 30s]
-    #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ack_wait: Option<HumanDuration>,
-    /// How long a claim may take before the task is retried [default: 5s]
-    #[arg(long, env = "TASKWIRE_CLAIM_TIMEOUT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub claim_timeout: Option<HumanDuration>,
-    /// On shutdown, how long running sessions may finish before their tasks are released [default: 30s]
-    #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shutdown_grace: Option<HumanDuration>,
-}
-
-impl WorkerSettings {
-    /// Layers `self` over `lower`: a field set in `self` wins.
-    pub fn over(self, lower: Self) -> Self {
-        Self {
-            nats_url: self.nats_url.or(lower.nats_url),
-            prefix: self.prefix.or(lower.prefix),
-            queue: self.queue.or(lower.queue),
-            concurrency: self.concurrency.or(lower.concurrency),
-            workspace: self.workspace.or(lower.workspace),
-            worker_id: self.worker_id.or(lower.worker_id),
-            model_base_url: self.model_base_url.or(lower.model_base_url),
-            model_api_key: self.model_api_key.or(lower.model_api_key),
-            model: self.model.or(lower.model),
-            no_stream: self.no_stream.or(lower.no_stream),
-            model_timeout: self.model_timeout.or(lower.model_timeout),
-            ack_wait: self.ack_wait.or(lower.ack_wait),
-            claim_timeout: self.claim_timeout.or(lower.claim_timeout),
-            shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
-        }
-    }
-
-    /// `base` with every field set here replaced.
-    pub fn apply(self, base: WorkerConfig) -> WorkerConfig {
-        let mut model = base.model;
-        model.base_url = self.model_base_url.unwrap_or(model.base_url);
-        model.api_key = self.model_api_key.or(model.api_key);
-        model.default_model = self.model.unwrap_or(model.default_model);
-        model.stream = self.no_stream.map_or(model.stream, |no| !no);
-        model.request_timeout = self.model_timeout.map_or(model.request_timeout, |d| d.0);
-        WorkerConfig {
-            nats_url: self.nats_url.unwrap_or(base.nats_url),
-            prefix: self.prefix.unwrap_or(base.prefix),
-            queue: self.queue.unwrap_or(base.queue),
-            concurrency: self.concurrency.unwrap_or(base.concurrency),
-            workspace: self.workspace.unwrap_or(base.workspace),
-            worker_id: self.worker_id.or(base.worker_id),
-            model,
-            ack_wait: self.ack_wait.map_or(base.ack_wait, |d| d.0),
-            claim_timeout: self.claim_timeout.map_or(base.claim_timeout, |d| d.0),
-            shutdown_grace: self.shutdown_grace.map_or(base.shutdown_grace, |d| d.0),
-        }
-    }
-
-    /// Every field of `config`, with secrets redacted, for `--print-config`.
-    pub fn printable(config: &WorkerConfig) -> Self {
-        Self {
-            nats_url: Some(redact_url_password(&config.nats_url)),
-            prefix: Some(config.prefix.clone()),
-            queue: Some(config.queue.clone()),
-            concurrency: Some(config.concurrency),
-            workspace: Some(config.workspace.clone()),
-            worker_id: config.worker_id.clone(),
-            model_base_url: Some(redact_url_password(&config.model.base_url)),
-            model_api_key: config.model.api_key.as_ref().map(|_| REDACTED.to_owned()),
-            model: Some(config.model.default_model.clone()),
-            no_stream: Some(!config.model.stream),
-            model_timeout: Some(HumanDuration(config.model.request_timeout)),
-            ack_wait: Some(HumanDuration(config.ack_wait)),
-            claim_timeout: Some(HumanDuration(config.claim_timeout)),
-            shutdown_grace: Some(HumanDuration(config.shutdown_grace)),
-        }
+/// Puts a set value in an optional slot.
+fn set_some<T>(slot: &mut Option<T>, value: Option<T>) {
+    if value.is_some() {
+        *slot = value;
     }
 }
 
@@ -374,6 +158,8 @@ pub fn redact_url_password(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     use super::*;
@@ -481,6 +267,21 @@ mod tests {
             printed.contains("nats://app:<redacted>@nats:4222"),
             "{printed}"
         );
+    }
+
+    #[test]
+    fn print_config_redacts_the_nats_token_and_keeps_other_nats_options() {
+        let flags = CoordinatorSettings {
+            nats_token: Some("s3cret".to_owned()),
+            nats_require_tls: Some(true),
+            ..CoordinatorSettings::default()
+        };
+        let config = coordinator_config(flags, &FileConfig::default()).expect("valid");
+        assert_eq!(config.nats.token.as_deref(), Some("s3cret"));
+        let printed = render_coordinator(&config).expect("renders");
+        assert!(!printed.contains("s3cret"), "{printed}");
+        assert!(printed.contains("nats_token = \"<redacted>\""), "{printed}");
+        assert!(printed.contains("nats_require_tls = true"), "{printed}");
     }
 
     #[test]

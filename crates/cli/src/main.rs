@@ -21,7 +21,8 @@ fn main() -> ExitCode {
     if let Err(e) = telemetry::init(cli.command.default_log_level(), cli.log_format) {
         return errors::report(&e);
     }
-    let runtime = match tokio::runtime::Runtime::new().context("failed to start the tokio runtime") {
+    let runtime = match tokio::runtime::Runtime::new().context("failed to start the tokio runtime")
+    {
         Ok(runtime) => runtime,
         Err(e) => return errors::report(&e),
     };

@@ -75,14 +75,20 @@ fn worker_settings_layer_flag_over_env_over_file_over_default() {
 #[test]
 fn no_stream_is_a_bare_flag_or_a_boolish_env_value() {
     let print = |env: &[(&str, &str)], flags: &[&str]| {
-        let out = run(taskwire().args(["worker", "--print-config"]).args(flags).envs(env.iter().copied()));
+        let out = run(taskwire()
+            .args(["worker", "--print-config"])
+            .args(flags)
+            .envs(env.iter().copied()));
         assert!(out.status.success(), "{}", stderr(&out));
         stdout(&out)
     };
     assert!(print(&[], &[]).contains("no_stream = false\n"));
     assert!(print(&[], &["--no-stream"]).contains("no_stream = true\n"));
     assert!(print(&[("TASKWIRE_NO_STREAM", "1")], &[]).contains("no_stream = true\n"));
-    assert!(print(&[("TASKWIRE_NO_STREAM", "1")], &["--no-stream=false"]).contains("no_stream = false\n"));
+    assert!(
+        print(&[("TASKWIRE_NO_STREAM", "1")], &["--no-stream=false"])
+            .contains("no_stream = false\n")
+    );
 }
 
 #[test]

@@ -4,14 +4,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use taskwire_protocol::{TaskId, TaskStatus, TraceId, pb};
-use taskwire_store::{InsertOutcome, ListFilter, ReplayOutcome, TaskRecord};
+use taskwire_store::{ListFilter, ReplayOutcome, TaskRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Principal, principal};
 use crate::convert::task_of;
-use crate::submit::{ParentInfo, build_task};
+use crate::submit::{ParentInfo, submit_task};
 use crate::watch::{WatchItem, stream_task};
 use crate::{CoordinatorError, State};
 
@@ -47,58 +47,17 @@ fn parse_task_id(field: &'static str, s: &str) -> Result<TaskId, Status> {
 impl pb::task_service_server::TaskService for TaskApi {
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = principal(&request);
-        let mut req = request.into_inner();
-        req.tenant = caller.tenant_for_submit(&req.tenant)?;
-        req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
-        let st = &self.state;
-        let depth = st.queue_depth.get();
-        if depth >= u64::try_from(st.config.max_queued_tasks).unwrap_or(u64::MAX) {
-            return Err(CoordinatorError::ResourceExhausted(format!(
-                "the task queue is full ({depth} tasks waiting, limit {}); retry later",
-                st.config.max_queued_tasks
-            ))
-            .into());
-        }
+        let req = request.into_inner();
         let parent = match req.parent_task_id.as_str() {
             "" => None,
             p => {
                 let id = parse_task_id("parent_task_id", p)?;
-                let rec = st
-                    .store
-                    .get_task(id)
-                    .await
-                    .map_err(CoordinatorError::from)?
-                    .filter(|r| caller.may_see(&r.tenant))
-                    .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {id}")))?;
-                Some(ParentInfo { task_id: id, trace_id: rec.trace_id, depth: rec.depth })
+                self.visible_task(&caller, id).await?;
+                let parent = self.state.store.task_request(id).await.map_err(CoordinatorError::from)?;
+                parent.as_ref().map(ParentInfo::of)
             }
         };
-        let task = build_task(&st.config, &st.registry, &st.subjects, req, parent)?;
-        let trace_id = task.request.trace_id;
-        let outcome = st.submitter.submit(task).await?;
-        let (task_id, created) = match outcome {
-            InsertOutcome::Created(id) => (id, true),
-            InsertOutcome::Existing(id) => (id, false),
-            InsertOutcome::Conflict(id) => {
-                return Err(CoordinatorError::AlreadyExists(format!(
-                    "idempotency key already used by task {id} with a different request"
-                ))
-                .into());
-            }
-        };
-        if created {
-            tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");
-        }
-        let trace_id = if created {
-            trace_id
-        } else {
-            st.store
-                .get_task(task_id)
-                .await
-                .map_err(CoordinatorError::from)?
-                .map_or(trace_id, |r| r.trace_id)
-        };
-        Ok(Response::new(pb::SubmitResponse { task_id: task_id.to_string(), trace_id: trace_id.to_string(), created }))
+        Ok(Response::new(submit_task(&self.state, &caller, req, parent).await?))
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Task>, Status> {
@@ -192,12 +151,63 @@ impl pb::task_service_server::TaskService for TaskApi {
         Ok(Response::new(task_of(&rec)))
     }
 
+    async fn approve(&self, request: Request<pb::ApproveRequest>) -> Result<Response<pb::ApproveResponse>, Status> {
+        use prost::Message;
+        use taskwire_store::{AnswerOutcome, ApprovalAnswer};
+        let caller = principal(&request);
+        let req = request.into_inner();
+        let id = parse_task_id("task_id", &req.task_id)?;
+        self.visible_task(&caller, id).await?;
+        let answer = match pb::ApprovalAnswer::try_from(req.answer) {
+            Ok(pb::ApprovalAnswer::Once) => ApprovalAnswer::Once,
+            Ok(pb::ApprovalAnswer::Always) => ApprovalAnswer::Always,
+            Ok(pb::ApprovalAnswer::Reject) => ApprovalAnswer::Reject,
+            _ => return Err(CoordinatorError::invalid("answer", "must be once, always or reject").into()),
+        };
+        let st = &self.state;
+        let message = (!req.message.is_empty()).then_some(req.message.as_str());
+        match st.store.answer_approval(id, &req.request_id, answer, message).await.map_err(CoordinatorError::from)? {
+            AnswerOutcome::Answered => {
+                let decision = pb::ApprovalDecision {
+                    task_id: id.to_string(),
+                    request_id: req.request_id.clone(),
+                    answer: req.answer,
+                    message: req.message.clone(),
+                };
+                st.client
+                    .publish(st.subjects.approval(id), decision.encode_to_vec().into())
+                    .await
+                    .map_err(|e| CoordinatorError::Unavailable(format!("failed to deliver the approval: {e}")))?;
+                tracing::info!(task.id = %id, request_id = %req.request_id, ?answer, "approval answered");
+            }
+            AnswerOutcome::NotPending => {
+                return Err(CoordinatorError::FailedPrecondition(format!(
+                    "task {id} has no pending approval `{}` (unknown, answered or timed out)",
+                    req.request_id
+                ))
+                .into());
+            }
+        }
+        let rec = self.visible_task(&caller, id).await?;
+        Ok(Response::new(pb::ApproveResponse { status: pb::TaskStatus::from(rec.status) as i32 }))
+    }
+
+    async fn run_command(
+        &self,
+        request: Request<pb::RunCommandRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(crate::commands::run_command(&self.state, &caller, req).await?))
+    }
+
     async fn list_agents(
         &self,
         request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         let include_hidden = request.into_inner().include_hidden;
-        let agents = self.state.registry.list(include_hidden).into_iter().map(pb::AgentSpec::from).collect();
+        let registry = self.state.registry();
+        let agents = registry.list(include_hidden).into_iter().map(pb::AgentSpec::from).collect();
         Ok(Response::new(pb::ListAgentsResponse { agents }))
     }
 }

@@ -32,6 +32,14 @@ pub struct CoordinatorConfig {
     pub sweep_interval: Duration,
     /// Attempts a task gets when its submit does not say. Default 3.
     pub default_max_attempts: u32,
+    /// Directory with `agents/*.md` and `commands/*.md` (reloaded on change).
+    /// Default: none (built-in agents only).
+    pub config_dir: Option<PathBuf>,
+    /// The primary agent slash commands run in. Default `build`.
+    pub default_agent: String,
+    /// Deepest task tree: a task at this depth may not start children. Default 1
+    /// (a root task's subagents cannot start subagents of their own).
+    pub max_depth: u32,
     /// Most tasks one tenant may have running at once; more wait queued. Default: no limit.
     pub max_running_per_tenant: Option<u32>,
     /// Bearer tokens → tenant and scopes (see `auth`). Default: none, the API is open.
@@ -58,6 +66,9 @@ impl Default for CoordinatorConfig {
             db_max_connections: 16,
             sweep_interval: Duration::from_secs(1),
             default_max_attempts: 3,
+            config_dir: None,
+            default_agent: "build".to_owned(),
+            max_depth: 1,
             max_running_per_tenant: None,
             auth_tokens_file: None,
             tls_cert: None,

@@ -5,9 +5,11 @@
 //! - [`submit`]: validation and the group-commit submit batcher.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
 //! - [`claims`]: answers workers' claims with a fencing epoch.
+//! - [`worker_rpc`]: workers' other requests: child tasks, lookups, sessions, approvals.
 //! - [`aggregator`]: records results (fenced) and dead letters.
 //! - [`advisories`]: dead-letters tasks whose message reached JetStream's max deliveries.
 //! - [`watch`]: live progress streaming with replay.
+//! - [`commands`]: agent and command registries (reloaded on change) and `RunCommand`.
 //! - [`sweeper`]: finishes overdue tasks.
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`config`], [`error`], [`convert`].
@@ -20,6 +22,7 @@ pub mod api;
 pub mod auth;
 pub mod backpressure;
 pub mod claims;
+pub mod commands;
 pub mod config;
 pub mod convert;
 pub mod error;
@@ -27,6 +30,7 @@ pub mod relay;
 pub mod submit;
 pub mod sweeper;
 pub mod watch;
+pub mod worker_rpc;
 
 use std::sync::Arc;
 
@@ -48,7 +52,10 @@ pub struct State {
     pub client: async_nats::Client,
     pub js: async_nats::jetstream::Context,
     pub subjects: Subjects,
-    pub registry: AgentRegistry,
+    /// The agent registry; replaced as a whole when the agents directory changes.
+    pub agents: std::sync::RwLock<Arc<AgentRegistry>>,
+    /// The slash commands; replaced as a whole when the commands directory changes.
+    pub commands: std::sync::RwLock<Arc<taskwire_agent::command::CommandRegistry>>,
     pub submitter: submit::Submitter,
     /// Wakes the outbox relay after a write that queued a dispatch.
     pub relay_wake: Arc<Notify>,
@@ -57,6 +64,16 @@ pub struct State {
 }
 
 impl State {
+    /// The current agent registry.
+    pub fn registry(&self) -> Arc<AgentRegistry> {
+        self.agents.read().expect("registry lock is never poisoned").clone()
+    }
+
+    /// The current slash commands.
+    pub fn commands(&self) -> Arc<taskwire_agent::command::CommandRegistry> {
+        self.commands.read().expect("registry lock is never poisoned").clone()
+    }
+
     /// Tells a worker running `task` to stop, and watchers that it is finished.
     pub async fn notify_stopped(&self, task: TaskId, reason: &str) {
         use prost::Message;
@@ -113,6 +130,7 @@ pub async fn serve(
     };
     taskwire_bus::ensure_streams(&js, &bus).await?;
 
+    let (agents, command_registry) = commands::load(config.config_dir.as_deref());
     let loops = CancellationToken::new();
     let relay_wake = Arc::new(Notify::new());
     let submitter = submit::Submitter::start(store.clone(), relay_wake.clone(), loops.clone());
@@ -122,7 +140,8 @@ pub async fn serve(
         client: client.clone(),
         js: js.clone(),
         subjects: subjects.clone(),
-        registry: AgentRegistry::builtin(),
+        agents: std::sync::RwLock::new(Arc::new(agents)),
+        commands: std::sync::RwLock::new(Arc::new(command_registry)),
         submitter,
         relay_wake: relay_wake.clone(),
         queue_depth: backpressure::QueueDepth::default(),
@@ -142,6 +161,17 @@ pub async fn serve(
     tasks.spawn(aggregator::run_results(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(aggregator::run_dead_letters(js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
+    if let Some(dir) = state.config.config_dir.clone() {
+        tasks.spawn(commands::watch(state.clone(), dir, loops.clone()));
+    }
+    tasks.spawn({
+        let (state, token) = (state.clone(), loops.clone());
+        async move {
+            if let Err(e) = worker_rpc::run(state, token).await {
+                tracing::error!(error = %e, "worker request responder failed to subscribe");
+            }
+        }
+    });
     tasks.spawn(advisories::run(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
     tasks.spawn(backpressure::run(js.clone(), subjects.tasks_stream(), state.queue_depth.clone(), loops.clone()));
 

@@ -89,11 +89,30 @@ impl Submitter {
     }
 }
 
-/// What a parent contributes to a child submit.
+/// What a parent contributes to (and how it bounds) a child submit.
+#[derive(Debug, Clone)]
 pub struct ParentInfo {
     pub task_id: TaskId,
     pub trace_id: TraceId,
     pub depth: u32,
+    pub deadline: Option<chrono::DateTime<Utc>>,
+    pub auth_scope: Vec<String>,
+    /// The model the parent session runs on (model resolution for the child).
+    pub model: Option<String>,
+}
+
+impl ParentInfo {
+    /// The parent as stored.
+    pub fn of(request: &TaskRequest) -> Self {
+        Self {
+            task_id: request.task_id,
+            trace_id: request.trace_id,
+            depth: request.depth,
+            deadline: request.deadline,
+            auth_scope: request.auth_scope.clone(),
+            model: None,
+        }
+    }
 }
 
 /// Validates a `SubmitRequest` and builds the task to insert.
@@ -112,6 +131,27 @@ pub fn build_task(
     let spec = registry
         .get(&agent_name)
         .ok_or_else(|| CoordinatorError::NotFound(format!("agent `{}`", req.agent)))?;
+    if let Some(p) = &parent {
+        // A slash command may delegate to any agent (`subtask: true`); the `task` tool
+        // only to subagents.
+        if !spec.mode.is_subagent() && req.command.is_empty() {
+            return Err(CoordinatorError::invalid(
+                "agent",
+                format!("`{}` is a primary agent and cannot run as a subagent", req.agent),
+            ));
+        }
+        if p.depth + 1 > cfg.max_depth {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "depth limit reached: task {} is at depth {} and the limit is {}",
+                p.task_id, p.depth, cfg.max_depth
+            )));
+        }
+        if let Some(wider) = req.auth_scope.iter().find(|s| !p.auth_scope.is_empty() && !p.auth_scope.contains(s)) {
+            return Err(CoordinatorError::PermissionDenied(format!(
+                "auth_scope `{wider}` is wider than the parent task's scope"
+            )));
+        }
+    }
     if req.prompt.trim().is_empty() {
         return Err(CoordinatorError::invalid("prompt", "is required and must not be blank"));
     }
@@ -123,6 +163,11 @@ pub fn build_task(
     }
     let now = Utc::now();
     let deadline = time::opt_from_wire("deadline", req.deadline.as_ref())?;
+    // A child never outlives its parent: its deadline is at most the parent's.
+    let deadline = match (deadline, parent.as_ref().and_then(|p| p.deadline)) {
+        (Some(own), Some(parents)) => Some(own.min(parents)),
+        (own, parents) => own.or(parents),
+    };
     if let Some(d) = deadline
         && d <= now
     {
@@ -148,6 +193,11 @@ pub fn build_task(
     };
     // The API layer has set the tenant from the caller's token (or the request).
     let tenant = if req.tenant.is_empty() { "default".to_owned() } else { req.tenant };
+    // A child inherits its parent's scope when it asks for none.
+    let auth_scope = match (&parent, req.auth_scope.is_empty()) {
+        (Some(p), true) => p.auth_scope.clone(),
+        _ => req.auth_scope,
+    };
     let request = TaskRequest {
         task_id: TaskId::generate(),
         parent_task_id: parent.as_ref().map(|p| p.task_id),
@@ -164,13 +214,14 @@ pub fn build_task(
             .map(|c| ContextRef { kind: c.r#type, id: c.id, uri: c.uri })
             .collect(),
         attachments: req.attachments.into_iter().map(Attachment::from).collect(),
-        auth_scope: req.auth_scope,
+        auth_scope,
         idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
         deadline,
-        resume_token: match req.resume_token.as_str() {
-            "" => None,
-            t => Some(SessionId::parse_field("resume_token", t)?),
-        },
+        // Every task runs in a session: the one it resumes, or a new one.
+        resume_token: Some(match req.resume_token.as_str() {
+            "" => SessionId::generate(),
+            t => SessionId::parse_field("resume_token", t)?,
+        }),
         model: req.model.filter(|m| !m.is_empty()),
         max_steps: req.max_steps,
         command: (!req.command.is_empty()).then_some(req.command),
@@ -179,6 +230,15 @@ pub fn build_task(
         agent_spec: pb::AgentSpec::from(spec),
         created_at: now,
         max_attempts,
+        parent_model: parent.as_ref().and_then(|p| p.model.clone()),
+        subtask: req.subtask.map(taskwire_protocol::Subtask::from),
+        max_depth: cfg.max_depth,
+        subagents: registry
+            .list(false)
+            .into_iter()
+            .filter(|a| a.mode.is_subagent())
+            .map(|a| (a.name.to_string(), a.description.clone()))
+            .collect(),
     };
     let size = pb::TaskRequest::from(&request).encoded_len();
     if size > cfg.max_request_bytes {
@@ -188,4 +248,48 @@ pub fn build_task(
         ));
     }
     Ok(NewTask { request, digest, subject: subjects.tasks(&cfg.queue) })
+}
+
+/// Submits a task for `caller` (gRPC `Submit`, a worker's child submit, `RunCommand`):
+/// backpressure, tenant and scope from the caller, validation, the batched insert.
+pub async fn submit_task(
+    state: &crate::State,
+    caller: &crate::auth::Principal,
+    mut req: pb::SubmitRequest,
+    parent: Option<ParentInfo>,
+) -> Result<pb::SubmitResponse, CoordinatorError> {
+    let depth = state.queue_depth.get();
+    if depth >= u64::try_from(state.config.max_queued_tasks).unwrap_or(u64::MAX) {
+        return Err(CoordinatorError::ResourceExhausted(format!(
+            "the task queue is full ({depth} tasks waiting, limit {}); retry later",
+            state.config.max_queued_tasks
+        )));
+    }
+    req.tenant = caller.tenant_for_submit(&req.tenant)?;
+    req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
+    let registry = state.registry();
+    let task = build_task(&state.config, &registry, &state.subjects, req, parent)?;
+    let trace_id = task.request.trace_id;
+    let session_id = task.request.resume_token;
+    let (task_id, created) = match state.submitter.submit(task).await? {
+        InsertOutcome::Created(id) => (id, true),
+        InsertOutcome::Existing(id) => (id, false),
+        InsertOutcome::Conflict(id) => {
+            return Err(CoordinatorError::AlreadyExists(format!(
+                "idempotency key already used by task {id} with a different request"
+            )));
+        }
+    };
+    if created {
+        tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");
+        return Ok(pb::SubmitResponse { task_id: task_id.to_string(), trace_id: trace_id.to_string(), created, session_id: session_id.map(|s| s.to_string()).unwrap_or_default() });
+    }
+    // An idempotent repeat: answer with the stored task's trace and session.
+    let existing = state.store.task_request(task_id).await?;
+    Ok(pb::SubmitResponse {
+        task_id: task_id.to_string(),
+        trace_id: existing.as_ref().map_or(trace_id, |r| r.trace_id).to_string(),
+        created,
+        session_id: existing.and_then(|r| r.resume_token).map(|s| s.to_string()).unwrap_or_default(),
+    })
 }

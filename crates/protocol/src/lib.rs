@@ -21,7 +21,7 @@ pub mod value;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use status::{TaskEvent, TaskStatus, Transition};
-pub use task::{Attachment, ContextRef, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage};
+pub use task::{Attachment, ContextRef, Subtask, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage};
 
 /// Generated protobuf and gRPC code for `taskwire.v1`.
 #[allow(clippy::all, missing_docs)]

@@ -53,6 +53,35 @@ pub struct TaskRequest {
     pub created_at: DateTime<Utc>,
     /// Attempts before the task is dead-lettered (at least 1).
     pub max_attempts: u32,
+    /// The parent session's model, used when neither the request nor the agent names one.
+    pub parent_model: Option<String>,
+    /// A slash command's delegation to run before the model is asked anything.
+    pub subtask: Option<Subtask>,
+    /// Deepest task tree (a task at this depth starts no children).
+    pub max_depth: u32,
+    /// Agents the `task` tool may start: `(name, description)`.
+    pub subagents: Vec<(String, String)>,
+}
+
+/// A slash command's delegation to a subagent (seed 000's SubtaskPart).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subtask {
+    pub agent: String,
+    pub description: String,
+    pub prompt: String,
+    pub command: String,
+}
+
+impl From<pb::Subtask> for Subtask {
+    fn from(s: pb::Subtask) -> Self {
+        Self { agent: s.agent, description: s.description, prompt: s.prompt, command: s.command }
+    }
+}
+
+impl From<&Subtask> for pb::Subtask {
+    fn from(s: &Subtask) -> Self {
+        Self { agent: s.agent.clone(), description: s.description.clone(), prompt: s.prompt.clone(), command: s.command.clone() }
+    }
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -106,6 +135,10 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             created_at: time::opt_from_wire("created_at", r.created_at.as_ref())?
                 .ok_or(ProtocolError::Missing("created_at"))?,
             max_attempts: r.max_attempts.max(1),
+            parent_model: non_empty(&r.parent_model),
+            subtask: r.subtask.map(Subtask::from),
+            max_depth: r.max_depth,
+            subagents: r.subagents.into_iter().map(|a| (a.name, a.description)).collect(),
         })
     }
 }
@@ -140,6 +173,14 @@ impl From<&TaskRequest> for pb::TaskRequest {
             agent_spec: Some(r.agent_spec.clone()),
             created_at: Some(time::to_wire(r.created_at)),
             max_attempts: r.max_attempts,
+            parent_model: r.parent_model.clone().unwrap_or_default(),
+            subtask: r.subtask.as_ref().map(pb::Subtask::from),
+            max_depth: r.max_depth,
+            subagents: r
+                .subagents
+                .iter()
+                .map(|(name, description)| pb::AgentRef { name: name.clone(), description: description.clone() })
+                .collect(),
         }
     }
 }
@@ -318,6 +359,10 @@ mod tests {
             agent_spec: pb::AgentSpec { name: "explore".into(), ..Default::default() },
             created_at: DateTime::from_timestamp(1_900_000_000, 5).expect("in range"),
             max_attempts: 3,
+            parent_model: Some("parent-model".into()),
+            subtask: None,
+            max_depth: 1,
+            subagents: vec![("explore".into(), "searches code".into())],
         }
     }
 

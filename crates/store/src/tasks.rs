@@ -215,6 +215,23 @@ impl Store {
         Ok(ids.into_iter().map(TaskId::from_uuid).collect())
     }
 
+    /// The request a task was submitted with (as dispatched).
+    pub async fn task_request(&self, task_id: TaskId) -> Result<Option<taskwire_protocol::TaskRequest>, StoreError> {
+        use prost::Message;
+        let bytes: Option<Vec<u8>> = sqlx::query_scalar("SELECT request FROM tasks WHERE task_id = $1")
+            .bind(task_id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| StoreError::from_sqlx("read a task's request", e))?;
+        let corrupt = |reason: String| StoreError::Corrupt { task_id: task_id.to_string(), column: "request", reason };
+        bytes
+            .map(|b| {
+                let wire = taskwire_protocol::pb::TaskRequest::decode(b.as_slice()).map_err(|e| corrupt(e.to_string()))?;
+                taskwire_protocol::TaskRequest::try_from(wire).map_err(|e| corrupt(e.to_string()))
+            })
+            .transpose()
+    }
+
     /// Reads one task with its attempt history.
     pub async fn get_task(&self, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
         let row: Option<TaskRow> = sqlx::query_as(sql(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1")))

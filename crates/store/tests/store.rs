@@ -37,6 +37,10 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         agent_spec: pb::AgentSpec { name: "general".into(), ..Default::default() },
         created_at: Utc::now(),
         max_attempts: 2,
+        parent_model: None,
+        subtask: None,
+        max_depth: 1,
+        subagents: vec![],
     };
     NewTask { request, digest: digest.into(), subject: "t.tasks.default".into() }
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`nats`]: starts a `nats-server` with JetStream on a free port and a temp store.
 //! - [`postgres`]: creates a fresh Postgres database per test and drops it afterwards.
+//! - [`private_postgres`]: a Postgres server of one test's own, which it may stop and start.
 //! - [`model`]: a scripted model served over real HTTP that speaks the OpenAI-compatible
 //!   chat-completions wire format (streaming and not), so provider clients are tested
 //!   for real.
@@ -12,10 +13,12 @@
 pub mod model;
 pub mod nats;
 pub mod postgres;
+pub mod private_postgres;
 
 pub use model::{ScriptedModel, ScriptedReply, SeenRequest};
 pub use nats::NatsServer;
 pub use postgres::TestDatabase;
+pub use private_postgres::PrivatePostgres;
 
 /// Installs a test log subscriber once (`RUST_LOG` controls it; quiet by default).
 pub fn init_tracing() {

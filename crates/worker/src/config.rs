@@ -34,6 +34,8 @@ pub struct WorkerConfig {
     pub retry_base_delay: Duration,
     /// Longest delay between retries. Default 60 s.
     pub retry_max_delay: Duration,
+    /// How long an `ask` waits for an answer before it counts as a deny. Default 10 min.
+    pub approval_timeout: Duration,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -89,6 +91,7 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(60),
+            approval_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -9,13 +9,17 @@
 //! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
 //! - [`progress`]: ordered progress publishing.
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
+//! - [`session`]: one attempt's agent session (transcript, subtask, loop).
+//! - [`host`]: the session's link to the fleet: child tasks and approvals.
 //! - [`error`]: [`WorkerError`].
 
 pub mod cancel;
 pub mod config;
 pub mod error;
+pub mod host;
 pub mod outcome;
 pub mod progress;
+pub mod session;
 pub mod task;
 
 use std::sync::Arc;
@@ -89,6 +93,7 @@ pub async fn run_with_provider(
         running: running.clone(),
         retry_base_delay: config.retry_base_delay,
         retry_max_delay: config.retry_max_delay,
+        approval_timeout: config.approval_timeout,
     });
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");
 

@@ -85,23 +85,45 @@ fn progress_message(task_id: TaskId, trace_id: TraceId, attempt: u32, seq: u64, 
         SessionEvent::ToolCall { call_id, tool, state, title, error } => Event::ToolCall(pb::ToolCallEvent {
             call_id,
             tool,
-            state: match state {
-                ToolCallState::Pending => pb::ToolCallState::Pending,
-                ToolCallState::Running => pb::ToolCallState::Running,
-                ToolCallState::Completed => pb::ToolCallState::Completed,
-                ToolCallState::Error => pb::ToolCallState::Error,
-            } as i32,
+            state: wire_state(state) as i32,
             title,
             error: error.unwrap_or_default(),
         }),
+        SessionEvent::ApprovalRequired { request_id, permission, patterns } => {
+            Event::ApprovalRequired(pb::ApprovalRequired { request_id, permission, patterns })
+        }
+        SessionEvent::ChildTask { task_id, agent, description } => {
+            Event::ChildTask(pb::ChildTask { task_id, agent, description })
+        }
+        // A child's tool call, summarised in the parent's progress (seed 001, step 5).
+        SessionEvent::ChildToolCall { task_id: child, tool, title, state } => Event::ToolCall(pb::ToolCallEvent {
+            call_id: format!("child:{child}"),
+            tool,
+            state: wire_state(state) as i32,
+            title,
+            error: String::new(),
+        }),
+    };
+    let status = match &event {
+        Event::ApprovalRequired(_) => pb::TaskStatus::AwaitingApproval,
+        _ => pb::TaskStatus::Running,
     };
     pb::TaskProgress {
+        status: status as i32,
         task_id: task_id.to_string(),
         trace_id: trace_id.to_string(),
         attempt,
         seq,
-        status: pb::TaskStatus::Running as i32,
         at: Some(time::to_wire(chrono::Utc::now())),
         event: Some(event),
+    }
+}
+
+fn wire_state(state: ToolCallState) -> pb::ToolCallState {
+    match state {
+        ToolCallState::Pending => pb::ToolCallState::Pending,
+        ToolCallState::Running => pb::ToolCallState::Running,
+        ToolCallState::Completed => pb::ToolCallState::Completed,
+        ToolCallState::Error => pb::ToolCallState::Error,
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, Message};
 use prost::Message as _;
 use tracing::Instrument;
-use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, SessionStatus, ToolRegistry, Workspace, run_session};
+use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry, Workspace};
 use taskwire_bus::Subjects;
 use taskwire_llm::Provider;
 use taskwire_protocol::{
@@ -16,7 +16,6 @@ use taskwire_protocol::{
 
 use crate::cancel::{Running, StopReason};
 use crate::outcome::{Disposition, in_progress, jitter, retry_delay};
-use crate::progress::ProgressPublisher;
 
 /// How long a task whose tenant is at its running limit waits before it is offered again.
 const BUSY_RETRY: Duration = Duration::from_secs(1);
@@ -36,14 +35,15 @@ pub struct Context {
     pub running: Running,
     pub retry_base_delay: Duration,
     pub retry_max_delay: Duration,
+    pub approval_timeout: Duration,
 }
 
 /// The claim that lets this worker run one attempt.
 #[derive(Debug, Clone, Copy)]
-struct Claim {
-    epoch: ClaimEpoch,
-    attempt: u32,
-    last_attempt: bool,
+pub struct Claim {
+    pub epoch: ClaimEpoch,
+    pub attempt: u32,
+    pub last_attempt: bool,
 }
 
 /// Runs one task message to its disposition.
@@ -111,36 +111,7 @@ async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, claim: 
     let guard = ctx.running.register(task_id);
     let stop = guard.handle.clone();
 
-    let outcome = match AgentSpec::try_from(&request.agent_spec) {
-        Err(e) => Err(format!("invalid agent spec: {e}")),
-        Ok(agent) => {
-            let model = request
-                .model
-                .clone()
-                .or_else(|| agent.model.clone())
-                .unwrap_or_else(|| ctx.default_model.clone());
-            let max_steps = request.max_steps.map_or(agent.max_steps, |m| m.min(agent.max_steps));
-            let params = SessionParams {
-                agent,
-                model,
-                prompt: request.prompt.clone(),
-                max_steps,
-                history: Vec::new(),
-                workspace: ctx.workspace.clone(),
-            };
-            let (sink, publisher) = ProgressPublisher::start(
-                ctx.js.clone(),
-                ctx.subjects.progress(task_id),
-                task_id,
-                request.trace_id,
-                claim.attempt,
-            );
-            let session = run_session(params, ctx.provider.as_ref(), &ctx.tools, &sink, stop.token());
-            let outcome = supervise(session, msg, ctx.ack_wait, request.deadline, &stop).await;
-            publisher.finish(sink).await;
-            Ok(outcome)
-        }
-    };
+    let outcome = crate::session::run(ctx, msg, &request, claim, session_id, &stop).await;
     drop(guard);
 
     if stop.reason() == Some(StopReason::Shutdown) {
@@ -150,7 +121,7 @@ async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, claim: 
     let result = match outcome {
         Ok(outcome) => result_of(&request, claim, session_id, &ctx.worker_id, outcome, stop.reason(), started),
         Err(reason) => TaskResult {
-            errors: vec![TaskError { code: "invalid_agent".into(), message: reason, retryable: false }],
+            errors: vec![TaskError { code: "session_not_started".into(), message: reason, retryable: false }],
             ..result_of(&request, claim, session_id, &ctx.worker_id, empty_outcome(), None, started)
         },
     };
@@ -170,7 +141,7 @@ async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, claim: 
 }
 
 /// Drives the session while sending in-progress acks and enforcing the deadline.
-async fn supervise(
+pub async fn supervise(
     session: impl Future<Output = SessionOutcome>,
     msg: &Message,
     ack_wait: Duration,
@@ -204,6 +175,7 @@ fn empty_outcome() -> SessionOutcome {
         steps: 0,
         tool_calls: Vec::new(),
         messages: Vec::new(),
+        transcript: taskwire_agent::transcript::Transcript::default(),
         error: None,
     }
 }

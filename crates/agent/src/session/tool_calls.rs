@@ -87,8 +87,7 @@ impl<'a> Turn<'a> {
                     running.push(async move {
                         if let Some((patterns, rule)) = ready.approval {
                             let tool = ready.tool;
-                            if let Err(err) =
-                                self.approve(call, tool, &title, patterns, rule).await
+                            if let Err(err) = self.approve(call, tool, &title, patterns, rule).await
                             {
                                 return (index, Err(err));
                             }
@@ -198,7 +197,11 @@ impl<'a> Turn<'a> {
                     tool.name(),
                     format!("arguments are not valid json: {reason}"),
                 );
-                return refused(call.name.clone(), Value::String(call.arguments.clone()), err);
+                return refused(
+                    call.name.clone(),
+                    Value::String(call.arguments.clone()),
+                    err,
+                );
             }
         };
         let title = tool.title(&args);

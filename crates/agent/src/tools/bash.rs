@@ -84,7 +84,10 @@ impl Tool for BashTool {
     }
 
     fn subject(&self, args: &Value, _workspace: &Workspace) -> String {
-        str_arg(args, "command").unwrap_or_default().trim().to_owned()
+        str_arg(args, "command")
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
     }
 
     /// One subject per simple command, so `git status && rm -rf x` must pass the
@@ -267,7 +270,10 @@ struct ProcessGroup(Option<Pid>);
 
 impl ProcessGroup {
     fn of(pid: Option<u32>) -> Self {
-        Self(pid.and_then(|pid| i32::try_from(pid).ok()).and_then(Pid::from_raw))
+        Self(
+            pid.and_then(|pid| i32::try_from(pid).ok())
+                .and_then(Pid::from_raw),
+        )
     }
 
     fn kill(&self) {

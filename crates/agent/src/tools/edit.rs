@@ -110,8 +110,8 @@ fn edit(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
     }
 
     let bytes = std::fs::read(&path).map_err(|err| ToolError::io("read", &shown, err))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| refused("it is not a utf-8 text file".into()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| refused("it is not a utf-8 text file".into()))?;
     let count = text.matches(args.old_string.as_str()).count();
     match count {
         0 => {

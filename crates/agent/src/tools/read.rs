@@ -223,7 +223,7 @@ mod tests {
         (dir, crate::tools::test_context(workspace))
     }
 
-    async fn read(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn read(ctx: &ToolContext<'_>, args: Value) -> Result<ToolOutput, ToolError> {
         ReadTool.execute(args, ctx).await
     }
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
 use crate::error::ToolError;
 use crate::host::{ChildProgress, ChildTaskRequest, ChildTaskResult, SessionHost};
-use crate::session::SessionEvent;
+use crate::session::{SessionEvent, SessionObserver};
 use crate::workspace::Workspace;
 
 const DESCRIPTION: &str = include_str!("../prompt/task_tool.txt");
@@ -70,7 +70,9 @@ impl Tool for TaskTool {
 
     /// Rules match the agent name: `task explore allow`, `task * ask`.
     fn subject(&self, args: &Value, _workspace: &Workspace) -> String {
-        str_arg(args, "subagent_type").unwrap_or_default().to_owned()
+        str_arg(args, "subagent_type")
+            .unwrap_or_default()
+            .to_owned()
     }
 
     fn title(&self, args: &Value) -> String {
@@ -114,13 +116,7 @@ impl Tool for TaskTool {
             session_id: args.session_id,
             command: args.command,
         };
-        let progress = Progress {
-            ctx,
-            agent: &args.subagent_type,
-            description: &args.description,
-            announced: Mutex::default(),
-            calls: Mutex::default(),
-        };
+        let progress = Progress::new(ctx.observer, &args.subagent_type, &args.description);
         let on_progress = |update: ChildProgress| progress.child_tool_call(update);
         let result = ctx
             .host
@@ -132,12 +128,18 @@ impl Tool for TaskTool {
             })?;
         progress.announce(&result.task_id);
         ctx.state.add_child_usage(result.usage);
-        finish(&args.subagent_type, &args.description, result, progress.calls())
+        finish(
+            &args.subagent_type,
+            &args.description,
+            result,
+            progress.calls(),
+        )
     }
 }
 
-/// Turns a finished child into the tool's result.
-fn finish(
+/// Turns a finished child into the tool's result: its text with the task metadata,
+/// or an error naming its status when it did not succeed.
+pub(crate) fn finish(
     agent: &str,
     description: &str,
     result: ChildTaskResult,
@@ -178,8 +180,8 @@ fn finish(
 }
 
 /// Forwards a child's progress as session events.
-struct Progress<'c, 'a> {
-    ctx: &'c ToolContext<'a>,
+pub(crate) struct Progress<'c> {
+    observer: &'c dyn SessionObserver,
     agent: &'c str,
     description: &'c str,
     /// Children already announced with `ChildTask`. The host's first report names
@@ -189,27 +191,46 @@ struct Progress<'c, 'a> {
     calls: Mutex<usize>,
 }
 
-impl Progress<'_, '_> {
-    fn announce(&self, task_id: &str) {
-        let mut announced = self.announced.lock().unwrap_or_else(PoisonError::into_inner);
+impl<'c> Progress<'c> {
+    pub(crate) fn new(
+        observer: &'c dyn SessionObserver,
+        agent: &'c str,
+        description: &'c str,
+    ) -> Self {
+        Self {
+            observer,
+            agent,
+            description,
+            announced: Mutex::default(),
+            calls: Mutex::default(),
+        }
+    }
+
+    /// Sends `ChildTask` for `task_id` unless it was sent already.
+    pub(crate) fn announce(&self, task_id: &str) {
+        let mut announced = self
+            .announced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if announced.iter().any(|id| id == task_id) {
             return;
         }
         announced.push(task_id.to_owned());
         drop(announced);
-        self.ctx.observer.on_event(SessionEvent::ChildTask {
+        self.observer.on_event(SessionEvent::ChildTask {
             task_id: task_id.to_owned(),
             agent: self.agent.to_owned(),
             description: self.description.to_owned(),
         });
     }
 
-    fn child_tool_call(&self, update: ChildProgress) {
+    /// Forwards one child tool-call update, announcing the child first if needed.
+    pub(crate) fn child_tool_call(&self, update: ChildProgress) {
         self.announce(&update.task_id);
         if update.state == crate::session::ToolCallState::Pending {
             *self.calls.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         }
-        self.ctx.observer.on_event(SessionEvent::ChildToolCall {
+        self.observer.on_event(SessionEvent::ChildToolCall {
             task_id: update.task_id,
             tool: update.tool,
             title: update.title,
@@ -217,7 +238,8 @@ impl Progress<'_, '_> {
         });
     }
 
-    fn calls(&self) -> usize {
+    /// Child tool calls seen so far.
+    pub(crate) fn calls(&self) -> usize {
         *self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -176,7 +176,11 @@ mod tests {
             )
             .await
             .expect_err("bad status");
-        assert!(err.to_string().starts_with("invalid arguments for todowrite"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid arguments for todowrite"),
+            "{err}"
+        );
         assert!(ctx.state.todos().is_empty());
     }
 }

@@ -122,11 +122,9 @@ impl Tool for WebFetchTool {
                 ),
             ));
         }
-        let timeout = args
-            .timeout
-            .map_or(DEFAULT_TIMEOUT, |secs| {
-                Duration::from_secs(secs.clamp(1, MAX_TIMEOUT_SECS))
-            });
+        let timeout = args.timeout.map_or(DEFAULT_TIMEOUT, |secs| {
+            Duration::from_secs(secs.clamp(1, MAX_TIMEOUT_SECS))
+        });
         let fetch_error = |reason: String| ToolError::Fetch {
             url: url.to_string(),
             reason,
@@ -146,8 +144,8 @@ impl Tool for WebFetchTool {
             }
             Ok(result) => result.map_err(fetch_error)?,
         };
-        let (mut output, converted) = render(&content_type, &body, args.format)
-            .map_err(|reason| fetch_error(reason))?;
+        let (mut output, converted) =
+            render(&content_type, &body, args.format).map_err(fetch_error)?;
         let total = output.len();
         if total > MAX_OUTPUT_BYTES {
             let mut cut = MAX_OUTPUT_BYTES;
@@ -173,7 +171,11 @@ impl Tool for WebFetchTool {
 }
 
 /// Downloads `url`, returning its content type and at most [`MAX_RESPONSE_BYTES`].
-async fn fetch(client: &reqwest::Client, url: &Url, format: Format) -> Result<(String, Vec<u8>), String> {
+async fn fetch(
+    client: &reqwest::Client,
+    url: &Url,
+    format: Format,
+) -> Result<(String, Vec<u8>), String> {
     let accept = match format {
         Format::Html => "text/html;q=1.0, application/xhtml+xml;q=0.9, */*;q=0.1",
         Format::Markdown => "text/markdown;q=1.0, text/html;q=0.9, text/plain;q=0.8, */*;q=0.1",

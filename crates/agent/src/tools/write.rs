@@ -144,7 +144,10 @@ mod tests {
             .execute(json!({"filePath": "../escape.txt", "content": "x"}), &ctx)
             .await
             .expect_err("outside");
-        assert_eq!(err.to_string(), "path ../escape.txt is outside the workspace");
+        assert_eq!(
+            err.to_string(),
+            "path ../escape.txt is outside the workspace"
+        );
         assert!(!dir.path().join("../escape.txt").exists());
         let err = WriteTool
             .execute(json!({"filePath": "/tmp/escape.txt", "content": "x"}), &ctx)

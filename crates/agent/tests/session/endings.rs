@@ -1,7 +1,7 @@
 //! The other ways a session ends: step limit, cancellation, a failed model call.
 
 use serde_json::json;
-use taskwire_agent::{SessionEvent, SessionStatus, builtin};
+use taskwire_agent::{NoopHost, SessionEvent, SessionStatus, builtin};
 use taskwire_llm::{ChatResponse, FinishReason, LlmError, Role, ToolCall};
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +30,10 @@ async fn last_step_offers_no_tools_and_ends_max_steps() {
     assert_eq!(outcome.text, "listed the root; still to do: read src");
     assert_eq!(outcome.steps, 2);
     let requests = model.requests();
-    assert_eq!(tool_names(&requests[0]), ["read", "list", "glob", "grep"]);
+    assert_eq!(
+        tool_names(&requests[0]),
+        ["read", "list", "glob", "grep", "webfetch"]
+    );
     assert!(
         requests[1].tools.is_empty(),
         "the last step offers no tools"
@@ -65,6 +68,7 @@ async fn cancellation_stops_the_loop_while_the_model_is_thinking() {
         .run_with(
             fx.params(builtin::general(), 10),
             &model,
+            &NoopHost,
             cancel,
             move |event| {
                 if *event == (SessionEvent::StepStarted { step: 2 }) {
@@ -89,7 +93,13 @@ async fn cancelled_before_start_makes_no_model_call() {
     let cancel = CancellationToken::new();
     cancel.cancel();
     let outcome = fx
-        .run_with(fx.params(builtin::general(), 10), &model, cancel, |_| {})
+        .run_with(
+            fx.params(builtin::general(), 10),
+            &model,
+            &NoopHost,
+            cancel,
+            |_| {},
+        )
         .await;
     assert_eq!(outcome.status, SessionStatus::Cancelled);
     assert!(model.requests().is_empty());

@@ -69,7 +69,13 @@ async fn grep_then_read_produces_events_in_order_and_completes() {
     assert_eq!(requests.len(), 3);
     let first = &requests[0];
     assert_eq!(first.model, "test-model");
-    assert_eq!(tool_names(first), ["read", "list", "glob", "grep"]);
+    // No host subagents, so no `task`; general never gets the todo tools.
+    assert_eq!(
+        tool_names(first),
+        [
+            "read", "list", "glob", "grep", "edit", "write", "bash", "webfetch"
+        ]
+    );
     assert_eq!(first.messages[0].role, Role::System);
     assert!(
         first.messages[0]
@@ -101,7 +107,7 @@ async fn resumed_session_continues_from_history() {
 
     let second = ScriptedModel::new([text("second answer")]);
     let mut params = fx.params(builtin::explore(), 5);
-    params.history = outcome.messages.clone();
+    params.history = outcome.transcript.clone();
     params.prompt = "and now?".into();
     let resumed = fx.run(params, &second).await;
 
@@ -112,6 +118,8 @@ async fn resumed_session_continues_from_history() {
     assert_eq!(roles, [System, User, Assistant, User]);
     assert_eq!(sent[2].content, "first answer");
     assert_eq!(resumed.messages.len(), 4);
+    assert_eq!(resumed.transcript.messages.len(), 4);
+    assert_eq!(resumed.transcript.session_id, "ses-test");
 }
 
 #[tokio::test]

@@ -1,11 +1,19 @@
-//! The session loop against real tools in a temporary workspace. The model is the only
-//! test double: a provider that replays scripted answers and records every request.
+//! The session loop against real tools in a temporary workspace. The model and the
+//! host are the test doubles: a provider that replays scripted answers and records
+//! every request, and a host with scripted approvals and in-process children.
 //!
 //! - `flow`: tool calls and results in order, resume from a transcript, concurrency.
-//! - `refusals`: denied, not offered, unknown and malformed calls never execute.
+//! - `refusals`: denied, not offered, unknown, malformed and looping calls never
+//!   execute.
+//! - `approvals`: `ask` through the host (once, always, reject, time out), bash rules.
+//! - `tasks`: the `task` tool: parallel children, metadata, failures, usage.
+//! - `agents`: markdown agents, tool-less agents, transcripts, slash-command subtasks.
 //! - `endings`: step limit, cancellation, model errors.
 
+mod agents;
+mod approvals;
 mod endings;
 mod flow;
 mod refusals;
 mod support;
+mod tasks;

@@ -1,12 +1,14 @@
-//! The scripted model and the workspace fixture shared by the session tests.
+//! The scripted model, the scripted host and the workspace fixture shared by the
+//! session tests.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use taskwire_agent::{
-    AgentSpec, SessionEvent, SessionOutcome, SessionParams, ToolCallState, ToolRegistry, Workspace,
-    run_session,
+    AgentSpec, ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
+    NoopHost, SessionEvent, SessionHost, SessionOutcome, SessionParams, ToolCallState,
+    ToolRegistry, Transcript, Workspace, run_session,
 };
 use taskwire_llm::{
     ChatRequest, ChatResponse, FinishReason, LlmError, Message, Provider, Role, StreamDelta,
@@ -134,13 +136,23 @@ impl Fixture {
             model: "test-model".into(),
             prompt: "find the TODO".into(),
             max_steps,
-            history: Vec::new(),
+            history: Transcript::new("ses-test"),
             workspace: self.workspace.clone(),
         }
     }
 
     pub(crate) async fn run(&self, params: SessionParams, model: &ScriptedModel) -> SessionOutcome {
-        self.run_with(params, model, CancellationToken::new(), |_| {})
+        self.run_with(params, model, &NoopHost, CancellationToken::new(), |_| {})
+            .await
+    }
+
+    pub(crate) async fn run_hosted(
+        &self,
+        params: SessionParams,
+        model: &ScriptedModel,
+        host: &dyn SessionHost,
+    ) -> SessionOutcome {
+        self.run_with(params, model, host, CancellationToken::new(), |_| {})
             .await
     }
 
@@ -149,6 +161,7 @@ impl Fixture {
         &self,
         params: SessionParams,
         model: &ScriptedModel,
+        host: &dyn SessionHost,
         cancel: CancellationToken,
         also: impl Fn(&SessionEvent) + Send + Sync,
     ) -> SessionOutcome {
@@ -157,14 +170,28 @@ impl Fixture {
             self.events.lock().expect("not poisoned").push(event);
         };
         let tools = ToolRegistry::builtin();
-        let session = run_session(params, model, &tools, &observer, cancel);
+        let session = run_session(params, model, &tools, host, &observer, cancel);
         tokio::time::timeout(Duration::from_secs(10), session)
             .await
             .expect("session ends promptly")
     }
 
+    /// Records an event, as the session observer does.
+    pub(crate) fn record(&self, event: SessionEvent) {
+        self.events.lock().expect("not poisoned").push(event);
+    }
+
     pub(crate) fn events(&self) -> Vec<SessionEvent> {
         self.events.lock().expect("not poisoned").clone()
+    }
+
+    /// The states one call went through, in order.
+    pub(crate) fn states_of(&self, call_id: &str) -> Vec<ToolCallState> {
+        self.tool_events()
+            .into_iter()
+            .filter(|(id, ..)| id == call_id)
+            .map(|(_, state, ..)| state)
+            .collect()
     }
 
     /// The tool-call events as `(call_id, state, title, error)`.
@@ -214,4 +241,104 @@ pub(crate) fn tool_result<'m>(messages: &'m [Message], call_id: &str) -> &'m str
         .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call_id))
         .map(|m| m.content.as_str())
         .expect("every call has a result")
+}
+
+/// How the test host runs a child task, chosen by the child's prompt.
+fn child_result(request: &ChildTaskRequest) -> Result<ChildTaskResult, String> {
+    if request.prompt.contains("unreachable") {
+        return Err(format!("no worker serves agent {}", request.subagent_type));
+    }
+    let status = if request.prompt.contains("crash") {
+        "error"
+    } else {
+        "completed"
+    };
+    Ok(ChildTaskResult {
+        task_id: format!("task-{}", request.description),
+        session_id: format!("ses-{}", request.description),
+        status: status.into(),
+        text: format!("report on {}", request.prompt),
+        usage: usage(3, 2),
+    })
+}
+
+/// A session host with scripted approval answers and in-process children.
+pub(crate) struct TestHost {
+    answers: Mutex<VecDeque<ApprovalAnswer>>,
+    pub(crate) approvals: Mutex<Vec<ApprovalRequest>>,
+    pub(crate) children: Mutex<Vec<ChildTaskRequest>>,
+    /// When set, every child waits here first: two children can only both pass if
+    /// they run at the same time.
+    barrier: Option<tokio::sync::Barrier>,
+}
+
+impl TestHost {
+    pub(crate) fn new(answers: impl IntoIterator<Item = ApprovalAnswer>) -> Self {
+        Self {
+            answers: Mutex::new(answers.into_iter().collect()),
+            approvals: Mutex::default(),
+            children: Mutex::default(),
+            barrier: None,
+        }
+    }
+
+    /// Children wait until `n` of them are running at once.
+    pub(crate) fn with_barrier(mut self, n: usize) -> Self {
+        self.barrier = Some(tokio::sync::Barrier::new(n));
+        self
+    }
+
+    pub(crate) fn approvals(&self) -> Vec<ApprovalRequest> {
+        self.approvals.lock().expect("not poisoned").clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionHost for TestHost {
+    async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {
+        self.approvals.lock().expect("not poisoned").push(request);
+        self.answers
+            .lock()
+            .expect("not poisoned")
+            .pop_front()
+            .unwrap_or(ApprovalAnswer::Reject {
+                message: Some("no scripted answer".into()),
+            })
+    }
+
+    async fn run_child(
+        &self,
+        request: ChildTaskRequest,
+        on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
+        _cancel: CancellationToken,
+    ) -> Result<ChildTaskResult, String> {
+        self.children
+            .lock()
+            .expect("not poisoned")
+            .push(request.clone());
+        if let Some(barrier) = &self.barrier {
+            barrier.wait().await;
+        }
+        let task_id = format!("task-{}", request.description);
+        for state in [
+            ToolCallState::Pending,
+            ToolCallState::Running,
+            ToolCallState::Completed,
+        ] {
+            on_progress(ChildProgress {
+                task_id: task_id.clone(),
+                tool: "grep".into(),
+                title: "grep TODO".into(),
+                state,
+            });
+        }
+        child_result(&request)
+    }
+
+    fn subagents(&self) -> Vec<(String, String)> {
+        vec![
+            ("explore".into(), "Fast read-only search".into()),
+            ("general".into(), "General-purpose".into()),
+        ]
+    }
 }

@@ -20,7 +20,7 @@ pub struct AgentsArgs {
 }
 
 pub async fn run(args: AgentsArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(&args.client.addr).await?;
+    let mut client = connect(&args.client).await?;
     let agents = client
         .list_agents(pb::ListAgentsRequest {
             include_hidden: args.all,

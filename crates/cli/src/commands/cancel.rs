@@ -23,7 +23,7 @@ pub struct CancelArgs {
 }
 
 pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(&args.client.addr).await?;
+    let mut client = connect(&args.client).await?;
     let request = pb::CancelRequest {
         task_id: args.task_id.clone(),
         reason: args.reason.unwrap_or_default(),

@@ -19,7 +19,7 @@ pub struct GetArgs {
 }
 
 pub async fn run(args: GetArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(&args.client.addr).await?;
+    let mut client = connect(&args.client).await?;
     let task = client
         .get(pb::GetRequest {
             task_id: args.task_id,

@@ -44,7 +44,7 @@ pub async fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
         limit: args.limit.unwrap_or(0),
         tenant: args.tenant.unwrap_or_default(),
     };
-    let mut client = connect(&args.client.addr).await?;
+    let mut client = connect(&args.client).await?;
     let tasks = client.list(request).await?.into_inner().tasks;
     let mut out = std::io::stdout().lock();
     match args.client.output {

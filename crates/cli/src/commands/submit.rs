@@ -55,7 +55,7 @@ pub struct SubmitArgs {
 pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let prompt = read_prompt(&args.prompt)?;
     let request = build_request(&args, prompt, Utc::now())?;
-    let mut client = connect(&args.client.addr).await?;
+    let mut client = connect(&args.client).await?;
     let submitted = client.submit(request).await?.into_inner();
     let as_json = args.client.output == OutputFormat::Json;
     if !args.wait {

@@ -24,7 +24,7 @@ pub struct WatchArgs {
 
 /// Exits 0 when the task completed, 1 when it ended otherwise.
 pub async fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(&args.client.addr).await?;
+    let mut client = connect(&args.client).await?;
     let result = match args.client.output {
         OutputFormat::Json => {
             let result = follow(&mut client, &args.task_id, |p| {

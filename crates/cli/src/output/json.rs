@@ -22,12 +22,27 @@ pub fn task(t: &pb::Task) -> Value {
         "prompt": t.prompt,
         "status": status_name(t.status),
         "attempt": t.attempt,
+        "max_attempts": t.max_attempts,
+        "attempts": t.attempts.iter().map(attempt).collect::<Vec<_>>(),
         "depth": t.depth,
         "created_at": timestamp(t.created_at.as_ref()),
         "updated_at": timestamp(t.updated_at.as_ref()),
         "deadline": timestamp(t.deadline.as_ref()),
         "text": t.result.as_ref().map_or("", result_text),
         "result": t.result.as_ref().map(result),
+    })
+}
+
+/// One claim of a task by a worker, and how it ended.
+pub fn attempt(a: &pb::Attempt) -> Value {
+    json!({
+        "attempt": a.attempt,
+        "worker_id": non_empty(&a.worker_id),
+        "status": status_name(a.status),
+        "error": non_empty(&a.error),
+        "retryable": a.retryable,
+        "started_at": timestamp(a.started_at.as_ref()),
+        "finished_at": timestamp(a.finished_at.as_ref()),
     })
 }
 
@@ -132,7 +147,12 @@ pub fn watch_result(r: &pb::TaskResult) -> Value {
 
 /// `taskwire submit` without `--wait`.
 pub fn submitted(s: &pb::SubmitResponse) -> Value {
-    json!({ "task_id": s.task_id, "trace_id": s.trace_id, "created": s.created })
+    json!({
+        "task_id": s.task_id,
+        "trace_id": s.trace_id,
+        "created": s.created,
+        "session_id": non_empty(&s.session_id),
+    })
 }
 
 /// `taskwire cancel`: the task's status after the request.
@@ -178,6 +198,22 @@ mod tests {
             prompt: "fix the bug".to_owned(),
             status: pb::TaskStatus::Completed as i32,
             attempt: 2,
+            max_attempts: 3,
+            attempts: vec![
+                pb::Attempt {
+                    attempt: 1,
+                    worker_id: "w1".to_owned(),
+                    status: pb::TaskStatus::Error as i32,
+                    error: "model unavailable".to_owned(),
+                    retryable: true,
+                    ..Default::default()
+                },
+                pb::Attempt {
+                    attempt: 2,
+                    status: pb::TaskStatus::Running as i32,
+                    ..Default::default()
+                },
+            ],
             created_at: Some(prost_types::Timestamp {
                 seconds: 1_767_366_245,
                 nanos: 0,
@@ -234,6 +270,10 @@ mod tests {
         assert_eq!(v["result"]["steps"], 3);
         assert_eq!(v["result"]["tool_calls"][0]["state"], "completed");
         assert_eq!(v["result"]["session_id"], "s-1");
+        assert_eq!(v["max_attempts"], 3);
+        assert_eq!(v["attempts"][0]["status"], "error");
+        assert_eq!(v["attempts"][0]["error"], "model unavailable");
+        assert_eq!(v["attempts"][1]["finished_at"], Value::Null);
     }
 
     #[test]

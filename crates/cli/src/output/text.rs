@@ -155,7 +155,7 @@ pub fn task_summary(t: &pb::Task) -> String {
         ("parent", dash(&t.parent_task_id)),
         ("trace", t.trace_id.clone()),
         ("tenant", dash(&t.tenant)),
-        ("attempt", t.attempt.to_string()),
+        ("attempt", attempt_of(t)),
         ("depth", t.depth.to_string()),
         ("created", time(t.created_at.as_ref())),
         ("updated", time(t.updated_at.as_ref())),
@@ -173,6 +173,20 @@ pub fn task_summary(t: &pb::Task) -> String {
     let mut out = String::new();
     for (label, value) in rows {
         let _ = writeln!(out, "{label:<9} {value}");
+    }
+    // Earlier attempts explain retries: which worker ran each and why it ended.
+    if t.attempts.len() > 1 || t.attempts.iter().any(|a| !a.error.is_empty()) {
+        for a in &t.attempts {
+            let mut line = format!("#{} {}", a.attempt, status_name(a.status));
+            if !a.worker_id.is_empty() {
+                let _ = write!(line, " on {}", a.worker_id);
+            }
+            if !a.error.is_empty() {
+                let retry = if a.retryable { " (retryable)" } else { "" };
+                let _ = write!(line, ": {}{retry}", first_line(&a.error));
+            }
+            let _ = writeln!(out, "{:<9} {line}", "attempts");
+        }
     }
     if let Some(r) = &t.result {
         for c in &r.tool_calls {
@@ -193,6 +207,14 @@ pub fn task_summary(t: &pb::Task) -> String {
         }
     }
     out
+}
+
+/// `2`, or `2 of 3` when the attempt budget is known.
+fn attempt_of(t: &pb::Task) -> String {
+    match t.max_attempts {
+        0 => t.attempt.to_string(),
+        max => format!("{} of {max}", t.attempt),
+    }
 }
 
 /// `taskwire ls`.

@@ -87,7 +87,10 @@ mod tests {
         let text = out.render();
         assert!(text.starts_with(&"a".repeat(HEAD_BYTES)));
         assert!(text.ends_with(&"z".repeat(TAIL_BYTES)));
-        assert!(text.contains("... (100000 bytes omitted) ..."), "marker present");
+        assert!(
+            text.contains("... (100000 bytes omitted) ..."),
+            "marker present"
+        );
         assert!(text.len() < HEAD_BYTES + TAIL_BYTES + 100);
     }
 

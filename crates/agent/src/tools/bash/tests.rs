@@ -82,13 +82,19 @@ async fn timeout_kills_the_command_and_everything_it_started() {
     )
     .await
     .expect_err("timed out");
-    assert!(started.elapsed() < Duration::from_secs(5), "returned promptly");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "returned promptly"
+    );
     let message = err.to_string();
     assert!(
         message.starts_with("command timed out after 500 ms and was killed"),
         "{message}"
     );
-    assert!(message.contains("waiting"), "output so far is kept: {message}");
+    assert!(
+        message.contains("waiting"),
+        "output so far is kept: {message}"
+    );
     assert_ended(&dir, "leader").await;
     assert_ended(&dir, "child").await;
 }
@@ -133,7 +139,10 @@ async fn background_jobs_do_not_outlive_the_call() {
     )
     .await
     .expect("ran");
-    assert!(started.elapsed() < Duration::from_secs(5), "did not wait for the job");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "did not wait for the job"
+    );
     assert_eq!(out.output, "started\n(exit code 0)");
     assert_ended(&dir, "bg").await;
 }

@@ -13,7 +13,8 @@ const PAGE: &str = "<html><head><title>Docs</title><script>alert('no')</script><
                     <ul><li>one</li><li>two</li></ul></body></html>";
 
 fn response(status: &str, content_type: &str, body: &[u8], length: Option<usize>) -> Vec<u8> {
-    let mut head = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nConnection: close\r\n");
+    let mut head =
+        format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nConnection: close\r\n");
     if let Some(length) = length {
         head.push_str(&format!("Content-Length: {length}\r\n"));
     }
@@ -26,7 +27,12 @@ fn response(status: &str, content_type: &str, body: &[u8], length: Option<usize>
 fn route(path: &str) -> Option<Vec<u8>> {
     let big = vec![b'x'; MAX_RESPONSE_BYTES + 1024];
     Some(match path {
-        "/page" => response("200 OK", "text/html; charset=utf-8", PAGE.as_bytes(), Some(PAGE.len())),
+        "/page" => response(
+            "200 OK",
+            "text/html; charset=utf-8",
+            PAGE.as_bytes(),
+            Some(PAGE.len()),
+        ),
         "/plain" => response("200 OK", "text/plain", b"just text\n", Some(10)),
         // No length: the cap must hold while streaming.
         "/big" => response("200 OK", "text/plain", &big, None),
@@ -39,7 +45,9 @@ fn route(path: &str) -> Option<Vec<u8>> {
 
 /// Serves [`route`] until the test ends; returns the base URL.
 async fn serve() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
     let addr: SocketAddr = listener.local_addr().expect("bound address");
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
@@ -83,10 +91,15 @@ async fn fetch(ctx: &ToolContext<'_>, args: Value) -> Result<ToolOutput, ToolErr
 #[tokio::test]
 async fn only_http_and_https_urls_are_fetched() {
     let (_dir, ctx) = setup();
-    for url in ["file:///etc/passwd", "ftp://example.com/x", "data:text/plain,hi"] {
+    for url in [
+        "file:///etc/passwd",
+        "ftp://example.com/x",
+        "data:text/plain,hi",
+    ] {
         let err = fetch(&ctx, json!({"url": url})).await.expect_err("refused");
         assert!(
-            err.to_string().contains("only http and https urls can be fetched"),
+            err.to_string()
+                .contains("only http and https urls can be fetched"),
             "{url}: {err}"
         );
     }
@@ -105,7 +118,11 @@ async fn html_is_converted_to_markdown_by_default() {
         .expect("fetched");
     assert!(out.output.contains("# Getting started"), "{}", out.output);
     assert!(out.output.contains("`make` & wait."), "{}", out.output);
-    assert!(!out.output.contains("alert"), "scripts are dropped: {}", out.output);
+    assert!(
+        !out.output.contains("alert"),
+        "scripts are dropped: {}",
+        out.output
+    );
     assert_eq!(out.metadata["content_type"], json!("text/html"));
     assert_eq!(out.title, format!("webfetch {base}/page"));
 }
@@ -126,9 +143,12 @@ async fn text_and_html_formats() {
         .await
         .expect("html");
     assert_eq!(html.output, PAGE);
-    let plain = fetch(&ctx, json!({"url": format!("{base}/plain"), "format": "markdown"}))
-        .await
-        .expect("plain");
+    let plain = fetch(
+        &ctx,
+        json!({"url": format!("{base}/plain"), "format": "markdown"}),
+    )
+    .await
+    .expect("plain");
     assert_eq!(plain.output, "just text\n");
 }
 
@@ -141,7 +161,8 @@ async fn responses_over_5_mib_are_refused() {
             .await
             .expect_err("too large");
         assert!(
-            err.to_string().ends_with("the response is larger than 5 MiB"),
+            err.to_string()
+                .ends_with("the response is larger than 5 MiB"),
             "{path}: {err}"
         );
     }
@@ -162,5 +183,8 @@ async fn errors_binary_content_and_timeouts_are_tool_errors() {
     let err = fetch(&ctx, json!({"url": format!("{base}/hang"), "timeout": 1}))
         .await
         .expect_err("timeout");
-    assert!(err.to_string().contains("no complete response within 1 s"), "{err}");
+    assert!(
+        err.to_string().contains("no complete response within 1 s"),
+        "{err}"
+    );
 }

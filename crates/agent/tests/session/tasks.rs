@@ -1,0 +1,158 @@
+//! The `task` tool: children started through the host, in parallel, with their
+//! results, failures, progress and usage coming back to the parent.
+
+use serde_json::json;
+use taskwire_agent::{SessionEvent, SessionStatus, ToolCallState, builtin};
+
+use crate::support::*;
+
+fn task(description: &str, agent: &str, prompt: &str) -> serde_json::Value {
+    json!({"description": description, "prompt": prompt, "subagent_type": agent})
+}
+
+#[tokio::test]
+async fn two_task_calls_run_concurrently_and_both_reports_reach_the_model() {
+    let fx = Fixture::new();
+    // Each child waits until both are running: sequential calls would never finish.
+    let host = TestHost::new([]).with_barrier(2);
+    let model = ScriptedModel::new([
+        calls(&[
+            ("t1", "task", task("A", "explore", "find the parser")),
+            ("t2", "task", task("B", "general", "find the printer")),
+        ]),
+        text("both found"),
+    ]);
+    let outcome = fx
+        .run_hosted(fx.params(builtin::build(), 5), &model, &host)
+        .await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    let requests = model.requests();
+    let offered = requests[0]
+        .tools
+        .iter()
+        .find(|tool| tool.name == "task")
+        .expect("task is offered when the host has subagents");
+    assert!(
+        offered
+            .description
+            .contains("- explore: Fast read-only search")
+    );
+    assert!(offered.description.contains("- general: General-purpose"));
+
+    let sent = &requests[1].messages;
+    assert_eq!(
+        tool_result(sent, "t1"),
+        "report on find the parser\n\n<task_metadata>\nsession_id: ses-A\n</task_metadata>"
+    );
+    assert_eq!(
+        tool_result(sent, "t2"),
+        "report on find the printer\n\n<task_metadata>\nsession_id: ses-B\n</task_metadata>"
+    );
+    let titles: Vec<_> = outcome
+        .tool_calls
+        .iter()
+        .map(|c| c.title.as_str())
+        .collect();
+    assert_eq!(titles, ["A", "B"]);
+    // Two model steps of (10, 5) plus two children of (3, 2).
+    assert_eq!(outcome.usage, usage(26, 14));
+
+    let events = fx.events();
+    for (task_id, agent, description) in [("task-A", "explore", "A"), ("task-B", "general", "B")] {
+        let announced = events
+            .iter()
+            .filter(|e| {
+                **e == SessionEvent::ChildTask {
+                    task_id: task_id.into(),
+                    agent: agent.into(),
+                    description: description.into(),
+                }
+            })
+            .count();
+        assert_eq!(announced, 1, "{task_id} announced once");
+        let child_calls: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::ChildToolCall {
+                    task_id: id, state, ..
+                } if id == task_id => Some(*state),
+                _ => None,
+            })
+            .collect();
+        use ToolCallState::*;
+        assert_eq!(child_calls, [Pending, Running, Completed], "{task_id}");
+    }
+    let children = host.children.lock().expect("not poisoned").clone();
+    assert_eq!(children.len(), 2);
+    assert!(
+        children
+            .iter()
+            .all(|c| c.session_id.is_none() && c.command.is_none())
+    );
+}
+
+#[tokio::test]
+async fn a_failed_child_is_a_tool_error_and_the_parent_goes_on() {
+    let fx = Fixture::new();
+    let host = TestHost::new([]);
+    let model = ScriptedModel::new([
+        calls(&[
+            ("t1", "task", task("lost", "explore", "unreachable work")),
+            ("t2", "task", task("broken", "general", "crash please")),
+            ("t3", "task", task("nobody", "reviewer", "review")),
+        ]),
+        text("recovered"),
+    ]);
+    let outcome = fx
+        .run_hosted(fx.params(builtin::build(), 5), &model, &host)
+        .await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    assert_eq!(outcome.text, "recovered");
+    let sent = &model.requests()[1].messages;
+    assert_eq!(
+        tool_result(sent, "t1"),
+        "error: subagent explore failed: no worker serves agent explore"
+    );
+    assert_eq!(
+        tool_result(sent, "t2"),
+        "error: subagent general failed: the task ended with status error: report on crash \
+         please\n\n<task_metadata>\nsession_id: ses-broken\n</task_metadata>"
+    );
+    assert_eq!(
+        tool_result(sent, "t3"),
+        "error: invalid arguments for task: unknown subagent_type reviewer; available: \
+         explore, general"
+    );
+    let oks: Vec<_> = outcome.tool_calls.iter().map(|c| c.ok).collect();
+    assert_eq!(oks, [false, false, false]);
+    // The crashed child still used tokens.
+    assert_eq!(outcome.usage, usage(23, 12));
+}
+
+#[tokio::test]
+async fn continuing_a_child_passes_its_session_id() {
+    let fx = Fixture::new();
+    let host = TestHost::new([]);
+    let mut args = task("again", "explore", "and the tests?");
+    args["session_id"] = json!("ses-A");
+    let model = ScriptedModel::new([call("t1", "task", args), text("done")]);
+    fx.run_hosted(fx.params(builtin::build(), 5), &model, &host)
+        .await;
+    let children = host.children.lock().expect("not poisoned").clone();
+    assert_eq!(children[0].session_id.as_deref(), Some("ses-A"));
+}
+
+#[tokio::test]
+async fn without_subagents_the_task_tool_is_not_offered() {
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([call("t1", "task", task("x", "explore", "y")), text("ok")]);
+    fx.run(fx.params(builtin::build(), 5), &model).await;
+    let requests = model.requests();
+    assert!(!tool_names(&requests[0]).contains(&"task"));
+    assert_eq!(
+        tool_result(&requests[1].messages, "t1"),
+        "error: tool task is not available to agent build"
+    );
+}

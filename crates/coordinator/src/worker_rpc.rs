@@ -1,0 +1,194 @@
+//! Requests from workers (NATS request/reply on `<prefix>.worker.<method>`, queue group
+//! `taskwire-coordinators`):
+//! child submits (the `task` tool), task lookups, session transcripts and approvals.
+//! Workers hold no database credentials; this is their only way to the store.
+//!
+//! Every reply carries an `RpcStatus` (a gRPC code name and message on failure), so a
+//! worker can tell a refused child (a tool error for the model) from an outage (retry).
+//! Failure policy: a request that fails is answered with its error; the loop keeps
+//! serving; a malformed request is answered `INVALID_ARGUMENT`.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use prost::Message;
+use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb, task::decode};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Principal;
+use crate::convert::task_of;
+use crate::submit::{ParentInfo, submit_task};
+use crate::{CoordinatorError, State};
+
+const CONCURRENCY: usize = 64;
+
+fn ok() -> Option<pb::RpcStatus> {
+    Some(pb::RpcStatus::default())
+}
+
+fn status_of(e: &CoordinatorError) -> Option<pb::RpcStatus> {
+    let status = tonic::Status::from(clone_error(e));
+    Some(pb::RpcStatus { code: format!("{:?}", status.code()), message: status.message().to_owned() })
+}
+
+/// Errors are not `Clone`; the reply needs only the code and message.
+fn clone_error(e: &CoordinatorError) -> CoordinatorError {
+    let code = tonic::Status::from(match e {
+        CoordinatorError::InvalidArgument { field, reason } => {
+            CoordinatorError::InvalidArgument { field: field.clone(), reason: reason.clone() }
+        }
+        CoordinatorError::NotFound(m) => CoordinatorError::NotFound(m.clone()),
+        CoordinatorError::AlreadyExists(m) => CoordinatorError::AlreadyExists(m.clone()),
+        CoordinatorError::ResourceExhausted(m) => CoordinatorError::ResourceExhausted(m.clone()),
+        CoordinatorError::FailedPrecondition(m) => CoordinatorError::FailedPrecondition(m.clone()),
+        CoordinatorError::PermissionDenied(m) => CoordinatorError::PermissionDenied(m.clone()),
+        other => CoordinatorError::Unavailable(other.to_string()),
+    });
+    match code.code() {
+        tonic::Code::InvalidArgument => CoordinatorError::invalid("request", code.message()),
+        tonic::Code::NotFound => CoordinatorError::NotFound(code.message().trim_end_matches(" not found").to_owned()),
+        tonic::Code::AlreadyExists => CoordinatorError::AlreadyExists(code.message().to_owned()),
+        tonic::Code::ResourceExhausted => CoordinatorError::ResourceExhausted(code.message().to_owned()),
+        tonic::Code::FailedPrecondition => CoordinatorError::FailedPrecondition(code.message().to_owned()),
+        tonic::Code::PermissionDenied => CoordinatorError::PermissionDenied(code.message().to_owned()),
+        _ => CoordinatorError::Unavailable(code.message().to_owned()),
+    }
+}
+
+/// Serves worker requests until `shutdown`.
+pub async fn run(state: Arc<State>, shutdown: CancellationToken) -> Result<(), async_nats::SubscribeError> {
+    let sub = state.client.queue_subscribe(state.subjects.rpc_all(), "taskwire-coordinators".to_owned()).await?;
+    sub.take_until(shutdown.cancelled_owned())
+        .for_each_concurrent(CONCURRENCY, |msg| {
+            let state = state.clone();
+            async move {
+                let Some(reply) = msg.reply.clone() else { return };
+                let method = msg.subject.as_str().split_once(".worker.").map_or("", |(_, m)| m).to_owned();
+                let body = answer(&state, &method, &msg.payload).await;
+                if let Err(e) = state.client.publish(reply, body.into()).await {
+                    tracing::warn!(error = %e, method = %method, "failed to answer a worker request");
+                }
+            }
+        })
+        .await;
+    Ok(())
+}
+
+async fn answer(state: &State, method: &str, payload: &[u8]) -> Vec<u8> {
+    match method {
+        "child" => child(state, payload).await.encode_to_vec(),
+        "task" => lookup(state, payload).await.encode_to_vec(),
+        "session.load" => session_load(state, payload).await.encode_to_vec(),
+        "session.save" => session_save(state, payload).await.encode_to_vec(),
+        "approval" => approval(state, payload).await.encode_to_vec(),
+        other => pb::RpcStatus { code: "Unimplemented".into(), message: format!("unknown worker request `{other}`") }
+            .encode_to_vec(),
+    }
+}
+
+async fn child(state: &State, payload: &[u8]) -> pb::ChildSubmitReply {
+    let run = async {
+        let req = decode::<pb::ChildSubmit>("child submit", payload)?;
+        let parent_id = TaskId::parse_field("parent_task_id", &req.parent_task_id)?;
+        let record = state
+            .store
+            .get_task(parent_id)
+            .await?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
+        if record.claim_epoch != ClaimEpoch(req.parent_claim_epoch) || record.status.is_terminal() {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "parent task {parent_id} is no longer run by this attempt"
+            )));
+        }
+        let parent_request = state
+            .store
+            .task_request(parent_id)
+            .await?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
+        let mut parent = ParentInfo::of(&parent_request);
+        parent.model = (!req.parent_model.is_empty()).then_some(req.parent_model);
+        let mut submit = req.request.ok_or(taskwire_protocol::ProtocolError::Missing("request"))?;
+        submit.parent_task_id = parent_id.to_string();
+        // The child runs as its parent's tenant; its scope is bounded by the parent's.
+        let caller = Principal { tenant: Some(record.tenant.clone()), scopes: None };
+        submit_task(state, &caller, submit, Some(parent)).await
+    };
+    match run.await {
+        Ok(r) => pb::ChildSubmitReply { status: ok(), task_id: r.task_id, session_id: r.session_id },
+        Err(e) => pb::ChildSubmitReply { status: status_of(&e), ..Default::default() },
+    }
+}
+
+async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
+    let run = async {
+        let req = decode::<pb::TaskLookup>("task lookup", payload)?;
+        let id = TaskId::parse_field("task_id", &req.task_id)?;
+        let record = state.store.get_task(id).await?.ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        Ok::<_, CoordinatorError>(task_of(&record))
+    };
+    match run.await {
+        Ok(task) => pb::TaskLookupReply { status: ok(), task: Some(task) },
+        Err(e) => pb::TaskLookupReply { status: status_of(&e), task: None },
+    }
+}
+
+async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {
+    let run = async {
+        let req = decode::<pb::SessionLoad>("session load", payload)?;
+        let id = SessionId::parse_field("session_id", &req.session_id)?;
+        Ok::<_, CoordinatorError>(state.store.load_session(id).await?)
+    };
+    match run.await {
+        Ok(Some((_, transcript))) => pb::SessionLoadReply {
+            status: ok(),
+            found: true,
+            transcript_json: serde_json::to_vec(&transcript).unwrap_or_default(),
+        },
+        Ok(None) => pb::SessionLoadReply { status: ok(), found: false, transcript_json: Vec::new() },
+        Err(e) => pb::SessionLoadReply { status: status_of(&e), ..Default::default() },
+    }
+}
+
+async fn session_save(state: &State, payload: &[u8]) -> pb::SessionSaveReply {
+    let run = async {
+        let req = decode::<pb::SessionSave>("session save", payload)?;
+        let session = SessionId::parse_field("session_id", &req.session_id)?;
+        let task = TaskId::parse_field("task_id", &req.task_id)?;
+        let transcript: serde_json::Value = serde_json::from_slice(&req.transcript_json)
+            .map_err(|e| CoordinatorError::invalid("transcript_json", e.to_string()))?;
+        if !state.store.save_session(session, task, ClaimEpoch(req.claim_epoch), &transcript).await? {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "task {task} is no longer run by this attempt; transcript not saved"
+            )));
+        }
+        Ok::<_, CoordinatorError>(())
+    };
+    match run.await {
+        Ok(()) => pb::SessionSaveReply { status: ok() },
+        Err(e) => pb::SessionSaveReply { status: status_of(&e) },
+    }
+}
+
+async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
+    let run = async {
+        let req = decode::<pb::ApprovalAsk>("approval", payload)?;
+        let task = TaskId::parse_field("task_id", &req.task_id)?;
+        if req.timed_out {
+            state.store.time_out_approval(task, &req.request_id).await?;
+            return Ok(());
+        }
+        let asked = state
+            .store
+            .ask_approval(task, ClaimEpoch(req.claim_epoch), &req.request_id, &req.permission, &req.patterns, &req.title)
+            .await?;
+        if !asked {
+            return Err(CoordinatorError::FailedPrecondition(format!("task {task} is no longer run by this attempt")));
+        }
+        tracing::info!(task.id = %task, request_id = %req.request_id, permission = %req.permission, "approval required");
+        Ok::<_, CoordinatorError>(())
+    };
+    match run.await {
+        Ok(()) => pb::ApprovalAskReply { status: ok() },
+        Err(e) => pb::ApprovalAskReply { status: status_of(&e) },
+    }
+}

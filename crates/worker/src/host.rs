@@ -1,0 +1,228 @@
+//! The worker's [`SessionHost`]: what a session needs from the fleet, over NATS.
+//!
+//! - `task` tool: a child task is submitted through the coordinator (which checks the
+//!   depth limit, the scope and the deadline), then followed live on its progress
+//!   subject (its tool calls reach the parent's progress) until the coordinator says it
+//!   finished; its recorded result comes back to the model.
+//! - `ask` permissions: the coordinator marks the task `awaiting_approval`; the answer
+//!   (gRPC `Approve`) arrives on the task's approval subject. An unanswered ask times
+//!   out as a deny; it never blocks forever.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
+use async_trait::async_trait;
+use futures::StreamExt;
+use prost::Message as _;
+use taskwire_agent::host::{ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult};
+use taskwire_agent::{SessionHost, ToolCallState};
+use taskwire_llm::Usage;
+use taskwire_protocol::{ClaimEpoch, TaskId, TaskStatus, pb, task::decode};
+use tokio_util::sync::CancellationToken;
+
+use crate::task::Context;
+
+/// How long a worker request to the coordinator may take.
+const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a waiting parent re-reads its child's status, in case a "finished" notice
+/// was missed (a reconnect).
+const CHILD_RECHECK: Duration = Duration::from_secs(2);
+
+/// One running attempt's host.
+pub struct WorkerHost<'a> {
+    pub ctx: &'a Context,
+    pub task_id: TaskId,
+    pub epoch: ClaimEpoch,
+    /// The model this session runs on (children inherit it).
+    pub model: String,
+    pub subagents: Vec<(String, String)>,
+    pub approval_timeout: Duration,
+}
+
+/// Sends a worker request and decodes the reply.
+pub async fn rpc<R: prost::Message + Default>(ctx: &Context, method: &str, body: Vec<u8>) -> Result<R, String> {
+    let subject = ctx.subjects.rpc(method);
+    let reply = tokio::time::timeout(RPC_TIMEOUT, ctx.client.request(subject.clone(), body.into()))
+        .await
+        .map_err(|_| format!("request to {subject} timed out"))?
+        .map_err(|e| format!("request to {subject} failed: {e}"))?;
+    decode::<R>("worker request reply", &reply.payload).map_err(|e| e.to_string())
+}
+
+/// The error of a reply's status, if any.
+pub fn failed(status: Option<&pb::RpcStatus>) -> Option<String> {
+    status.filter(|s| !s.code.is_empty()).map(|s| format!("{}: {}", s.code, s.message))
+}
+
+#[async_trait]
+impl SessionHost for WorkerHost<'_> {
+    async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {
+        let ctx = self.ctx;
+        // Subscribe before asking, so the answer cannot slip past.
+        let mut decisions = match ctx.client.subscribe(ctx.subjects.approval(self.task_id)).await {
+            Ok(s) => s,
+            Err(e) => {
+                return ApprovalAnswer::Reject { message: Some(format!("approval could not be requested: {e}")) };
+            }
+        };
+        let ask = |timed_out| pb::ApprovalAsk {
+            task_id: self.task_id.to_string(),
+            claim_epoch: self.epoch.0,
+            request_id: request.request_id.clone(),
+            permission: request.permission.clone(),
+            patterns: request.patterns.clone(),
+            title: request.title.clone(),
+            timed_out,
+        };
+        match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false).encode_to_vec()).await {
+            Ok(r) if failed(r.status.as_ref()).is_none() => {}
+            Ok(r) => {
+                let reason = failed(r.status.as_ref()).unwrap_or_default();
+                return ApprovalAnswer::Reject { message: Some(format!("approval could not be requested: {reason}")) };
+            }
+            Err(e) => return ApprovalAnswer::Reject { message: Some(format!("approval could not be requested: {e}")) },
+        }
+        let wait = async {
+            while let Some(msg) = decisions.next().await {
+                let Ok(d) = decode::<pb::ApprovalDecision>("approval decision", &msg.payload) else { continue };
+                if d.request_id != request.request_id {
+                    continue;
+                }
+                let message = (!d.message.is_empty()).then_some(d.message);
+                return Some(match pb::ApprovalAnswer::try_from(d.answer) {
+                    Ok(pb::ApprovalAnswer::Once) => ApprovalAnswer::Once,
+                    Ok(pb::ApprovalAnswer::Always) => ApprovalAnswer::Always,
+                    _ => ApprovalAnswer::Reject { message },
+                });
+            }
+            None
+        };
+        match tokio::time::timeout(self.approval_timeout, wait).await {
+            Ok(Some(answer)) => answer,
+            _ => {
+                tracing::info!(task.id = %self.task_id, request_id = %request.request_id, "approval timed out, denying");
+                if let Err(e) = rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(true).encode_to_vec()).await {
+                    tracing::warn!(task.id = %self.task_id, error = %e, "failed to close a timed-out approval");
+                }
+                ApprovalAnswer::TimedOut
+            }
+        }
+    }
+
+    async fn run_child(
+        &self,
+        request: ChildTaskRequest,
+        on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
+        cancel: CancellationToken,
+    ) -> Result<ChildTaskResult, String> {
+        let ctx = self.ctx;
+        let submit = pb::ChildSubmit {
+            parent_task_id: self.task_id.to_string(),
+            parent_claim_epoch: self.epoch.0,
+            parent_model: self.model.clone(),
+            request: Some(pb::SubmitRequest {
+                agent: request.subagent_type.clone(),
+                prompt: request.prompt.clone(),
+                intent: request.description.clone(),
+                resume_token: request.session_id.clone().unwrap_or_default(),
+                command: request.command.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+        };
+        let reply = rpc::<pb::ChildSubmitReply>(ctx, "child", submit.encode_to_vec()).await?;
+        if let Some(e) = failed(reply.status.as_ref()) {
+            return Err(format!("the child task was refused: {e}"));
+        }
+        let child = TaskId::parse_field("task_id", &reply.task_id).map_err(|e| e.to_string())?;
+        tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, "child task started");
+        let outcome = tokio::select! {
+            r = follow_child(ctx, child, on_progress) => r,
+            _ = cancel.cancelled() => Err(format!("stopped while child task {child} was running")),
+        }?;
+        Ok(ChildTaskResult { session_id: reply.session_id, ..outcome })
+    }
+
+    fn subagents(&self) -> Vec<(String, String)> {
+        self.subagents.clone()
+    }
+}
+
+/// Forwards a child's tool calls until it is finished; returns its recorded result.
+async fn follow_child(
+    ctx: &Context,
+    child: TaskId,
+    on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
+) -> Result<ChildTaskResult, String> {
+    let mut finished = ctx
+        .client
+        .subscribe(ctx.subjects.finished(child))
+        .await
+        .map_err(|e| format!("failed to follow child task {child}: {e}"))?;
+    let events = async {
+        let stream = ctx.js.get_stream(ctx.subjects.events_stream()).await.ok()?;
+        let consumer = stream
+            .create_consumer(OrderedConfig {
+                filter_subject: ctx.subjects.progress(child),
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .ok()?;
+        consumer.messages().await.ok()
+    }
+    .await;
+    let mut events = events.map(|e| e.boxed());
+    let mut recheck = tokio::time::interval(CHILD_RECHECK);
+    loop {
+        tokio::select! {
+            Some(Ok(msg)) = async { match events.as_mut() { Some(e) => e.next().await, None => None } } => {
+                if let Ok(p) = decode::<pb::TaskProgress>("task progress", &msg.payload)
+                    && let Some(pb::task_progress::Event::ToolCall(t)) = p.event
+                {
+                    let state = match t.state() {
+                        pb::ToolCallState::Pending => ToolCallState::Pending,
+                        pb::ToolCallState::Running => ToolCallState::Running,
+                        pb::ToolCallState::Error => ToolCallState::Error,
+                        _ => ToolCallState::Completed,
+                    };
+                    on_progress(ChildProgress { task_id: child.to_string(), tool: t.tool, title: t.title, state });
+                }
+            }
+            _ = finished.next() => {
+                if let Some(r) = child_result(ctx, child).await? { return Ok(r) }
+            }
+            _ = recheck.tick() => {
+                if let Some(r) = child_result(ctx, child).await? { return Ok(r) }
+            }
+        }
+    }
+}
+
+/// The child's result once it is finished; `None` while it runs.
+async fn child_result(ctx: &Context, child: TaskId) -> Result<Option<ChildTaskResult>, String> {
+    let reply =
+        rpc::<pb::TaskLookupReply>(ctx, "task", pb::TaskLookup { task_id: child.to_string() }.encode_to_vec()).await?;
+    if let Some(e) = failed(reply.status.as_ref()) {
+        return Err(format!("failed to read child task {child}: {e}"));
+    }
+    let Some(task) = reply.task else { return Ok(None) };
+    let status = TaskStatus::from_wire("status", task.status).map_err(|e| e.to_string())?;
+    if !status.is_terminal() {
+        return Ok(None);
+    }
+    let result = task.result.unwrap_or_default();
+    let usage = result.usage.unwrap_or_default();
+    let mut text = result.output.map(|o| o.text).unwrap_or_default();
+    if text.is_empty()
+        && let Some(e) = result.errors.first()
+    {
+        text = e.message.clone();
+    }
+    Ok(Some(ChildTaskResult {
+        task_id: child.to_string(),
+        session_id: result.session_id,
+        status: status.as_str().to_owned(),
+        text,
+        usage: Usage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens },
+    }))
+}

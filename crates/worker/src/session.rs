@@ -1,0 +1,119 @@
+//! One attempt's agent session: resolve the agent and model, load the transcript,
+//! run a slash command's subtask if there is one, run the loop, save the transcript.
+
+use async_nats::jetstream::Message;
+use prost::Message as _;
+use taskwire_agent::command::run_subtask;
+use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
+use taskwire_agent::transcript::{SubtaskPart, Transcript};
+use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
+use taskwire_llm::router::resolve_model;
+use taskwire_protocol::{SessionId, TaskRequest, pb};
+
+use crate::cancel::StopHandle;
+use crate::host::{WorkerHost, failed, rpc};
+use crate::progress::ProgressPublisher;
+use crate::task::{Claim, Context, supervise};
+
+/// Runs the attempt's session to its end; `Err` when it could not start (an invalid
+/// agent spec, or the transcript could not be loaded).
+pub async fn run(
+    ctx: &Context,
+    msg: &Message,
+    request: &TaskRequest,
+    claim: Claim,
+    session_id: SessionId,
+    stop: &StopHandle,
+) -> Result<SessionOutcome, String> {
+    let agent = AgentSpec::try_from(&request.agent_spec).map_err(|e| format!("invalid agent spec: {e}"))?;
+    let model = resolve_model(
+        request.model.as_deref(),
+        agent.model.as_deref(),
+        request.parent_model.as_deref(),
+        &ctx.default_model,
+    );
+    // The worker enforces what a session may use; the model is never trusted to.
+    let agent = restrict_to_scope(&agent, &request.auth_scope);
+    let agent = if request.depth > 0 { child_tools_policy(&agent, request.depth, request.max_depth) } else { agent };
+    let max_steps = request.max_steps.map_or(agent.max_steps, |m| m.min(agent.max_steps));
+    let mut history = load_transcript(ctx, session_id).await?;
+
+    let (sink, publisher) =
+        ProgressPublisher::start(ctx.js.clone(), ctx.subjects.progress(request.task_id), request.task_id, request.trace_id, claim.attempt);
+    let host = WorkerHost {
+        ctx,
+        task_id: request.task_id,
+        epoch: claim.epoch,
+        model: model.clone(),
+        subagents: request.subagents.clone(),
+        approval_timeout: ctx.approval_timeout,
+    };
+    let run = async {
+        let mut prompt = request.prompt.clone();
+        let mut subtask_usage = taskwire_llm::Usage::default();
+        if let Some(part) = &request.subtask {
+            // A slash command's delegation runs first, with no model deciding it.
+            let part = SubtaskPart {
+                agent: part.agent.clone(),
+                description: part.description.clone(),
+                prompt: part.prompt.clone(),
+                command: (!part.command.is_empty()).then(|| part.command.clone()),
+            };
+            let done = run_subtask(&part, "call_subtask", &host, &sink, stop.token()).await;
+            history.messages.extend(done.messages);
+            subtask_usage = done.usage;
+            prompt.clear(); // the subtask part is the user's message
+        }
+        let params = SessionParams { agent, model, prompt, max_steps, history, workspace: ctx.workspace.clone() };
+        let mut outcome = run_session(params, ctx.provider.as_ref(), &ctx.tools, &host, &sink, stop.token()).await;
+        outcome.usage += subtask_usage;
+        outcome
+    };
+    let outcome = supervise(run, msg, ctx.ack_wait, request.deadline, stop).await;
+    publisher.finish(sink).await;
+    save_transcript(ctx, request, claim, session_id, &outcome.transcript).await;
+    Ok(outcome)
+}
+
+async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcript, String> {
+    let reply = rpc::<pb::SessionLoadReply>(
+        ctx,
+        "session.load",
+        pb::SessionLoad { session_id: session_id.to_string() }.encode_to_vec(),
+    )
+    .await
+    .map_err(|e| format!("failed to load session {session_id}: {e}"))?;
+    if let Some(e) = failed(reply.status.as_ref()) {
+        return Err(format!("failed to load session {session_id}: {e}"));
+    }
+    if !reply.found {
+        return Ok(Transcript::new(session_id.to_string()));
+    }
+    serde_json::from_slice(&reply.transcript_json).map_err(|e| format!("session {session_id} has an unreadable transcript: {e}"))
+}
+
+/// Saves the transcript; a failure is logged, not fatal: the result still counts, only
+/// a later resume would miss this run.
+async fn save_transcript(ctx: &Context, request: &TaskRequest, claim: Claim, session_id: SessionId, transcript: &Transcript) {
+    let body = match serde_json::to_vec(transcript) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(task.id = %request.task_id, error = %e, "failed to encode the transcript");
+            return;
+        }
+    };
+    let save = pb::SessionSave {
+        session_id: session_id.to_string(),
+        task_id: request.task_id.to_string(),
+        claim_epoch: claim.epoch.0,
+        transcript_json: body,
+    };
+    match rpc::<pb::SessionSaveReply>(ctx, "session.save", save.encode_to_vec()).await {
+        Ok(r) => {
+            if let Some(e) = failed(r.status.as_ref()) {
+                tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved");
+            }
+        }
+        Err(e) => tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved"),
+    }
+}

@@ -1,0 +1,140 @@
+//! Crash safety: nothing acknowledged is lost, nothing runs twice into the record,
+//! when a worker or the coordinator is killed (SIGKILL, as real `taskwire` processes),
+//! when nats-server restarts, and when Postgres stops for a while.
+//!
+//! - [`worker_crash`]: a worker killed mid-session; another finishes the task.
+//! - [`coordinator_crash`]: the coordinator killed during a burst of submits.
+//! - [`nats_restart`]: the broker restarted under load.
+//! - [`postgres_outage`]: the database stopped and started again.
+//!
+//! Each test prints what it measured (`--nocapture` shows it).
+
+mod coordinator_crash;
+mod nats_restart;
+mod postgres_outage;
+mod worker_crash;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::bail;
+use taskwire_e2e::PATIENCE;
+use taskwire_protocol::pb;
+use taskwire_protocol::pb::task_service_client::TaskServiceClient;
+use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+/// A `general` task with this prompt.
+fn task(prompt: &str) -> pb::SubmitRequest {
+    pb::SubmitRequest { agent: "general".into(), prompt: prompt.into(), ..Default::default() }
+}
+
+/// The echo model's answer to `prompt`.
+fn echo_of(prompt: &str) -> String {
+    format!("echo: {prompt}")
+}
+
+/// A model that answers `echo: <prompt>` after `delay`, so sessions are in flight for a
+/// while.
+async fn slow_echo(delay: Duration) -> ScriptedModel {
+    ScriptedModel::start(move |req: &SeenRequest| {
+        ScriptedReply::text(echo_of(req.last_user_message().unwrap_or_default())).with_delay(delay)
+    })
+    .await
+}
+
+/// How many model requests each prompt got: a session of these tests makes exactly one,
+/// so a count above one means the task ran twice.
+fn prompts_seen(model: &ScriptedModel) -> HashMap<String, usize> {
+    let mut seen = HashMap::new();
+    for req in model.requests() {
+        *seen.entry(req.last_user_message().unwrap_or_default().to_owned()).or_default() += 1;
+    }
+    seen
+}
+
+/// Polls `Get` until the task has its result, riding out errors for `PATIENCE` (the
+/// coordinator may be restarting).
+async fn wait_finished(client: &mut TaskServiceClient<Channel>, task_id: &str) -> anyhow::Result<pb::Task> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let last = match client.get(pb::GetRequest { task_id: task_id.into() }).await {
+            Ok(task) => {
+                let task = task.into_inner();
+                if task.result.is_some() {
+                    return Ok(task);
+                }
+                format!("status {:?}, attempt {}", task.status(), task.attempt)
+            }
+            Err(status) => format!("get failed: {status}"),
+        };
+        if tokio::time::Instant::now() > deadline {
+            bail!("task {task_id} did not finish within {PATIENCE:?}; last seen: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A coordinator or worker running in this process through its library `run`.
+struct InProcess {
+    token: CancellationToken,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl InProcess {
+    fn coordinator(config: taskwire_coordinator::CoordinatorConfig, listener: tokio::net::TcpListener) -> Self {
+        let token = CancellationToken::new();
+        let handle = tokio::spawn({
+            let token = token.clone();
+            async move {
+                if let Err(e) = taskwire_coordinator::serve(config, listener, token).await {
+                    tracing::error!(error = %e, "coordinator failed");
+                }
+            }
+        });
+        Self { token, handle: Some(handle) }
+    }
+
+    fn worker(config: taskwire_worker::WorkerConfig) -> Self {
+        let token = CancellationToken::new();
+        let handle = tokio::spawn({
+            let token = token.clone();
+            async move {
+                if let Err(e) = taskwire_worker::run(config, token).await {
+                    tracing::error!(error = %e, "worker failed");
+                }
+            }
+        });
+        Self { token, handle: Some(handle) }
+    }
+
+    /// Stops it gracefully and waits until it has.
+    async fn stop(mut self) {
+        self.token.cancel();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.await;
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, failing after `PATIENCE` with `what`.
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check()? {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("timed out after {PATIENCE:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

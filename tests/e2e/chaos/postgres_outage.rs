@@ -1,0 +1,129 @@
+//! Postgres stopped for a few seconds: `Submit` answers `UNAVAILABLE` (not `INTERNAL`,
+//! not a hang) while it is down, works again once it is back, and the tasks accepted
+//! before the outage, some of them mid-session when it began, all complete.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use taskwire_e2e::PATIENCE;
+use taskwire_protocol::pb;
+use taskwire_protocol::pb::task_service_client::TaskServiceClient;
+use taskwire_test_support::{NatsServer, PrivatePostgres};
+
+use super::{InProcess, echo_of, prompts_seen, slow_echo, task, wait_finished};
+
+const BEFORE: usize = 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_before_is_lost() {
+    taskwire_test_support::init_tracing();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut pg = tokio::task::block_in_place(PrivatePostgres::start).expect("private postgres");
+    let nats = NatsServer::start().expect("nats");
+    // Slow enough that sessions are still running when the database goes away.
+    let model = slow_echo(Duration::from_millis(400)).await;
+    let workspace = tempfile::tempdir().expect("workspace");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let coordinator = InProcess::coordinator(
+        taskwire_coordinator::CoordinatorConfig {
+            database_url: pg.url(),
+            nats_url: nats.url(),
+            listen: addr,
+            ack_wait: Duration::from_secs(10),
+            ..Default::default()
+        },
+        listener,
+    );
+    let mut worker_config = taskwire_worker::WorkerConfig {
+        nats_url: nats.url(),
+        concurrency: 4,
+        workspace: workspace.path().to_owned(),
+        worker_id: Some("worker".to_owned()),
+        ack_wait: Duration::from_secs(10),
+        claim_timeout: Duration::from_secs(2),
+        shutdown_grace: Duration::from_secs(2),
+        ..Default::default()
+    };
+    worker_config.model.base_url = model.base_url();
+    worker_config.model.default_model = "scripted".to_owned();
+    let worker = InProcess::worker(worker_config);
+    let mut client = connect(addr).await;
+
+    let mut accepted = Vec::new();
+    for i in 0..BEFORE {
+        let prompt = format!("before the outage {i}");
+        accepted.push((client.submit(task(&prompt)).await.expect("submit").into_inner().task_id, prompt));
+    }
+    // Stop only once a session is under way, so a result arrives during the outage.
+    super::eventually("a session to start", || Ok((model.request_count() > 0).then_some(())))
+        .await
+        .expect("sessions under way");
+
+    tokio::task::block_in_place(|| pg.stop()).expect("stop postgres");
+    let stopped = Instant::now();
+    let mut answers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut refused_prompts = Vec::new();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let prompt = format!("during the outage {}", refused_prompts.len());
+        let r = tokio::time::timeout(Duration::from_secs(15), client.submit(task(&prompt))).await;
+        let code = match r {
+            Ok(Ok(_)) => panic!("a submit was accepted while postgres was down"),
+            Ok(Err(status)) => status.code(),
+            Err(_) => panic!("a submit hung while postgres was down"),
+        };
+        *answers.entry(format!("{code:?}")).or_default() += 1;
+        refused_prompts.push(prompt);
+        if code == tonic::Code::Unavailable {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never UNAVAILABLE: {answers:?}");
+    }
+    let first_unavailable = stopped.elapsed();
+    assert_eq!(answers.len(), 1, "every refusal is UNAVAILABLE: {answers:?}");
+
+    tokio::task::block_in_place(|| pg.start_again()).expect("start postgres again");
+    let restarted = Instant::now();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let after = loop {
+        match client.submit(task("after the outage")).await {
+            Ok(r) => break r.into_inner().task_id,
+            Err(status) => assert!(tokio::time::Instant::now() < deadline, "submit never recovered: {status}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let submit_recovered = restarted.elapsed();
+    accepted.push((after, "after the outage".to_owned()));
+
+    for (id, prompt) in &accepted {
+        let task = wait_finished(&mut client, id).await.unwrap_or_else(|e| panic!("{prompt}: {e}"));
+        assert_eq!(task.status(), pb::TaskStatus::Completed, "{prompt}");
+        assert_eq!(task.result.expect("result").output.expect("output").text, echo_of(prompt));
+    }
+    let all_done = restarted.elapsed();
+    let seen = prompts_seen(&model);
+    for prompt in &refused_prompts {
+        assert!(!seen.contains_key(prompt), "a refused submit ran: {prompt}");
+    }
+    eprintln!(
+        "postgres stopped: first UNAVAILABLE {first_unavailable:?} after the stop ({answers:?}); \
+         after the restart submit worked in {submit_recovered:?} and all {} accepted tasks completed in {all_done:?}",
+        accepted.len()
+    );
+    worker.stop().await;
+    coordinator.stop().await;
+}
+
+async fn connect(addr: std::net::SocketAddr) -> TaskServiceClient<tonic::transport::Channel> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Ok(mut c) = TaskServiceClient::connect(format!("http://{addr}")).await
+            && c.list_agents(pb::ListAgentsRequest::default()).await.is_ok()
+        {
+            return c;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "coordinator did not serve");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
