@@ -7,4 +7,6 @@ mod dispatch;
 mod flow;
 mod retries;
 mod security;
+mod sessions;
+mod subagents;
 mod validation;

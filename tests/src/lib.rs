@@ -108,7 +108,18 @@ impl Cluster {
 
     /// Starts one more worker.
     pub fn add_worker(&mut self, name: &str, concurrency: usize) {
-        let config = self.worker_config(name, concurrency);
+        self.add_worker_with(name, concurrency, |_| {});
+    }
+
+    /// Starts one more worker, its configuration adjusted by `configure`.
+    pub fn add_worker_with(
+        &mut self,
+        name: &str,
+        concurrency: usize,
+        configure: impl FnOnce(&mut taskwire_worker::WorkerConfig),
+    ) {
+        let mut config = self.worker_config(name, concurrency);
+        configure(&mut config);
         let token = CancellationToken::new();
         let handle = tokio::spawn({
             let token = token.clone();
@@ -225,4 +236,36 @@ pub fn final_result(events: &[pb::WatchEvent]) -> Option<&pb::TaskResult> {
         pb::watch_event::Event::Result(r) => Some(r),
         _ => None,
     }
+}
+
+/// Polls `Get` until `check` accepts the task (or fails after [`PATIENCE`]).
+pub async fn wait_for(
+    cluster: &Cluster,
+    task_id: &str,
+    what: &str,
+    check: impl Fn(&pb::Task) -> bool,
+) -> anyhow::Result<pb::Task> {
+    let mut client = cluster.client().await?;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let task = client.get(pb::GetRequest { task_id: task_id.into() }).await?.into_inner();
+        if check(&task) {
+            return Ok(task);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("task {task_id} never became {what}; last seen {:?}", task.status());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Progress events of a watch stream.
+pub fn progress_events(events: &[pb::WatchEvent]) -> Vec<&pb::TaskProgress> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(pb::watch_event::Event::Progress(p)) => Some(p),
+            _ => None,
+        })
+        .collect()
 }

@@ -40,7 +40,12 @@ impl Taskwire {
                 bin.display()
             );
         }
-        let logs = tempfile::Builder::new().prefix("taskwire-logs-").tempdir().context("failed to create a log dir")?;
+        let mut logs = tempfile::Builder::new().prefix("taskwire-logs-").tempdir().context("failed to create a log dir")?;
+        if std::env::var_os("TASKWIRE_KEEP_LOGS").is_some() {
+            // Kept for a look after the test; the path is printed.
+            logs.disable_cleanup(true);
+            eprintln!("taskwire process logs: {}", logs.path().display());
+        }
         Ok(Self { bin, logs })
     }
 

@@ -94,7 +94,13 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
         let task = wait_finished(&mut client, id)
             .await
             .unwrap_or_else(|e| panic!("{e}\ncoordinator log:\n{}\nworker log:\n{}", coordinator.log_tail(20), worker.log_tail(20)));
-        assert_eq!(task.status(), pb::TaskStatus::Completed, "task {i}");
+        assert_eq!(
+            task.status(),
+            pb::TaskStatus::Completed,
+            "task {i}: {task:?}\ncoordinator-2 log:\n{}\nworker log:\n{}",
+            coordinator.log_tail(30),
+            worker.log_tail(30)
+        );
         assert_eq!(task.result.expect("result").output.expect("output").text, echo_of(&prompt(*i)));
     }
     let recovered = killed.elapsed();

@@ -1,0 +1,187 @@
+//! The `task` tool across the fleet: children run on other workers in parallel, their
+//! tool calls reach the parent's progress, their output reaches the parent's model;
+//! depth and scope limits hold.
+
+use taskwire_e2e::{Cluster, final_result, progress_events, start};
+use taskwire_protocol::pb;
+use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+use tonic::Code;
+
+fn first_user(req: &SeenRequest) -> String {
+    req.messages.iter().find(|m| m.role == "user").map(|m| m.content.clone()).unwrap_or_default()
+}
+
+/// The parent delegates to two explore children in one turn, then reports what they
+/// said; each child greps once and answers slowly enough that they overlap in time.
+fn script(req: &SeenRequest) -> ScriptedReply {
+    let user = first_user(req);
+    if let Some(word) = user.strip_prefix("child: find ") {
+        return match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([("g1", "grep", serde_json::json!({ "pattern": word }))]),
+            _ => {
+                let found = req.messages.iter().rev().find(|m| m.role == "tool").map(|m| m.content.clone());
+                let hit = found.unwrap_or_default().lines().find(|l| l.contains(word)).unwrap_or("none").to_owned();
+                ScriptedReply::text(format!("child found {word}: {hit}")).with_delay(std::time::Duration::from_millis(700))
+            }
+        };
+    }
+    match req.assistant_turns() {
+        0 => ScriptedReply::tool_calls([
+            (
+                "t1",
+                "task",
+                serde_json::json!({"description": "find alpha", "prompt": "child: find alpha", "subagent_type": "explore"}),
+            ),
+            (
+                "t2",
+                "task",
+                serde_json::json!({"description": "find omega", "prompt": "child: find omega", "subagent_type": "explore"}),
+            ),
+        ]),
+        _ => {
+            let outputs: Vec<String> =
+                req.messages.iter().filter(|m| m.role == "tool").map(|m| m.content.clone()).collect();
+            ScriptedReply::text(format!("children said:\n{}", outputs.join("\n---\n")))
+        }
+    }
+}
+
+async fn cluster() -> Cluster {
+    let mut cluster = start(ScriptedModel::start(script).await, 0, 1).await.expect("cluster");
+    // One session per worker: the parent holds one, each child needs another.
+    for i in 0..3 {
+        cluster.add_worker(&format!("w{i}"), 1);
+    }
+    let ws = cluster.workspace.path();
+    std::fs::write(ws.join("a.txt"), "the alpha line\n").expect("write");
+    std::fs::write(ws.join("z.txt"), "the omega line\n").expect("write");
+    cluster
+}
+
+#[tokio::test]
+async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_workers() {
+    let cluster = cluster().await;
+    let mut client = cluster.client().await.expect("client");
+    let parent = client
+        .submit(pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "investigate alpha and omega".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner();
+    let events = cluster.watch(&parent.task_id).await.expect("watch");
+    let result = final_result(&events).expect("result");
+    assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
+    let text = &result.output.as_ref().expect("output").text;
+    assert!(text.contains("child found alpha: a.txt:1: the alpha line"), "{text}");
+    assert!(text.contains("child found omega: z.txt:1: the omega line"), "{text}");
+    assert!(text.contains("<task_metadata>") && text.contains("session_id"), "{text}");
+
+    // The children are listed under the parent, in the same trace, on two workers,
+    // and ran at the same time.
+    let children = client
+        .list(pb::ListRequest { parent_task_id: parent.task_id.clone(), ..Default::default() })
+        .await
+        .expect("list")
+        .into_inner()
+        .tasks;
+    assert_eq!(children.len(), 2);
+    let mut details = Vec::new();
+    for c in &children {
+        assert_eq!(c.trace_id, parent.trace_id);
+        assert_eq!(c.agent, "explore");
+        assert_eq!(c.depth, 1);
+        details.push(client.get(pb::GetRequest { task_id: c.task_id.clone() }).await.expect("get").into_inner());
+    }
+    let (a, b) = (&details[0].attempts[0], &details[1].attempts[0]);
+    assert_ne!(a.worker_id, b.worker_id, "children ran on different workers");
+    let secs = |t: &Option<prost_types::Timestamp>| t.as_ref().map_or(0.0, |t| t.seconds as f64 + f64::from(t.nanos) / 1e9);
+    assert!(
+        secs(&a.started_at) < secs(&b.finished_at) && secs(&b.started_at) < secs(&a.finished_at),
+        "children overlapped in time: {a:?} {b:?}"
+    );
+
+    // The parent's progress carried the children's tool calls as they happened, and its
+    // usage includes theirs.
+    let child_calls = progress_events(&events)
+        .into_iter()
+        .filter(|p| matches!(&p.event, Some(pb::task_progress::Event::ToolCall(t)) if t.tool == "grep"))
+        .count();
+    assert!(child_calls >= 2, "the parent's progress shows the children's grep calls");
+    let child_usage: u64 = details
+        .iter()
+        .map(|t| t.result.as_ref().and_then(|r| r.usage).map_or(0, |u| u.input_tokens))
+        .sum();
+    let own = result.usage.expect("usage").input_tokens;
+    assert!(own >= child_usage + 20, "parent usage {own} includes the children's {child_usage}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_depth_limit_and_scope_widening_are_refused() {
+    let cluster = start(ScriptedModel::echo().await, 1, 2).await.expect("cluster");
+    let mut client = cluster.client().await.expect("client");
+    let root = client
+        .submit(pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "root".into(),
+            auth_scope: vec!["read".into(), "grep".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("root")
+        .into_inner();
+    let child = client
+        .submit(pb::SubmitRequest {
+            agent: "explore".into(),
+            prompt: "child".into(),
+            parent_task_id: root.task_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("a child at depth 1 is allowed")
+        .into_inner();
+    let err = client
+        .submit(pb::SubmitRequest {
+            agent: "explore".into(),
+            prompt: "grandchild".into(),
+            parent_task_id: child.task_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("depth 2 is past the default limit");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("depth limit"), "{}", err.message());
+
+    let err = client
+        .submit(pb::SubmitRequest {
+            agent: "explore".into(),
+            prompt: "wider".into(),
+            parent_task_id: root.task_id.clone(),
+            auth_scope: vec!["bash".into()],
+            ..Default::default()
+        })
+        .await
+        .expect_err("a scope wider than the parent's");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(err.message().contains("`bash`"), "{}", err.message());
+
+    let err = client
+        .submit(pb::SubmitRequest {
+            agent: "build".into(),
+            prompt: "primary as child".into(),
+            parent_task_id: root.task_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a primary agent is not a subagent");
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    // The child inherited the parent's scope and trace.
+    let got = client.get(pb::GetRequest { task_id: child.task_id }).await.expect("get").into_inner();
+    assert_eq!(got.trace_id, root.trace_id);
+    assert_eq!(got.parent_task_id, root.task_id);
+    cluster.shutdown().await;
+}
