@@ -2,6 +2,7 @@
 //! over real HTTP per test; coordinator and workers through their `run()`.
 
 mod backpressure;
+mod commands;
 mod chaos;
 mod dispatch;
 mod flow;
