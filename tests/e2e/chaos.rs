@@ -28,7 +28,11 @@ use tonic::transport::Channel;
 
 /// A `general` task with this prompt.
 fn task(prompt: &str) -> pb::SubmitRequest {
-    pb::SubmitRequest { agent: "general".into(), prompt: prompt.into(), ..Default::default() }
+    pb::SubmitRequest {
+        agent: "general".into(),
+        prompt: prompt.into(),
+        ..Default::default()
+    }
 }
 
 /// The echo model's answer to `prompt`.
@@ -50,17 +54,27 @@ async fn slow_echo(delay: Duration) -> ScriptedModel {
 fn prompts_seen(model: &ScriptedModel) -> HashMap<String, usize> {
     let mut seen = HashMap::new();
     for req in model.requests() {
-        *seen.entry(req.last_user_message().unwrap_or_default().to_owned()).or_default() += 1;
+        *seen
+            .entry(req.last_user_message().unwrap_or_default().to_owned())
+            .or_default() += 1;
     }
     seen
 }
 
 /// Polls `Get` until the task has its result, riding out errors for `PATIENCE` (the
 /// coordinator may be restarting).
-async fn wait_finished(client: &mut TaskServiceClient<Channel>, task_id: &str) -> anyhow::Result<pb::Task> {
+async fn wait_finished(
+    client: &mut TaskServiceClient<Channel>,
+    task_id: &str,
+) -> anyhow::Result<pb::Task> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let last = match client.get(pb::GetRequest { task_id: task_id.into() }).await {
+        let last = match client
+            .get(pb::GetRequest {
+                task_id: task_id.into(),
+            })
+            .await
+        {
             Ok(task) => {
                 let task = task.into_inner();
                 if task.result.is_some() {
@@ -84,7 +98,10 @@ struct InProcess {
 }
 
 impl InProcess {
-    fn coordinator(config: taskwire_coordinator::CoordinatorConfig, listener: tokio::net::TcpListener) -> Self {
+    fn coordinator(
+        config: taskwire_coordinator::CoordinatorConfig,
+        listener: tokio::net::TcpListener,
+    ) -> Self {
         let token = CancellationToken::new();
         let handle = tokio::spawn({
             let token = token.clone();
@@ -94,7 +111,10 @@ impl InProcess {
                 }
             }
         });
-        Self { token, handle: Some(handle) }
+        Self {
+            token,
+            handle: Some(handle),
+        }
     }
 
     fn worker(config: taskwire_worker::WorkerConfig) -> Self {
@@ -107,7 +127,10 @@ impl InProcess {
                 }
             }
         });
-        Self { token, handle: Some(handle) }
+        Self {
+            token,
+            handle: Some(handle),
+        }
     }
 
     /// Stops it gracefully and waits until it has.
@@ -126,7 +149,10 @@ impl Drop for InProcess {
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, failing after `PATIENCE` with `what`.
-async fn eventually<T>(what: &str, mut check: impl FnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+async fn eventually<T>(
+    what: &str,
+    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         if let Some(value) = check()? {

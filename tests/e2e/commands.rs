@@ -14,35 +14,63 @@ fn write(dir: &std::path::Path, file: &str, text: &str) {
 
 /// Every model call answers with what it was asked, so the tests can read the prompts.
 fn echo_last(req: &SeenRequest) -> ScriptedReply {
-    let last = req.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone()).unwrap_or_default();
+    let last = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
     ScriptedReply::text(format!("answered: {last}"))
 }
 
 async fn cluster(config: &tempfile::TempDir) -> Cluster {
     let dir = config.path().to_owned();
-    start_with(ScriptedModel::start(echo_last).await, 1, 4, move |c| c.config_dir = Some(dir))
-        .await
-        .expect("cluster")
+    start_with(ScriptedModel::start(echo_last).await, 1, 4, move |c| {
+        c.config_dir = Some(dir)
+    })
+    .await
+    .expect("cluster")
 }
 
 fn config_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("config dir");
-    write(dir.path(), "commands/find.md", "---\ndescription: find a symbol\nagent: explore\n---\nFind $1 in $ARGUMENTS\n");
-    write(dir.path(), "commands/ask.md", "---\nagent: explore\nsubtask: false\n---\nAnswer about $1\n");
-    write(dir.path(), "commands/fix.md", "---\nagent: build\nsubtask: true\n---\nFix $1\n");
+    write(
+        dir.path(),
+        "commands/find.md",
+        "---\ndescription: find a symbol\nagent: explore\n---\nFind $1 in $ARGUMENTS\n",
+    );
+    write(
+        dir.path(),
+        "commands/ask.md",
+        "---\nagent: explore\nsubtask: false\n---\nAnswer about $1\n",
+    );
+    write(
+        dir.path(),
+        "commands/fix.md",
+        "---\nagent: build\nsubtask: true\n---\nFix $1\n",
+    );
     write(
         dir.path(),
         "agents/auditor.md",
         "---\ndescription: audits files without searching\nmode: subagent\ntools:\n  grep: false\n---\nYou audit.\n",
     );
-    write(dir.path(), "agents/broken.md", "---\nmode: sideways\n---\nnope\n");
+    write(
+        dir.path(),
+        "agents/broken.md",
+        "---\nmode: sideways\n---\nnope\n",
+    );
     dir
 }
 
 async fn run(cluster: &Cluster, command: &str, arguments: &str) -> pb::Task {
     let mut client = cluster.client().await.expect("client");
     let r = client
-        .run_command(pb::RunCommandRequest { command: command.into(), arguments: arguments.into(), ..Default::default() })
+        .run_command(pb::RunCommandRequest {
+            command: command.into(),
+            arguments: arguments.into(),
+            ..Default::default()
+        })
         .await
         .expect("run command")
         .into_inner();
@@ -52,7 +80,10 @@ async fn run(cluster: &Cluster, command: &str, arguments: &str) -> pb::Task {
 async fn children(cluster: &Cluster, parent: &str) -> Vec<pb::Task> {
     let mut client = cluster.client().await.expect("client");
     client
-        .list(pb::ListRequest { parent_task_id: parent.into(), ..Default::default() })
+        .list(pb::ListRequest {
+            parent_task_id: parent.into(),
+            ..Default::default()
+        })
         .await
         .expect("list")
         .into_inner()
@@ -64,8 +95,16 @@ async fn a_command_for_a_subagent_runs_as_a_subtask_then_the_session_summarises(
     let config = config_dir();
     let cluster = cluster(&config).await;
     let task = run(&cluster, "/find", "Config src").await;
-    assert_eq!(task.status(), pb::TaskStatus::Completed, "{:?}", task.result);
-    assert_eq!(task.agent, "build", "the session runs in the default primary agent");
+    assert_eq!(
+        task.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        task.result
+    );
+    assert_eq!(
+        task.agent, "build",
+        "the session runs in the default primary agent"
+    );
     let kids = children(&cluster, &task.task_id).await;
     assert_eq!(kids.len(), 1, "one subtask, started without asking a model");
     assert_eq!(kids[0].agent, "explore");
@@ -79,9 +118,20 @@ async fn a_command_for_a_subagent_runs_as_a_subtask_then_the_session_summarises(
         .filter(|r| r.messages.iter().any(|m| m.role == "tool"))
         .collect();
     assert_eq!(parent_calls.len(), 1);
-    let tool = parent_calls[0].messages.iter().find(|m| m.role == "tool").expect("tool message");
-    assert!(tool.content.contains("answered: Find Config in Config src"), "{}", tool.content);
-    assert_eq!(parent_calls[0].messages.last().expect("messages").content, SUMMARY);
+    let tool = parent_calls[0]
+        .messages
+        .iter()
+        .find(|m| m.role == "tool")
+        .expect("tool message");
+    assert!(
+        tool.content.contains("answered: Find Config in Config src"),
+        "{}",
+        tool.content
+    );
+    assert_eq!(
+        parent_calls[0].messages.last().expect("messages").content,
+        SUMMARY
+    );
     cluster.shutdown().await;
 }
 
@@ -94,7 +144,10 @@ async fn subtask_false_sends_the_rendered_prompt_to_the_agent() {
     assert_eq!(task.agent, "explore");
     assert_eq!(task.prompt, "Answer about retries");
     assert!(children(&cluster, &task.task_id).await.is_empty());
-    assert_eq!(task.result.expect("result").output.expect("output").text, "answered: Answer about retries");
+    assert_eq!(
+        task.result.expect("result").output.expect("output").text,
+        "answered: Answer about retries"
+    );
     cluster.shutdown().await;
 }
 
@@ -103,15 +156,26 @@ async fn subtask_true_delegates_even_to_a_primary_agent() {
     let config = config_dir();
     let cluster = cluster(&config).await;
     let task = run(&cluster, "/fix", "the build").await;
-    assert_eq!(task.status(), pb::TaskStatus::Completed, "{:?}", task.result);
+    assert_eq!(
+        task.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        task.result
+    );
     let kids = children(&cluster, &task.task_id).await;
     assert_eq!(kids.len(), 1);
-    assert_eq!((kids[0].agent.as_str(), kids[0].prompt.as_str()), ("build", "Fix the"));
+    assert_eq!(
+        (kids[0].agent.as_str(), kids[0].prompt.as_str()),
+        ("build", "Fix the")
+    );
     let err = cluster
         .client()
         .await
         .expect("client")
-        .run_command(pb::RunCommandRequest { command: "/nope".into(), ..Default::default() })
+        .run_command(pb::RunCommandRequest {
+            command: "/nope".into(),
+            ..Default::default()
+        })
         .await
         .expect_err("unknown command");
     assert_eq!(err.code(), tonic::Code::NotFound);
@@ -123,20 +187,50 @@ async fn a_markdown_agent_with_a_tool_denied_never_sees_it_and_a_broken_file_is_
     let config = config_dir();
     let cluster = cluster(&config).await;
     let mut client = cluster.client().await.expect("client");
-    let agents = client.list_agents(pb::ListAgentsRequest::default()).await.expect("agents").into_inner().agents;
+    let agents = client
+        .list_agents(pb::ListAgentsRequest::default())
+        .await
+        .expect("agents")
+        .into_inner()
+        .agents;
     let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
-    assert!(names.contains(&"auditor") && names.contains(&"explore"), "{names:?}");
-    assert!(!names.contains(&"broken"), "an invalid file is refused: {names:?}");
-    assert!(!names.contains(&"compaction"), "hidden agents are listed only on request");
-    let all = client.list_agents(pb::ListAgentsRequest { include_hidden: true }).await.expect("agents").into_inner();
+    assert!(
+        names.contains(&"auditor") && names.contains(&"explore"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"broken"),
+        "an invalid file is refused: {names:?}"
+    );
+    assert!(
+        !names.contains(&"compaction"),
+        "hidden agents are listed only on request"
+    );
+    let all = client
+        .list_agents(pb::ListAgentsRequest {
+            include_hidden: true,
+        })
+        .await
+        .expect("agents")
+        .into_inner();
     assert!(all.agents.iter().any(|a| a.name == "compaction"));
 
-    let id = cluster.submit("auditor", "audit the repo").await.expect("submit");
+    let id = cluster
+        .submit("auditor", "audit the repo")
+        .await
+        .expect("submit");
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed);
     let seen = cluster.model.requests();
-    let audit = seen.iter().find(|r| r.messages.iter().any(|m| m.content == "audit the repo")).expect("auditor call");
+    let audit = seen
+        .iter()
+        .find(|r| r.messages.iter().any(|m| m.content == "audit the repo"))
+        .expect("auditor call");
     assert!(audit.tools.iter().any(|t| t == "read"), "{:?}", audit.tools);
-    assert!(!audit.tools.iter().any(|t| t == "grep"), "grep must never be offered: {:?}", audit.tools);
+    assert!(
+        !audit.tools.iter().any(|t| t == "grep"),
+        "grep must never be offered: {:?}",
+        audit.tools
+    );
     cluster.shutdown().await;
 }

@@ -7,20 +7,38 @@ use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 /// The model greps for "needle", reads the file grep found, and answers with the line
 /// it read: the answer can only be right if both tools really ran.
 fn grep_then_read(req: &SeenRequest) -> ScriptedReply {
-    let last_tool = req.messages.iter().rev().find(|m| m.role == "tool").map(|m| m.content.clone());
+    let last_tool = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "tool")
+        .map(|m| m.content.clone());
     match req.assistant_turns() {
-        0 => ScriptedReply::tool_calls([("call_1", "grep", serde_json::json!({"pattern": "needle"}))]),
+        0 => ScriptedReply::tool_calls([(
+            "call_1",
+            "grep",
+            serde_json::json!({"pattern": "needle"}),
+        )]),
         1 => {
             let out = last_tool.unwrap_or_default();
             let path = out
                 .lines()
-                .find_map(|l| l.split_once(':').filter(|(p, _)| p.ends_with(".txt")).map(|(p, _)| p.to_owned()))
+                .find_map(|l| {
+                    l.split_once(':')
+                        .filter(|(p, _)| p.ends_with(".txt"))
+                        .map(|(p, _)| p.to_owned())
+                })
                 .unwrap_or_else(|| "grep-found-nothing".to_owned());
             ScriptedReply::tool_calls([("call_2", "read", serde_json::json!({"filePath": path}))])
         }
         _ => {
             let out = last_tool.unwrap_or_default();
-            let line = out.lines().find(|l| l.contains("needle")).unwrap_or("no needle").trim().to_owned();
+            let line = out
+                .lines()
+                .find(|l| l.contains("needle"))
+                .unwrap_or("no needle")
+                .trim()
+                .to_owned();
             ScriptedReply::text(format!("found it: {line}"))
         }
     }
@@ -32,7 +50,11 @@ async fn seeded_cluster() -> taskwire_e2e::Cluster {
     let ws = cluster.workspace.path();
     std::fs::create_dir_all(ws.join("notes")).expect("mkdir");
     std::fs::create_dir_all(ws.join("src")).expect("mkdir");
-    std::fs::write(ws.join("notes/todo.txt"), "buy milk\nthe needle is under the bridge\n").expect("write");
+    std::fs::write(
+        ws.join("notes/todo.txt"),
+        "buy milk\nthe needle is under the bridge\n",
+    )
+    .expect("write");
     std::fs::write(ws.join("src/lib.rs"), "fn main() {}\n").expect("write");
     cluster
 }
@@ -40,7 +62,10 @@ async fn seeded_cluster() -> taskwire_e2e::Cluster {
 #[tokio::test]
 async fn grep_then_read_completes_with_text_from_the_real_files() {
     let cluster = seeded_cluster().await;
-    let id = cluster.submit("explore", "where is the needle?").await.expect("submit");
+    let id = cluster
+        .submit("explore", "where is the needle?")
+        .await
+        .expect("submit");
     let events = cluster.watch(&id).await.expect("watch");
 
     use pb::ToolCallState::*;
@@ -59,10 +84,16 @@ async fn grep_then_read_completes_with_text_from_the_real_files() {
     let result = final_result(&events).expect("watch ends with the result");
     assert_eq!(result.status(), pb::TaskStatus::Completed);
     let text = &result.output.as_ref().expect("output").text;
-    assert!(text.contains("the needle is under the bridge"), "result text: {text}");
+    assert!(
+        text.contains("the needle is under the bridge"),
+        "result text: {text}"
+    );
     assert_eq!(result.metrics.as_ref().expect("metrics").steps, 3);
     let usage = result.usage.expect("usage");
-    assert!(usage.input_tokens > 0 && usage.output_tokens > 0, "usage: {usage:?}");
+    assert!(
+        usage.input_tokens > 0 && usage.output_tokens > 0,
+        "usage: {usage:?}"
+    );
     assert_eq!(result.tool_calls.len(), 2);
 
     // Step events carry usage, and progress is numbered without gaps.
@@ -92,11 +123,18 @@ async fn grep_then_read_completes_with_text_from_the_real_files() {
 #[tokio::test]
 async fn a_late_watch_replays_every_event() {
     let cluster = seeded_cluster().await;
-    let id = cluster.submit("explore", "where is the needle?").await.expect("submit");
+    let id = cluster
+        .submit("explore", "where is the needle?")
+        .await
+        .expect("submit");
     let live = cluster.watch(&id).await.expect("live watch");
     cluster.wait_finished(&id).await.expect("finished");
     let late = cluster.watch(&id).await.expect("late watch");
-    assert!(live.len() > 6, "expected a full event history, got {}", live.len());
+    assert!(
+        live.len() > 6,
+        "expected a full event history, got {}",
+        live.len()
+    );
     assert_eq!(late, live, "a late watcher sees the same events and result");
     cluster.shutdown().await;
 }

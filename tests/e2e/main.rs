@@ -2,8 +2,8 @@
 //! over real HTTP per test; coordinator and workers through their `run()`.
 
 mod backpressure;
-mod commands;
 mod chaos;
+mod commands;
 mod dispatch;
 mod flow;
 mod retries;

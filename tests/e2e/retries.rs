@@ -37,16 +37,38 @@ async fn model_server_errors_are_retried_until_the_task_completes() {
     .await;
     let cluster = start(model, 1, 2).await.expect("cluster");
     let mut client = cluster.client().await.expect("client");
-    let id = client.submit(submit_request("try hard", 3)).await.expect("submit").into_inner().task_id;
+    let id = client
+        .submit(submit_request("try hard", 3))
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
     let task = cluster.wait_finished(&id).await.expect("finished");
-    assert_eq!(task.status(), pb::TaskStatus::Completed, "{:?} {:?}", task.attempts, task.result);
+    assert_eq!(
+        task.status(),
+        pb::TaskStatus::Completed,
+        "{:?} {:?}",
+        task.attempts,
+        task.result
+    );
     assert_eq!(task.attempt, 3);
     assert_eq!(
         attempt_statuses(&task),
-        vec![pb::TaskStatus::Queued, pb::TaskStatus::Queued, pb::TaskStatus::Completed]
+        vec![
+            pb::TaskStatus::Queued,
+            pb::TaskStatus::Queued,
+            pb::TaskStatus::Completed
+        ]
     );
-    assert!(task.attempts[0].retryable && task.attempts[0].error.contains("503"), "{:?}", task.attempts[0]);
-    assert_eq!(task.result.expect("result").output.expect("output").text, "done at last");
+    assert!(
+        task.attempts[0].retryable && task.attempts[0].error.contains("503"),
+        "{:?}",
+        task.attempts[0]
+    );
+    assert_eq!(
+        task.result.expect("result").output.expect("output").text,
+        "done at last"
+    );
     cluster.shutdown().await;
 }
 
@@ -66,34 +88,67 @@ async fn a_spent_attempt_budget_dead_letters_the_task_and_replay_runs_it_again()
     .await;
     let cluster = start(model, 1, 2).await.expect("cluster");
     let mut client = cluster.client().await.expect("client");
-    let id = client.submit(submit_request("doomed for now", 2)).await.expect("submit").into_inner().task_id;
+    let id = client
+        .submit(submit_request("doomed for now", 2))
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::DeadLettered);
-    assert_eq!(attempt_statuses(&task), vec![pb::TaskStatus::Queued, pb::TaskStatus::DeadLettered]);
+    assert_eq!(
+        attempt_statuses(&task),
+        vec![pb::TaskStatus::Queued, pb::TaskStatus::DeadLettered]
+    );
 
     healthy.store(true, Ordering::SeqCst);
-    let replayed = client.replay(pb::ReplayRequest { task_id: id.clone() }).await.expect("replay").into_inner();
+    let replayed = client
+        .replay(pb::ReplayRequest {
+            task_id: id.clone(),
+        })
+        .await
+        .expect("replay")
+        .into_inner();
     assert_eq!(replayed.status(), pb::TaskStatus::Queued);
     let task = cluster.wait_finished(&id).await.expect("finished again");
     assert_eq!(task.status(), pb::TaskStatus::Completed);
-    assert_eq!(task.attempts.len(), 3, "history keeps the attempts before the replay");
-    let err = client.replay(pb::ReplayRequest { task_id: id }).await.expect_err("completed is final");
+    assert_eq!(
+        task.attempts.len(),
+        3,
+        "history keeps the attempts before the replay"
+    );
+    let err = client
+        .replay(pb::ReplayRequest { task_id: id })
+        .await
+        .expect_err("completed is final");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_permanent_model_error_is_not_retried() {
-    let model = ScriptedModel::start(|_req: &SeenRequest| ScriptedReply::status(400, "bad request: no such model")).await;
+    let model = ScriptedModel::start(|_req: &SeenRequest| {
+        ScriptedReply::status(400, "bad request: no such model")
+    })
+    .await;
     let cluster = start(model, 1, 2).await.expect("cluster");
     let mut client = cluster.client().await.expect("client");
-    let id = client.submit(submit_request("hopeless", 3)).await.expect("submit").into_inner().task_id;
+    let id = client
+        .submit(submit_request("hopeless", 3))
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Error);
     assert_eq!(task.attempt, 1);
     let result = task.result.expect("result");
     assert!(!result.errors[0].retryable);
-    assert!(result.errors[0].message.contains("400"), "{}", result.errors[0].message);
+    assert!(
+        result.errors[0].message.contains("400"),
+        "{}",
+        result.errors[0].message
+    );
     assert_eq!(cluster.model.request_count(), 1);
     cluster.shutdown().await;
 }

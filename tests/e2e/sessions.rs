@@ -17,14 +17,21 @@ fn touch_then_report(req: &SeenRequest) -> ScriptedReply {
             serde_json::json!({"command": "touch approved.txt", "description": "create a file"}),
         )]),
         _ => {
-            let tool = req.messages.iter().rev().find(|m| m.role == "tool").map(|m| m.content.clone());
+            let tool = req
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.role == "tool")
+                .map(|m| m.content.clone());
             ScriptedReply::text(format!("bash said: {}", tool.unwrap_or_default()))
         }
     }
 }
 
 async fn plan_cluster(approval_timeout: Duration) -> Cluster {
-    let mut cluster = start(ScriptedModel::start(touch_then_report).await, 0, 1).await.expect("cluster");
+    let mut cluster = start(ScriptedModel::start(touch_then_report).await, 0, 1)
+        .await
+        .expect("cluster");
     cluster.add_worker_with("w", 2, |c| c.approval_timeout = approval_timeout);
     cluster
 }
@@ -35,8 +42,17 @@ async fn submit_and_wait_for_ask(
     cluster: &Cluster,
 ) -> (String, String, tonic::Streaming<pb::WatchEvent>) {
     let mut client = cluster.client().await.expect("client");
-    let id = cluster.submit("plan", "make the file").await.expect("submit");
-    let mut stream = client.watch(pb::WatchRequest { task_id: id.clone() }).await.expect("watch").into_inner();
+    let id = cluster
+        .submit("plan", "make the file")
+        .await
+        .expect("submit");
+    let mut stream = client
+        .watch(pb::WatchRequest {
+            task_id: id.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
     let request_id = tokio::time::timeout(taskwire_e2e::PATIENCE, async {
         while let Some(ev) = stream.next().await {
             if let Some(pb::watch_event::Event::Progress(p)) = ev.expect("event").event
@@ -71,10 +87,15 @@ async fn result_of(mut stream: tonic::Streaming<pb::WatchEvent>) -> pb::TaskResu
 async fn an_ask_waits_for_approval_and_continues_when_approved() {
     let cluster = plan_cluster(Duration::from_secs(60)).await;
     let (id, request_id, stream) = submit_and_wait_for_ask(&cluster).await;
-    wait_for(&cluster, &id, "awaiting_approval", |t| t.status() == pb::TaskStatus::AwaitingApproval)
-        .await
-        .expect("awaiting approval");
-    assert!(!cluster.workspace.path().join("approved.txt").exists(), "nothing ran before the answer");
+    wait_for(&cluster, &id, "awaiting_approval", |t| {
+        t.status() == pb::TaskStatus::AwaitingApproval
+    })
+    .await
+    .expect("awaiting approval");
+    assert!(
+        !cluster.workspace.path().join("approved.txt").exists(),
+        "nothing ran before the answer"
+    );
 
     let mut client = cluster.client().await.expect("client");
     let answered = client
@@ -90,10 +111,18 @@ async fn an_ask_waits_for_approval_and_continues_when_approved() {
     assert_eq!(answered.status(), pb::TaskStatus::Running);
     let result = result_of(stream).await;
     assert_eq!(result.status(), pb::TaskStatus::Completed);
-    assert!(cluster.workspace.path().join("approved.txt").exists(), "the approved command ran");
+    assert!(
+        cluster.workspace.path().join("approved.txt").exists(),
+        "the approved command ran"
+    );
 
     let err = client
-        .approve(pb::ApproveRequest { task_id: id, request_id, answer: pb::ApprovalAnswer::Once as i32, message: String::new() })
+        .approve(pb::ApproveRequest {
+            task_id: id,
+            request_id,
+            answer: pb::ApprovalAnswer::Once as i32,
+            message: String::new(),
+        })
         .await
         .expect_err("answered already");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
@@ -128,7 +157,10 @@ async fn an_unanswered_ask_times_out_as_a_deny() {
     let result = result_of(stream).await;
     assert_eq!(result.status(), pb::TaskStatus::Completed);
     let text = result.output.expect("output").text;
-    assert!(text.contains("timed out"), "the model saw the timeout as a tool error: {text}");
+    assert!(
+        text.contains("timed out"),
+        "the model saw the timeout as a tool error: {text}"
+    );
     assert!(!cluster.workspace.path().join("approved.txt").exists());
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed);
@@ -138,12 +170,26 @@ async fn an_unanswered_ask_times_out_as_a_deny() {
 #[tokio::test]
 async fn a_task_with_a_resume_token_continues_the_session_history() {
     let model = ScriptedModel::start(|req: &SeenRequest| {
-        let users: Vec<&str> = req.messages.iter().filter(|m| m.role == "user").map(|m| m.content.as_str()).collect();
+        let users: Vec<&str> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == "user")
+            .map(|m| m.content.as_str())
+            .collect();
         match users.as_slice() {
             [first] if first.contains("remember the number 42") => ScriptedReply::text("noted: 42"),
-            [first, .., last] if first.contains("remember the number 42") && last.contains("what number") => {
-                let remembered = req.messages.iter().any(|m| m.role == "assistant" && m.content == "noted: 42");
-                ScriptedReply::text(if remembered { "you said 42" } else { "history lost" })
+            [first, .., last]
+                if first.contains("remember the number 42") && last.contains("what number") =>
+            {
+                let remembered = req
+                    .messages
+                    .iter()
+                    .any(|m| m.role == "assistant" && m.content == "noted: 42");
+                ScriptedReply::text(if remembered {
+                    "you said 42"
+                } else {
+                    "history lost"
+                })
             }
             _ => ScriptedReply::text("unexpected conversation"),
         }
@@ -152,13 +198,23 @@ async fn a_task_with_a_resume_token_continues_the_session_history() {
     let cluster = start(model, 1, 2).await.expect("cluster");
     let mut client = cluster.client().await.expect("client");
     let first = client
-        .submit(pb::SubmitRequest { agent: "general".into(), prompt: "remember the number 42".into(), ..Default::default() })
+        .submit(pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "remember the number 42".into(),
+            ..Default::default()
+        })
         .await
         .expect("submit")
         .into_inner();
     assert!(!first.session_id.is_empty());
-    let done = cluster.wait_finished(&first.task_id).await.expect("first finished");
-    assert_eq!(done.result.as_ref().expect("result").session_id, first.session_id);
+    let done = cluster
+        .wait_finished(&first.task_id)
+        .await
+        .expect("first finished");
+    assert_eq!(
+        done.result.as_ref().expect("result").session_id,
+        first.session_id
+    );
 
     let second = client
         .submit(pb::SubmitRequest {
@@ -171,7 +227,13 @@ async fn a_task_with_a_resume_token_continues_the_session_history() {
         .expect("submit resume")
         .into_inner();
     assert_eq!(second.session_id, first.session_id);
-    let task = cluster.wait_finished(&second.task_id).await.expect("second finished");
-    assert_eq!(task.result.expect("result").output.expect("output").text, "you said 42");
+    let task = cluster
+        .wait_finished(&second.task_id)
+        .await
+        .expect("second finished");
+    assert_eq!(
+        task.result.expect("result").output.expect("output").text,
+        "you said 42"
+    );
     cluster.shutdown().await;
 }

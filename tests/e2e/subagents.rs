@@ -8,7 +8,11 @@ use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 use tonic::Code;
 
 fn first_user(req: &SeenRequest) -> String {
-    req.messages.iter().find(|m| m.role == "user").map(|m| m.content.clone()).unwrap_or_default()
+    req.messages
+        .iter()
+        .find(|m| m.role == "user")
+        .map(|m| m.content.clone())
+        .unwrap_or_default()
 }
 
 /// The parent delegates to two explore children in one turn, then reports what they
@@ -17,11 +21,24 @@ fn script(req: &SeenRequest) -> ScriptedReply {
     let user = first_user(req);
     if let Some(word) = user.strip_prefix("child: find ") {
         return match req.assistant_turns() {
-            0 => ScriptedReply::tool_calls([("g1", "grep", serde_json::json!({ "pattern": word }))]),
+            0 => {
+                ScriptedReply::tool_calls([("g1", "grep", serde_json::json!({ "pattern": word }))])
+            }
             _ => {
-                let found = req.messages.iter().rev().find(|m| m.role == "tool").map(|m| m.content.clone());
-                let hit = found.unwrap_or_default().lines().find(|l| l.contains(word)).unwrap_or("none").to_owned();
-                ScriptedReply::text(format!("child found {word}: {hit}")).with_delay(std::time::Duration::from_millis(700))
+                let found = req
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == "tool")
+                    .map(|m| m.content.clone());
+                let hit = found
+                    .unwrap_or_default()
+                    .lines()
+                    .find(|l| l.contains(word))
+                    .unwrap_or("none")
+                    .to_owned();
+                ScriptedReply::text(format!("child found {word}: {hit}"))
+                    .with_delay(std::time::Duration::from_millis(700))
             }
         };
     }
@@ -39,15 +56,21 @@ fn script(req: &SeenRequest) -> ScriptedReply {
             ),
         ]),
         _ => {
-            let outputs: Vec<String> =
-                req.messages.iter().filter(|m| m.role == "tool").map(|m| m.content.clone()).collect();
+            let outputs: Vec<String> = req
+                .messages
+                .iter()
+                .filter(|m| m.role == "tool")
+                .map(|m| m.content.clone())
+                .collect();
             ScriptedReply::text(format!("children said:\n{}", outputs.join("\n---\n")))
         }
     }
 }
 
 async fn cluster() -> Cluster {
-    let mut cluster = start(ScriptedModel::start(script).await, 0, 1).await.expect("cluster");
+    let mut cluster = start(ScriptedModel::start(script).await, 0, 1)
+        .await
+        .expect("cluster");
     // One session per worker: the parent holds one, each child needs another.
     for i in 0..3 {
         cluster.add_worker(&format!("w{i}"), 1);
@@ -75,14 +98,26 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
     let result = final_result(&events).expect("result");
     assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
     let text = &result.output.as_ref().expect("output").text;
-    assert!(text.contains("child found alpha: a.txt:1: the alpha line"), "{text}");
-    assert!(text.contains("child found omega: z.txt:1: the omega line"), "{text}");
-    assert!(text.contains("<task_metadata>") && text.contains("session_id"), "{text}");
+    assert!(
+        text.contains("child found alpha: a.txt:1: the alpha line"),
+        "{text}"
+    );
+    assert!(
+        text.contains("child found omega: z.txt:1: the omega line"),
+        "{text}"
+    );
+    assert!(
+        text.contains("<task_metadata>") && text.contains("session_id"),
+        "{text}"
+    );
 
     // The children are listed under the parent, in the same trace, on two workers,
     // and ran at the same time.
     let children = client
-        .list(pb::ListRequest { parent_task_id: parent.task_id.clone(), ..Default::default() })
+        .list(pb::ListRequest {
+            parent_task_id: parent.task_id.clone(),
+            ..Default::default()
+        })
         .await
         .expect("list")
         .into_inner()
@@ -93,11 +128,25 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
         assert_eq!(c.trace_id, parent.trace_id);
         assert_eq!(c.agent, "explore");
         assert_eq!(c.depth, 1);
-        details.push(client.get(pb::GetRequest { task_id: c.task_id.clone() }).await.expect("get").into_inner());
+        details.push(
+            client
+                .get(pb::GetRequest {
+                    task_id: c.task_id.clone(),
+                })
+                .await
+                .expect("get")
+                .into_inner(),
+        );
     }
     let (a, b) = (&details[0].attempts[0], &details[1].attempts[0]);
-    assert_ne!(a.worker_id, b.worker_id, "children ran on different workers");
-    let secs = |t: &Option<prost_types::Timestamp>| t.as_ref().map_or(0.0, |t| t.seconds as f64 + f64::from(t.nanos) / 1e9);
+    assert_ne!(
+        a.worker_id, b.worker_id,
+        "children ran on different workers"
+    );
+    let secs = |t: &Option<prost_types::Timestamp>| {
+        t.as_ref()
+            .map_or(0.0, |t| t.seconds as f64 + f64::from(t.nanos) / 1e9)
+    };
     assert!(
         secs(&a.started_at) < secs(&b.finished_at) && secs(&b.started_at) < secs(&a.finished_at),
         "children overlapped in time: {a:?} {b:?}"
@@ -107,21 +156,36 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
     // usage includes theirs.
     let child_calls = progress_events(&events)
         .into_iter()
-        .filter(|p| matches!(&p.event, Some(pb::task_progress::Event::ToolCall(t)) if t.tool == "grep"))
+        .filter(
+            |p| matches!(&p.event, Some(pb::task_progress::Event::ToolCall(t)) if t.tool == "grep"),
+        )
         .count();
-    assert!(child_calls >= 2, "the parent's progress shows the children's grep calls");
+    assert!(
+        child_calls >= 2,
+        "the parent's progress shows the children's grep calls"
+    );
     let child_usage: u64 = details
         .iter()
-        .map(|t| t.result.as_ref().and_then(|r| r.usage).map_or(0, |u| u.input_tokens))
+        .map(|t| {
+            t.result
+                .as_ref()
+                .and_then(|r| r.usage)
+                .map_or(0, |u| u.input_tokens)
+        })
         .sum();
     let own = result.usage.expect("usage").input_tokens;
-    assert!(own >= child_usage + 20, "parent usage {own} includes the children's {child_usage}");
+    assert!(
+        own >= child_usage + 20,
+        "parent usage {own} includes the children's {child_usage}"
+    );
     cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn the_depth_limit_and_scope_widening_are_refused() {
-    let cluster = start(ScriptedModel::echo().await, 1, 2).await.expect("cluster");
+    let cluster = start(ScriptedModel::echo().await, 1, 2)
+        .await
+        .expect("cluster");
     let mut client = cluster.client().await.expect("client");
     let root = client
         .submit(pb::SubmitRequest {
@@ -180,7 +244,13 @@ async fn the_depth_limit_and_scope_widening_are_refused() {
     assert_eq!(err.code(), Code::InvalidArgument);
 
     // The child inherited the parent's scope and trace.
-    let got = client.get(pb::GetRequest { task_id: child.task_id }).await.expect("get").into_inner();
+    let got = client
+        .get(pb::GetRequest {
+            task_id: child.task_id,
+        })
+        .await
+        .expect("get")
+        .into_inner();
     assert_eq!(got.trace_id, root.trace_id);
     assert_eq!(got.parent_task_id, root.task_id);
     cluster.shutdown().await;

@@ -6,19 +6,35 @@ use taskwire_test_support::ScriptedModel;
 use tonic::Code;
 
 fn request(agent: &str, prompt: &str) -> pb::SubmitRequest {
-    pb::SubmitRequest { agent: agent.into(), prompt: prompt.into(), ..Default::default() }
+    pb::SubmitRequest {
+        agent: agent.into(),
+        prompt: prompt.into(),
+        ..Default::default()
+    }
 }
 
 #[tokio::test]
 async fn bad_submissions_are_refused_naming_the_field() {
-    let cluster = start(ScriptedModel::echo().await, 1, 2).await.expect("cluster");
+    let cluster = start(ScriptedModel::echo().await, 1, 2)
+        .await
+        .expect("cluster");
     let mut client = cluster.client().await.expect("client");
 
-    let err = client.submit(request("no-such-agent", "hi")).await.expect_err("unknown agent");
+    let err = client
+        .submit(request("no-such-agent", "hi"))
+        .await
+        .expect_err("unknown agent");
     assert_eq!(err.code(), Code::NotFound);
-    assert!(err.message().contains("agent `no-such-agent`"), "{}", err.message());
+    assert!(
+        err.message().contains("agent `no-such-agent`"),
+        "{}",
+        err.message()
+    );
 
-    let err = client.submit(request("general", "  ")).await.expect_err("blank prompt");
+    let err = client
+        .submit(request("general", "  "))
+        .await
+        .expect_err("blank prompt");
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("prompt"), "{}", err.message());
 
@@ -29,17 +45,37 @@ async fn bad_submissions_are_refused_naming_the_field() {
     assert!(err.message().contains("deadline"), "{}", err.message());
 
     let huge = "x".repeat(300 * 1024);
-    let err = client.submit(request("general", &huge)).await.expect_err("oversized prompt");
+    let err = client
+        .submit(request("general", &huge))
+        .await
+        .expect_err("oversized prompt");
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().contains("prompt") && err.message().contains("limit"), "{}", err.message());
+    assert!(
+        err.message().contains("prompt") && err.message().contains("limit"),
+        "{}",
+        err.message()
+    );
 
-    let err = client.get(pb::GetRequest { task_id: "not-an-id".into() }).await.expect_err("bad id");
+    let err = client
+        .get(pb::GetRequest {
+            task_id: "not-an-id".into(),
+        })
+        .await
+        .expect_err("bad id");
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("task_id"), "{}", err.message());
 
     // Nothing was written for the refused submits, and a good one still runs.
-    let listed = client.list(pb::ListRequest::default()).await.expect("list").into_inner();
-    assert!(listed.tasks.is_empty(), "refused submits left tasks: {:?}", listed.tasks);
+    let listed = client
+        .list(pb::ListRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(
+        listed.tasks.is_empty(),
+        "refused submits left tasks: {:?}",
+        listed.tasks
+    );
     let id = cluster.submit("general", "hello").await.expect("submit");
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed);
@@ -47,6 +83,11 @@ async fn bad_submissions_are_refused_naming_the_field() {
 }
 
 fn prost_types_now_minus(secs: i64) -> prost_types::Timestamp {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
-    prost_types::Timestamp { seconds: now.as_secs() as i64 - secs, nanos: 0 }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
+    prost_types::Timestamp {
+        seconds: now.as_secs() as i64 - secs,
+        nanos: 0,
+    }
 }

@@ -33,7 +33,11 @@ pub struct Cluster {
 }
 
 /// Starts a deployment with `workers` workers of `concurrency` sessions each.
-pub async fn start(model: ScriptedModel, workers: usize, concurrency: usize) -> anyhow::Result<Cluster> {
+pub async fn start(
+    model: ScriptedModel,
+    workers: usize,
+    concurrency: usize,
+) -> anyhow::Result<Cluster> {
     start_with(model, workers, concurrency, |_| {}).await
 }
 
@@ -142,7 +146,9 @@ impl Cluster {
             if let Ok(mut c) = self.client().await {
                 match c.list_agents(pb::ListAgentsRequest::default()).await {
                     Ok(_) => return Ok(()),
-                    Err(e) if self.authenticated && e.code() == tonic::Code::Unauthenticated => return Ok(()),
+                    Err(e) if self.authenticated && e.code() == tonic::Code::Unauthenticated => {
+                        return Ok(());
+                    }
                     Err(_) => {}
                 }
             }
@@ -158,7 +164,11 @@ impl Cluster {
         let r = self
             .client()
             .await?
-            .submit(pb::SubmitRequest { agent: agent.into(), prompt: prompt.into(), ..Default::default() })
+            .submit(pb::SubmitRequest {
+                agent: agent.into(),
+                prompt: prompt.into(),
+                ..Default::default()
+            })
             .await?;
         Ok(r.into_inner().task_id)
     }
@@ -168,12 +178,20 @@ impl Cluster {
         let mut client = self.client().await?;
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let task = client.get(pb::GetRequest { task_id: task_id.into() }).await?.into_inner();
+            let task = client
+                .get(pb::GetRequest {
+                    task_id: task_id.into(),
+                })
+                .await?
+                .into_inner();
             if task.result.is_some() {
                 return Ok(task);
             }
             if tokio::time::Instant::now() > deadline {
-                bail!("task {task_id} did not finish; last seen {:?}", task.status());
+                bail!(
+                    "task {task_id} did not finish; last seen {:?}",
+                    task.status()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -181,8 +199,14 @@ impl Cluster {
 
     /// Reads a whole `Watch` stream (progress events, then the result).
     pub async fn watch(&self, task_id: &str) -> anyhow::Result<Vec<pb::WatchEvent>> {
-        let mut stream =
-            self.client().await?.watch(pb::WatchRequest { task_id: task_id.into() }).await?.into_inner();
+        let mut stream = self
+            .client()
+            .await?
+            .watch(pb::WatchRequest {
+                task_id: task_id.into(),
+            })
+            .await?
+            .into_inner();
         let mut events = Vec::new();
         let read = async {
             while let Some(ev) = stream.next().await {
@@ -190,7 +214,9 @@ impl Cluster {
             }
             anyhow::Ok(())
         };
-        tokio::time::timeout(PATIENCE, read).await.context("watch did not end")??;
+        tokio::time::timeout(PATIENCE, read)
+            .await
+            .context("watch did not end")??;
         Ok(events)
     }
 
@@ -248,12 +274,20 @@ pub async fn wait_for(
     let mut client = cluster.client().await?;
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let task = client.get(pb::GetRequest { task_id: task_id.into() }).await?.into_inner();
+        let task = client
+            .get(pb::GetRequest {
+                task_id: task_id.into(),
+            })
+            .await?
+            .into_inner();
         if check(&task) {
             return Ok(task);
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("task {task_id} never became {what}; last seen {:?}", task.status());
+            bail!(
+                "task {task_id} never became {what}; last seen {:?}",
+                task.status()
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -30,7 +30,10 @@ impl Taskwire {
             None => {
                 let exe = std::env::current_exe().context("failed to find the test executable")?;
                 // target/debug/deps/e2e-<hash> → target/debug/taskwire
-                exe.parent().and_then(Path::parent).map(|d| d.join("taskwire")).context("unexpected test path")?
+                exe.parent()
+                    .and_then(Path::parent)
+                    .map(|d| d.join("taskwire"))
+                    .context("unexpected test path")?
             }
         };
         if !bin.is_file() {
@@ -40,7 +43,10 @@ impl Taskwire {
                 bin.display()
             );
         }
-        let mut logs = tempfile::Builder::new().prefix("taskwire-logs-").tempdir().context("failed to create a log dir")?;
+        let mut logs = tempfile::Builder::new()
+            .prefix("taskwire-logs-")
+            .tempdir()
+            .context("failed to create a log dir")?;
         if std::env::var_os("TASKWIRE_KEEP_LOGS").is_some() {
             // Kept for a look after the test; the path is printed.
             logs.disable_cleanup(true);
@@ -112,17 +118,29 @@ impl Taskwire {
     /// (the flags say everything) and logs at info level.
     pub fn spawn(&self, name: &str, args: &[&str]) -> anyhow::Result<Process> {
         let log = self.logs.path().join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).with_context(|| format!("failed to create {}", log.display()))?;
+        let out = std::fs::File::create(&log)
+            .with_context(|| format!("failed to create {}", log.display()))?;
         let err = out.try_clone().context("failed to share the log file")?;
         let mut command = Command::new(&self.bin);
-        command.args(args).stdin(Stdio::null()).stdout(out).stderr(err).env("RUST_LOG", "info");
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .env("RUST_LOG", "info");
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("TASKWIRE_") {
                 command.env_remove(key);
             }
         }
-        let child = command.spawn().with_context(|| format!("failed to start {} {}", self.bin.display(), args[0]))?;
-        Ok(Process { name: name.to_owned(), child: Some(child), log })
+        let child = command
+            .spawn()
+            .with_context(|| format!("failed to start {} {}", self.bin.display(), args[0]))?;
+        Ok(Process {
+            name: name.to_owned(),
+            child: Some(child),
+            log,
+        })
     }
 }
 
@@ -155,9 +173,15 @@ impl Process {
 
     /// Fails if the process has exited, quoting its log.
     pub fn check_running(&mut self) -> anyhow::Result<()> {
-        let Some(child) = self.child.as_mut() else { bail!("{} was killed", self.name) };
+        let Some(child) = self.child.as_mut() else {
+            bail!("{} was killed", self.name)
+        };
         if let Some(status) = child.try_wait().context("failed to poll a child")? {
-            bail!("{} exited with {status}; log:\n{}", self.name, self.log_tail(30));
+            bail!(
+                "{} exited with {status}; log:\n{}",
+                self.name,
+                self.log_tail(30)
+            );
         }
         Ok(())
     }
@@ -183,23 +207,33 @@ impl Drop for Process {
 
 /// A loopback address that was free a moment ago.
 pub fn free_addr() -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("failed to find a free port")?;
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("failed to find a free port")?;
     Ok(listener.local_addr()?)
 }
 
 /// Waits until the coordinator at `addr` answers `ListAgents`, failing early (with its
 /// log) if `process` exits.
-pub async fn wait_serving(process: &mut Process, addr: SocketAddr) -> anyhow::Result<TaskServiceClient<tonic::transport::Channel>> {
+pub async fn wait_serving(
+    process: &mut Process,
+    addr: SocketAddr,
+) -> anyhow::Result<TaskServiceClient<tonic::transport::Channel>> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         process.check_running()?;
         if let Ok(mut client) = TaskServiceClient::connect(format!("http://{addr}")).await
-            && client.list_agents(pb::ListAgentsRequest::default()).await.is_ok()
+            && client
+                .list_agents(pb::ListAgentsRequest::default())
+                .await
+                .is_ok()
         {
             return Ok(client);
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("coordinator at {addr} did not serve within {PATIENCE:?}; log:\n{}", process.log_tail(30));
+            bail!(
+                "coordinator at {addr} did not serve within {PATIENCE:?}; log:\n{}",
+                process.log_tail(30)
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -27,7 +27,11 @@ struct Args {
 }
 
 fn args() -> anyhow::Result<Args> {
-    let mut a = Args { tasks: 1000, worker_concurrency: 256, submitters: 64 };
+    let mut a = Args {
+        tasks: 1000,
+        worker_concurrency: 256,
+        submitters: 64,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -77,7 +81,9 @@ async fn main() -> anyhow::Result<()> {
     let endpoint = format!("http://{addr}");
     let client = loop {
         if let Ok(mut c) = TaskServiceClient::connect(endpoint.clone()).await
-            && c.list_agents(pb::ListAgentsRequest::default()).await.is_ok()
+            && c.list_agents(pb::ListAgentsRequest::default())
+                .await
+                .is_ok()
         {
             break c;
         }
@@ -86,18 +92,28 @@ async fn main() -> anyhow::Result<()> {
 
     // Warm up connections, the model client and the database.
     run_tasks(&client, &nats.url(), 50, args.submitters).await?;
-    let (elapsed, mut latencies) = run_tasks(&client, &nats.url(), args.tasks, args.submitters).await?;
+    let (elapsed, mut latencies) =
+        run_tasks(&client, &nats.url(), args.tasks, args.submitters).await?;
     latencies.sort();
     let tw_rate = args.tasks as f64 / elapsed.as_secs_f64();
     let raw = raw_jetstream(&nats.url(), args.tasks).await?;
     let raw_rate = args.tasks as f64 / raw.as_secs_f64();
 
     println!("tasks:                    {}", args.tasks);
-    println!("taskwire end to end:      {:.0} ms  ({tw_rate:.0} tasks/s)", elapsed.as_secs_f64() * 1e3);
+    println!(
+        "taskwire end to end:      {:.0} ms  ({tw_rate:.0} tasks/s)",
+        elapsed.as_secs_f64() * 1e3
+    );
     println!("  submit→result p50:      {:.1} ms", pct(&latencies, 0.50));
     println!("  submit→result p99:      {:.1} ms", pct(&latencies, 0.99));
-    println!("raw jetstream pub+pull+ack: {:.0} ms  ({raw_rate:.0} msgs/s)", raw.as_secs_f64() * 1e3);
-    println!("ratio taskwire/raw time:  {:.1}x", elapsed.as_secs_f64() / raw.as_secs_f64());
+    println!(
+        "raw jetstream pub+pull+ack: {:.0} ms  ({raw_rate:.0} msgs/s)",
+        raw.as_secs_f64() * 1e3
+    );
+    println!(
+        "ratio taskwire/raw time:  {:.1}x",
+        elapsed.as_secs_f64() / raw.as_secs_f64()
+    );
     println!("model requests served:    {}", model.request_count());
 
     shutdown.cancel();
@@ -125,7 +141,13 @@ async fn run_tasks(
         while done.len() < n {
             match tokio::time::timeout(Duration::from_secs(60), finished.next()).await {
                 Ok(Some(msg)) => {
-                    let id = msg.subject.as_str().rsplit('.').next().unwrap_or_default().to_owned();
+                    let id = msg
+                        .subject
+                        .as_str()
+                        .rsplit('.')
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
                     done.insert(id, Instant::now());
                 }
                 _ => break,
@@ -148,7 +170,10 @@ async fn run_tasks(
                     .await;
                 match r {
                     Ok(r) => {
-                        started.lock().expect("lock").insert(r.into_inner().task_id, t);
+                        started
+                            .lock()
+                            .expect("lock")
+                            .insert(r.into_inner().task_id, t);
                     }
                     Err(e) => eprintln!("submit failed: {e}"),
                 }
@@ -156,10 +181,16 @@ async fn run_tasks(
         })
         .await;
     let done = collector.await?;
-    let elapsed = done.values().max().map_or(Duration::ZERO, |last| *last - t0);
+    let elapsed = done
+        .values()
+        .max()
+        .map_or(Duration::ZERO, |last| *last - t0);
     let started = started.lock().expect("lock");
     anyhow::ensure!(done.len() == n, "only {} of {n} tasks finished", done.len());
-    let latencies = done.iter().filter_map(|(id, end)| started.get(id).map(|s| *end - *s)).collect();
+    let latencies = done
+        .iter()
+        .filter_map(|(id, end)| started.get(id).map(|s| *end - *s))
+        .collect();
     Ok((elapsed, latencies))
 }
 
@@ -178,14 +209,21 @@ async fn raw_jetstream(url: &str, n: usize) -> anyhow::Result<Duration> {
         })
         .await?;
     let c: consumer::PullConsumer = s
-        .create_consumer(consumer::pull::Config { durable_name: Some("raw".into()), ..Default::default() })
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("raw".into()),
+            ..Default::default()
+        })
         .await?;
     let t0 = Instant::now();
     let consume = tokio::spawn(async move {
         let mut messages = c.messages().await?;
         let mut seen = 0;
         while seen < n {
-            let m = messages.next().await.context("stream ended")?.map_err(|e| anyhow::anyhow!(e))?;
+            let m = messages
+                .next()
+                .await
+                .context("stream ended")?
+                .map_err(|e| anyhow::anyhow!(e))?;
             m.ack().await.map_err(|e| anyhow::anyhow!(e))?;
             seen += 1;
         }

@@ -4,7 +4,7 @@
 //!   several deployments (or tests) can share a server.
 //! - [`streams`]: creates the JetStream streams and the workers' durable consumer.
 //! - [`headers`]: header names (`Nats-Msg-Id`, `traceparent`, ...).
-//! - [`error`]: [`BusError`].
+//! - [`error`]: the error type, [`BusError`].
 //!
 //! Streams:
 //! - `<P>_TASKS` (WorkQueue, bounded): `TaskRequest`s, one durable pull consumer per queue
@@ -56,12 +56,24 @@ pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusErr
 }
 
 /// [`connect`] with authentication and TLS settings.
-pub async fn connect_with(url: &str, name: &str, opts: &NatsOptions) -> Result<async_nats::Client, BusError> {
-    let fail = |reason: String| BusError::Connect { url: url.to_owned(), reason };
+pub async fn connect_with(
+    url: &str,
+    name: &str,
+    opts: &NatsOptions,
+) -> Result<async_nats::Client, BusError> {
+    let fail = |reason: String| BusError::Connect {
+        url: url.to_owned(),
+        reason,
+    };
     let mut options = match &opts.credentials_file {
         Some(path) => async_nats::ConnectOptions::with_credentials_file(path.clone())
             .await
-            .map_err(|e| fail(format!("failed to read credentials {}: {e}", path.display())))?,
+            .map_err(|e| {
+                fail(format!(
+                    "failed to read credentials {}: {e}",
+                    path.display()
+                ))
+            })?,
         None => async_nats::ConnectOptions::new(),
     };
     if let Some(token) = &opts.token {

@@ -73,12 +73,18 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
             Ok(_) => {
                 js.update_stream(config)
                     .await
-                    .map_err(|e| BusError::Stream { stream: name, reason: e.to_string() })?;
+                    .map_err(|e| BusError::Stream {
+                        stream: name,
+                        reason: e.to_string(),
+                    })?;
             }
             Err(_) => {
                 js.create_stream(config)
                     .await
-                    .map_err(|e| BusError::Stream { stream: name, reason: e.to_string() })?;
+                    .map_err(|e| BusError::Stream {
+                        stream: name,
+                        reason: e.to_string(),
+                    })?;
             }
         }
     }
@@ -97,7 +103,10 @@ pub async fn tasks_consumer(
     let stream = js
         .get_stream(s.tasks_stream())
         .await
-        .map_err(|e| BusError::Stream { stream: s.tasks_stream(), reason: e.to_string() })?;
+        .map_err(|e| BusError::Stream {
+            stream: s.tasks_stream(),
+            reason: e.to_string(),
+        })?;
     let config = consumer::pull::Config {
         durable_name: Some(name.clone()),
         filter_subject: s.tasks(queue),
@@ -110,7 +119,10 @@ pub async fn tasks_consumer(
     stream
         .get_or_create_consumer(&name, config)
         .await
-        .map_err(|e| BusError::Consumer { consumer: name, reason: e.to_string() })
+        .map_err(|e| BusError::Consumer {
+            consumer: name,
+            reason: e.to_string(),
+        })
 }
 
 /// A durable pull consumer on one of the coordinator's streams (results, dead letters).
@@ -123,7 +135,10 @@ pub async fn coordinator_consumer(
     let stream = js
         .get_stream(stream_name)
         .await
-        .map_err(|e| BusError::Stream { stream: stream_name.to_owned(), reason: e.to_string() })?;
+        .map_err(|e| BusError::Stream {
+            stream: stream_name.to_owned(),
+            reason: e.to_string(),
+        })?;
     let config = consumer::pull::Config {
         durable_name: Some(name.to_owned()),
         ack_policy: consumer::AckPolicy::Explicit,
@@ -134,5 +149,8 @@ pub async fn coordinator_consumer(
     stream
         .get_or_create_consumer(name, config)
         .await
-        .map_err(|e| BusError::Consumer { consumer: name.to_owned(), reason: e.to_string() })
+        .map_err(|e| BusError::Consumer {
+            consumer: name.to_owned(),
+            reason: e.to_string(),
+        })
 }

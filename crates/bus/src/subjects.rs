@@ -14,9 +14,18 @@ impl Subjects {
     pub fn new(prefix: &str) -> Self {
         let stream_prefix = prefix
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
             .collect();
-        Self { prefix: prefix.to_owned(), stream_prefix }
+        Self {
+            prefix: prefix.to_owned(),
+            stream_prefix,
+        }
     }
 
     pub fn prefix(&self) -> &str {

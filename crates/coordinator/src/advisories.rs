@@ -26,7 +26,10 @@ pub async fn run(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) {
-    let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{}.*", subjects.tasks_stream());
+    let subject = format!(
+        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{}.*",
+        subjects.tasks_stream()
+    );
     let sub = match client.subscribe(subject.clone()).await {
         Ok(s) => s,
         Err(e) => {
@@ -49,7 +52,12 @@ pub async fn run(
     }
 }
 
-async fn handle(js: &jetstream::Context, store: &Store, subjects: &Subjects, a: &MaxDeliveries) -> Result<(), String> {
+async fn handle(
+    js: &jetstream::Context,
+    store: &Store,
+    subjects: &Subjects,
+    a: &MaxDeliveries,
+) -> Result<(), String> {
     let stream = js.get_stream(&a.stream).await.map_err(|e| e.to_string())?;
     let message = match stream.get_raw_message(a.stream_seq).await {
         Ok(m) => m,
@@ -59,25 +67,43 @@ async fn handle(js: &jetstream::Context, store: &Store, subjects: &Subjects, a: 
             return Ok(());
         }
     };
-    let reason = format!("delivered {} times without being settled (max deliveries reached)", a.deliveries);
+    let reason = format!(
+        "delivered {} times without being settled (max deliveries reached)",
+        a.deliveries
+    );
     let task_id = decode::<pb::TaskRequest>("task request", &message.payload)
         .ok()
         .and_then(|r| TaskId::parse_field("task_id", &r.task_id).ok());
     store
-        .record_dead_letter(message.subject.as_str(), &reason, &message.payload, None, task_id.map(|t| t.as_uuid()))
+        .record_dead_letter(
+            message.subject.as_str(),
+            &reason,
+            &message.payload,
+            None,
+            task_id.map(|t| t.as_uuid()),
+        )
         .await
         .map_err(|e| e.to_string())?;
     if let Some(id) = task_id
-        && store.dead_letter_task(id, &reason).await.map_err(|e| e.to_string())?
+        && store
+            .dead_letter_task(id, &reason)
+            .await
+            .map_err(|e| e.to_string())?
     {
         tracing::warn!(task.id = %id, deliveries = a.deliveries, "task dead-lettered after max deliveries");
         // Wake watchers: the task is finished.
         let _ = js_client_publish(js, subjects.finished(id)).await;
     }
-    stream.delete_message(a.stream_seq).await.map_err(|e| e.to_string())?;
+    stream
+        .delete_message(a.stream_seq)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 
 async fn js_client_publish(js: &jetstream::Context, subject: String) -> Result<(), String> {
-    js.client().publish(subject, Vec::new().into()).await.map_err(|e| e.to_string())
+    js.client()
+        .publish(subject, Vec::new().into())
+        .await
+        .map_err(|e| e.to_string())
 }

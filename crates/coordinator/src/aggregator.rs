@@ -27,15 +27,31 @@ pub async fn run_results(
     shutdown: CancellationToken,
 ) {
     supervise("results aggregator", shutdown.clone(), || {
-        results_once(client.clone(), js.clone(), store.clone(), subjects.clone(), shutdown.clone())
+        results_once(
+            client.clone(),
+            js.clone(),
+            store.clone(),
+            subjects.clone(),
+            shutdown.clone(),
+        )
     })
     .await
 }
 
 /// Consumes dead letters until `shutdown`, restarting the consumer on failure.
-pub async fn run_dead_letters(js: jetstream::Context, store: Store, subjects: Subjects, shutdown: CancellationToken) {
+pub async fn run_dead_letters(
+    js: jetstream::Context,
+    store: Store,
+    subjects: Subjects,
+    shutdown: CancellationToken,
+) {
     supervise("dead-letter recorder", shutdown.clone(), || {
-        dead_letters_once(js.clone(), store.clone(), subjects.clone(), shutdown.clone())
+        dead_letters_once(
+            js.clone(),
+            store.clone(),
+            subjects.clone(),
+            shutdown.clone(),
+        )
     })
     .await
 }
@@ -66,18 +82,28 @@ async fn results_once(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let consumer =
-        taskwire_bus::coordinator_consumer(&js, &subjects.results_stream(), "aggregator", Duration::from_secs(30))
-            .await
-            .map_err(|e| e.to_string())?;
+    let consumer = taskwire_bus::coordinator_consumer(
+        &js,
+        &subjects.results_stream(),
+        "aggregator",
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let messages = consumer.messages().await.map_err(|e| e.to_string())?;
-    let mut chunks = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()).ready_chunks(MAX_BATCH));
+    let mut chunks = std::pin::pin!(
+        messages
+            .take_until(shutdown.cancelled_owned())
+            .ready_chunks(MAX_BATCH)
+    );
     while let Some(chunk) = chunks.next().await {
         let mut results = Vec::with_capacity(chunk.len());
         let mut acks = Vec::with_capacity(chunk.len());
         for msg in chunk {
             let msg = msg.map_err(|e| e.to_string())?;
-            match decode::<pb::TaskResult>("task result", &msg.payload).and_then(TaskResult::try_from) {
+            match decode::<pb::TaskResult>("task result", &msg.payload)
+                .and_then(TaskResult::try_from)
+            {
                 Ok(r) => {
                     results.push(r);
                     acks.push(msg);
@@ -85,7 +111,13 @@ async fn results_once(
                 Err(e) => {
                     tracing::warn!(error = %e, subject = %msg.subject, "malformed result, dead-lettering");
                     store
-                        .record_dead_letter(msg.subject.as_str(), &e.to_string(), &msg.payload, None, None)
+                        .record_dead_letter(
+                            msg.subject.as_str(),
+                            &e.to_string(),
+                            &msg.payload,
+                            None,
+                            None,
+                        )
                         .await
                         .map_err(|e| e.to_string())?;
                     let _ = msg.ack_with(AckKind::Term).await;
@@ -99,7 +131,9 @@ async fn results_once(
                         tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled");
                     } else if recorded {
                         tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded");
-                        let _ = client.publish(subjects.finished(result.task_id), Vec::new().into()).await;
+                        let _ = client
+                            .publish(subjects.finished(result.task_id), Vec::new().into())
+                            .await;
                     } else {
                         tracing::info!(
                             task.id = %result.task_id,
@@ -139,11 +173,27 @@ async fn dead_letters_once(
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;
-        let (subject, reason, payload, worker, task) = match decode::<pb::DeadLetter>("dead letter", &msg.payload) {
-            Ok(d) => (d.subject, d.reason, d.payload, Some(d.worker_id), d.task_id.parse::<TaskId>().ok().map(|t| t.as_uuid())),
-            Err(e) => (msg.subject.to_string(), e.to_string(), msg.payload.to_vec(), None, None),
-        };
-        match store.record_dead_letter(&subject, &reason, &payload, worker.as_deref(), task).await {
+        let (subject, reason, payload, worker, task) =
+            match decode::<pb::DeadLetter>("dead letter", &msg.payload) {
+                Ok(d) => (
+                    d.subject,
+                    d.reason,
+                    d.payload,
+                    Some(d.worker_id),
+                    d.task_id.parse::<TaskId>().ok().map(|t| t.as_uuid()),
+                ),
+                Err(e) => (
+                    msg.subject.to_string(),
+                    e.to_string(),
+                    msg.payload.to_vec(),
+                    None,
+                    None,
+                ),
+            };
+        match store
+            .record_dead_letter(&subject, &reason, &payload, worker.as_deref(), task)
+            .await
+        {
             Ok(()) => {
                 tracing::warn!(subject = %subject, reason = %reason, "dead letter recorded");
                 let _ = msg.double_ack().await;

@@ -45,7 +45,10 @@ fn parse_task_id(field: &'static str, s: &str) -> Result<TaskId, Status> {
 
 #[tonic::async_trait]
 impl pb::task_service_server::TaskService for TaskApi {
-    async fn submit(&self, request: Request<pb::SubmitRequest>) -> Result<Response<pb::SubmitResponse>, Status> {
+    async fn submit(
+        &self,
+        request: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = principal(&request);
         let req = request.into_inner();
         let parent = match req.parent_task_id.as_str() {
@@ -53,11 +56,18 @@ impl pb::task_service_server::TaskService for TaskApi {
             p => {
                 let id = parse_task_id("parent_task_id", p)?;
                 self.visible_task(&caller, id).await?;
-                let parent = self.state.store.task_request(id).await.map_err(CoordinatorError::from)?;
+                let parent = self
+                    .state
+                    .store
+                    .task_request(id)
+                    .await
+                    .map_err(CoordinatorError::from)?;
                 parent.as_ref().map(ParentInfo::of)
             }
         };
-        Ok(Response::new(submit_task(&self.state, &caller, req, parent).await?))
+        Ok(Response::new(
+            submit_task(&self.state, &caller, req, parent).await?,
+        ))
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Task>, Status> {
@@ -69,7 +79,10 @@ impl pb::task_service_server::TaskService for TaskApi {
 
     type WatchStream = Pin<Box<dyn futures::Stream<Item = WatchItem> + Send>>;
 
-    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
         let caller = principal(&request);
         let id = parse_task_id("task_id", &request.into_inner().task_id)?;
         self.visible_task(&caller, id).await?;
@@ -78,23 +91,39 @@ impl pb::task_service_server::TaskService for TaskApi {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
-    async fn cancel(&self, request: Request<pb::CancelRequest>) -> Result<Response<pb::CancelResponse>, Status> {
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
         let caller = principal(&request);
         let req = request.into_inner();
         let id = parse_task_id("task_id", &req.task_id)?;
         let st = &self.state;
         self.visible_task(&caller, id).await?;
-        let reason = if req.reason.is_empty() { "cancelled by request".to_owned() } else { req.reason };
-        let cancelled = st.store.cancel_tree(id).await.map_err(CoordinatorError::from)?;
+        let reason = if req.reason.is_empty() {
+            "cancelled by request".to_owned()
+        } else {
+            req.reason
+        };
+        let cancelled = st
+            .store
+            .cancel_tree(id)
+            .await
+            .map_err(CoordinatorError::from)?;
         for t in &cancelled {
             tracing::info!(task.id = %t, reason = %reason, "task cancelled");
             st.notify_stopped(*t, &reason).await;
         }
         let rec = self.visible_task(&caller, id).await?;
-        Ok(Response::new(pb::CancelResponse { status: pb::TaskStatus::from(rec.status) as i32 }))
+        Ok(Response::new(pb::CancelResponse {
+            status: pb::TaskStatus::from(rec.status) as i32,
+        }))
     }
 
-    async fn list(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+    async fn list(
+        &self,
+        request: Request<pb::ListRequest>,
+    ) -> Result<Response<pb::ListResponse>, Status> {
         let caller = principal(&request);
         let req = request.into_inner();
         let tenant = match &caller.tenant {
@@ -125,16 +154,31 @@ impl pb::task_service_server::TaskService for TaskApi {
             agent: (!req.agent.is_empty()).then_some(req.agent),
             limit: req.limit,
         };
-        let tasks = self.state.store.list_tasks(&filter).await.map_err(CoordinatorError::from)?;
-        Ok(Response::new(pb::ListResponse { tasks: tasks.iter().map(task_of).collect() }))
+        let tasks = self
+            .state
+            .store
+            .list_tasks(&filter)
+            .await
+            .map_err(CoordinatorError::from)?;
+        Ok(Response::new(pb::ListResponse {
+            tasks: tasks.iter().map(task_of).collect(),
+        }))
     }
 
-    async fn replay(&self, request: Request<pb::ReplayRequest>) -> Result<Response<pb::Task>, Status> {
+    async fn replay(
+        &self,
+        request: Request<pb::ReplayRequest>,
+    ) -> Result<Response<pb::Task>, Status> {
         let caller = principal(&request);
         let id = parse_task_id("task_id", &request.into_inner().task_id)?;
         let st = &self.state;
         self.visible_task(&caller, id).await?;
-        match st.store.replay_task(id, &st.subjects.tasks(&st.config.queue)).await.map_err(CoordinatorError::from)? {
+        match st
+            .store
+            .replay_task(id, &st.subjects.tasks(&st.config.queue))
+            .await
+            .map_err(CoordinatorError::from)?
+        {
             ReplayOutcome::Replayed => {
                 tracing::info!(task.id = %id, "task replayed");
                 st.relay_wake.notify_one();
@@ -145,13 +189,18 @@ impl pb::task_service_server::TaskService for TaskApi {
                 ))
                 .into());
             }
-            ReplayOutcome::Unknown => return Err(CoordinatorError::NotFound(format!("task {id}")).into()),
+            ReplayOutcome::Unknown => {
+                return Err(CoordinatorError::NotFound(format!("task {id}")).into());
+            }
         }
         let rec = self.visible_task(&caller, id).await?;
         Ok(Response::new(task_of(&rec)))
     }
 
-    async fn approve(&self, request: Request<pb::ApproveRequest>) -> Result<Response<pb::ApproveResponse>, Status> {
+    async fn approve(
+        &self,
+        request: Request<pb::ApproveRequest>,
+    ) -> Result<Response<pb::ApproveResponse>, Status> {
         use prost::Message;
         use taskwire_store::{AnswerOutcome, ApprovalAnswer};
         let caller = principal(&request);
@@ -162,11 +211,20 @@ impl pb::task_service_server::TaskService for TaskApi {
             Ok(pb::ApprovalAnswer::Once) => ApprovalAnswer::Once,
             Ok(pb::ApprovalAnswer::Always) => ApprovalAnswer::Always,
             Ok(pb::ApprovalAnswer::Reject) => ApprovalAnswer::Reject,
-            _ => return Err(CoordinatorError::invalid("answer", "must be once, always or reject").into()),
+            _ => {
+                return Err(
+                    CoordinatorError::invalid("answer", "must be once, always or reject").into(),
+                );
+            }
         };
         let st = &self.state;
         let message = (!req.message.is_empty()).then_some(req.message.as_str());
-        match st.store.answer_approval(id, &req.request_id, answer, message).await.map_err(CoordinatorError::from)? {
+        match st
+            .store
+            .answer_approval(id, &req.request_id, answer, message)
+            .await
+            .map_err(CoordinatorError::from)?
+        {
             AnswerOutcome::Answered => {
                 let decision = pb::ApprovalDecision {
                     task_id: id.to_string(),
@@ -177,7 +235,11 @@ impl pb::task_service_server::TaskService for TaskApi {
                 st.client
                     .publish(st.subjects.approval(id), decision.encode_to_vec().into())
                     .await
-                    .map_err(|e| CoordinatorError::Unavailable(format!("failed to deliver the approval: {e}")))?;
+                    .map_err(|e| {
+                        CoordinatorError::Unavailable(format!(
+                            "failed to deliver the approval: {e}"
+                        ))
+                    })?;
                 tracing::info!(task.id = %id, request_id = %req.request_id, ?answer, "approval answered");
             }
             AnswerOutcome::NotPending => {
@@ -189,7 +251,9 @@ impl pb::task_service_server::TaskService for TaskApi {
             }
         }
         let rec = self.visible_task(&caller, id).await?;
-        Ok(Response::new(pb::ApproveResponse { status: pb::TaskStatus::from(rec.status) as i32 }))
+        Ok(Response::new(pb::ApproveResponse {
+            status: pb::TaskStatus::from(rec.status) as i32,
+        }))
     }
 
     async fn run_command(
@@ -198,7 +262,9 @@ impl pb::task_service_server::TaskService for TaskApi {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = principal(&request);
         let req = request.into_inner();
-        Ok(Response::new(crate::commands::run_command(&self.state, &caller, req).await?))
+        Ok(Response::new(
+            crate::commands::run_command(&self.state, &caller, req).await?,
+        ))
     }
 
     async fn list_agents(
@@ -207,7 +273,11 @@ impl pb::task_service_server::TaskService for TaskApi {
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         let include_hidden = request.into_inner().include_hidden;
         let registry = self.state.registry();
-        let agents = registry.list(include_hidden).into_iter().map(pb::AgentSpec::from).collect();
+        let agents = registry
+            .list(include_hidden)
+            .into_iter()
+            .map(pb::AgentSpec::from)
+            .collect();
         Ok(Response::new(pb::ListAgentsResponse { agents }))
     }
 }

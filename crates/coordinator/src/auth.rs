@@ -35,13 +35,20 @@ pub struct Principal {
 impl Principal {
     /// The caller when authentication is off.
     pub fn anonymous() -> Self {
-        Self { tenant: None, scopes: None }
+        Self {
+            tenant: None,
+            scopes: None,
+        }
     }
 
     /// The tenant a submit runs as: the token's, or the one the request names.
     pub fn tenant_for_submit(&self, requested: &str) -> Result<String, CoordinatorError> {
         match &self.tenant {
-            None => Ok(if requested.is_empty() { "default".to_owned() } else { requested.to_owned() }),
+            None => Ok(if requested.is_empty() {
+                "default".to_owned()
+            } else {
+                requested.to_owned()
+            }),
             Some(t) if requested.is_empty() || requested == t => Ok(t.clone()),
             Some(_) => Err(CoordinatorError::PermissionDenied(format!(
                 "tenant `{requested}` is not the tenant of this token"
@@ -51,8 +58,13 @@ impl Principal {
 
     /// The scope a submit grants: what it asks for, which must lie within the
     /// token's; when it asks for nothing, the token's whole scope.
-    pub fn scope_for_submit(&self, requested: Vec<String>) -> Result<Vec<String>, CoordinatorError> {
-        let Some(allowed) = &self.scopes else { return Ok(requested) };
+    pub fn scope_for_submit(
+        &self,
+        requested: Vec<String>,
+    ) -> Result<Vec<String>, CoordinatorError> {
+        let Some(allowed) = &self.scopes else {
+            return Ok(requested);
+        };
         if allowed.iter().any(|s| s == "*") {
             return Ok(requested);
         }
@@ -117,9 +129,14 @@ impl Authenticator {
 
     /// Reads a tokens file (see the module docs).
     pub fn from_file(path: &Path) -> Result<Self, CoordinatorError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CoordinatorError::Config(format!("failed to read tokens file {}: {e}", path.display())))?;
-        Self::from_toml(&text).map_err(|e| CoordinatorError::Config(format!("tokens file {}: {e}", path.display())))
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CoordinatorError::Config(format!(
+                "failed to read tokens file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Self::from_toml(&text)
+            .map_err(|e| CoordinatorError::Config(format!("tokens file {}: {e}", path.display())))
     }
 
     fn from_toml(text: &str) -> Result<Self, String> {
@@ -129,14 +146,27 @@ impl Authenticator {
             let d = match (t.token, t.sha256) {
                 (Some(token), None) => digest(&token),
                 (None, Some(sha)) => sha.to_ascii_lowercase(),
-                _ => return Err(format!("token #{}: give exactly one of `token` and `sha256`", i + 1)),
+                _ => {
+                    return Err(format!(
+                        "token #{}: give exactly one of `token` and `sha256`",
+                        i + 1
+                    ));
+                }
             };
             if t.tenant.is_empty() {
                 return Err(format!("token #{}: `tenant` must not be empty", i + 1));
             }
-            by_digest.insert(d, Principal { tenant: Some(t.tenant), scopes: Some(t.scopes) });
+            by_digest.insert(
+                d,
+                Principal {
+                    tenant: Some(t.tenant),
+                    scopes: Some(t.scopes),
+                },
+            );
         }
-        Ok(Self { by_digest: Some(by_digest) })
+        Ok(Self {
+            by_digest: Some(by_digest),
+        })
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -144,17 +174,29 @@ impl Authenticator {
     }
 
     /// Maps a request's `authorization` metadata to its principal.
-    pub fn authenticate(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, tonic::Status> {
-        let Some(tokens) = &self.by_digest else { return Ok(Principal::anonymous()) };
+    pub fn authenticate(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+    ) -> Result<Principal, tonic::Status> {
+        let Some(tokens) = &self.by_digest else {
+            return Ok(Principal::anonymous());
+        };
         let header = metadata
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| tonic::Status::unauthenticated("missing `authorization: Bearer <token>` metadata"))?;
+            .ok_or_else(|| {
+                tonic::Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
+            })?;
         let token = header
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
-            .ok_or_else(|| tonic::Status::unauthenticated("authorization must be `Bearer <token>`"))?;
-        tokens.get(&digest(token.trim())).cloned().ok_or_else(|| tonic::Status::unauthenticated("unknown token"))
+            .ok_or_else(|| {
+                tonic::Status::unauthenticated("authorization must be `Bearer <token>`")
+            })?;
+        tokens
+            .get(&digest(token.trim()))
+            .cloned()
+            .ok_or_else(|| tonic::Status::unauthenticated("unknown token"))
     }
 }
 
@@ -164,7 +206,10 @@ impl Authenticator {
 pub struct AuthInterceptor(pub Authenticator);
 
 impl tonic::service::Interceptor for AuthInterceptor {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         let principal = self.0.authenticate(request.metadata())?;
         request.extensions_mut().insert(principal);
         Ok(request)
@@ -173,7 +218,11 @@ impl tonic::service::Interceptor for AuthInterceptor {
 
 /// The principal the interceptor stored (anonymous when none was, e.g. in-process use).
 pub fn principal<T>(request: &tonic::Request<T>) -> Principal {
-    request.extensions().get::<Principal>().cloned().unwrap_or_else(Principal::anonymous)
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or_else(Principal::anonymous)
 }
 
 #[cfg(test)]
@@ -205,20 +254,47 @@ mod tests {
     #[test]
     fn bearer_tokens_map_to_their_tenant() {
         let a = auth();
-        assert_eq!(a.authenticate(&md("Bearer t-acme")).expect("known").tenant.as_deref(), Some("acme"));
+        assert_eq!(
+            a.authenticate(&md("Bearer t-acme"))
+                .expect("known")
+                .tenant
+                .as_deref(),
+            Some("acme")
+        );
         // "test" is the token whose SHA-256 is configured.
-        assert_eq!(a.authenticate(&md("Bearer test")).expect("known").tenant.as_deref(), Some("test"));
-        assert_eq!(a.authenticate(&md("Bearer nope")).expect_err("unknown").code(), tonic::Code::Unauthenticated);
-        let missing = a.authenticate(&tonic::metadata::MetadataMap::new()).expect_err("missing");
+        assert_eq!(
+            a.authenticate(&md("Bearer test"))
+                .expect("known")
+                .tenant
+                .as_deref(),
+            Some("test")
+        );
+        assert_eq!(
+            a.authenticate(&md("Bearer nope"))
+                .expect_err("unknown")
+                .code(),
+            tonic::Code::Unauthenticated
+        );
+        let missing = a
+            .authenticate(&tonic::metadata::MetadataMap::new())
+            .expect_err("missing");
         assert_eq!(missing.code(), tonic::Code::Unauthenticated);
     }
 
     #[test]
     fn a_scope_wider_than_the_token_is_refused() {
         let p = auth().authenticate(&md("Bearer t-acme")).expect("known");
-        assert_eq!(p.scope_for_submit(vec!["read".into()]).expect("within"), vec!["read".to_owned()]);
-        assert_eq!(p.scope_for_submit(vec![]).expect("default"), vec!["read".to_owned(), "grep".to_owned()]);
-        let err = p.scope_for_submit(vec!["read".into(), "bash".into()]).expect_err("wider");
+        assert_eq!(
+            p.scope_for_submit(vec!["read".into()]).expect("within"),
+            vec!["read".to_owned()]
+        );
+        assert_eq!(
+            p.scope_for_submit(vec![]).expect("default"),
+            vec!["read".to_owned(), "grep".to_owned()]
+        );
+        let err = p
+            .scope_for_submit(vec!["read".into(), "bash".into()])
+            .expect_err("wider");
         assert!(err.to_string().contains("`bash`"), "{err}");
     }
 
@@ -233,8 +309,16 @@ mod tests {
 
     #[test]
     fn a_tokens_file_entry_needs_exactly_one_secret() {
-        let err = Authenticator::from_toml("[[token]]\ntenant = \"a\"\n").err().expect("no secret");
+        let err = Authenticator::from_toml(
+            "[[token]]
+tenant = \"a\"
+",
+        )
+        .expect_err("no secret");
         assert!(err.contains("exactly one"), "{err}");
-        assert!(Authenticator::from_toml("[[token]]\ntoken = \"x\"\ntenant = \"a\"\nbogus = 1\n").is_err());
+        assert!(
+            Authenticator::from_toml("[[token]]\ntoken = \"x\"\ntenant = \"a\"\nbogus = 1\n")
+                .is_err()
+        );
     }
 }

@@ -27,7 +27,12 @@ impl QueueDepth {
 
 /// Samples the depth of `stream` until `shutdown`. Failure policy: keep the last sample
 /// and try again next tick.
-pub async fn run(js: jetstream::Context, stream: String, depth: QueueDepth, shutdown: CancellationToken) {
+pub async fn run(
+    js: jetstream::Context,
+    stream: String,
+    depth: QueueDepth,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(SAMPLE);
     loop {
         tokio::select! {

@@ -23,7 +23,9 @@ pub async fn run(
     max_running_per_tenant: Option<u32>,
     shutdown: CancellationToken,
 ) -> Result<(), async_nats::SubscribeError> {
-    let sub = client.queue_subscribe(subject, "taskwire-coordinators".to_owned()).await?;
+    let sub = client
+        .queue_subscribe(subject, "taskwire-coordinators".to_owned())
+        .await?;
     sub.take_until(shutdown.cancelled_owned())
         .ready_chunks(MAX_BATCH)
         .for_each_concurrent(CONCURRENT_BATCHES, |batch| {
@@ -45,9 +47,15 @@ async fn answer(
     let mut replies = Vec::with_capacity(batch.len());
     let mut seen = HashSet::new();
     for msg in batch {
-        let Some(reply) = msg.reply.clone() else { continue };
-        let parsed = decode::<pb::ClaimRequest>("claim request", &msg.payload)
-            .and_then(|r| Ok((TaskId::parse_field("task_id", &r.task_id)?, WorkerId::new(r.worker_id))));
+        let Some(reply) = msg.reply.clone() else {
+            continue;
+        };
+        let parsed = decode::<pb::ClaimRequest>("claim request", &msg.payload).and_then(|r| {
+            Ok((
+                TaskId::parse_field("task_id", &r.task_id)?,
+                WorkerId::new(r.worker_id),
+            ))
+        });
         match parsed {
             Ok((task, worker)) if seen.insert(task) => {
                 claims.push((task, worker));
@@ -59,7 +67,9 @@ async fn answer(
                 tracing::debug!(task.id = %task, "concurrent claim left unanswered");
             }
             Err(e) => {
-                let _ = client.publish(reply, refuse(&e.to_string()).encode_to_vec().into()).await;
+                let _ = client
+                    .publish(reply, refuse(&e.to_string()).encode_to_vec().into())
+                    .await;
             }
         }
     }
@@ -72,7 +82,11 @@ async fn answer(
     };
     for ((reply, outcome), (task, worker)) in replies.into_iter().zip(outcomes).zip(&claims) {
         let r = match outcome {
-            ClaimOutcome::Granted { epoch, attempt, last_attempt } => {
+            ClaimOutcome::Granted {
+                epoch,
+                attempt,
+                last_attempt,
+            } => {
                 tracing::debug!(task.id = %task, worker.id = %worker, attempt, "task claimed");
                 pb::ClaimReply {
                     verdict: pb::claim_reply::Verdict::Granted as i32,
@@ -99,5 +113,9 @@ async fn answer(
 }
 
 fn refuse(reason: &str) -> pb::ClaimReply {
-    pb::ClaimReply { verdict: pb::claim_reply::Verdict::Unknown as i32, reason: reason.to_owned(), ..Default::default() }
+    pb::ClaimReply {
+        verdict: pb::claim_reply::Verdict::Unknown as i32,
+        reason: reason.to_owned(),
+        ..Default::default()
+    }
 }

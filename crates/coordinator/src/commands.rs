@@ -24,7 +24,9 @@ const RELOAD_POLL: Duration = Duration::from_secs(2);
 
 /// Loads the registries from `config_dir` (built-ins only when it is `None`).
 pub fn load(config_dir: Option<&Path>) -> (AgentRegistry, CommandRegistry) {
-    let Some(dir) = config_dir else { return (AgentRegistry::builtin(), CommandRegistry::new()) };
+    let Some(dir) = config_dir else {
+        return (AgentRegistry::builtin(), CommandRegistry::new());
+    };
     let (agents, agent_errors) = load_agents(&dir.join("agents"), AgentRegistry::builtin());
     let (commands, command_errors) = load_commands(&dir.join("commands"));
     for e in agent_errors.iter().chain(&command_errors) {
@@ -40,7 +42,11 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
         if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
             for e in entries.flatten() {
                 let meta = e.metadata().ok();
-                out.push((e.path(), meta.as_ref().and_then(|m| m.modified().ok()), meta.map_or(0, |m| m.len())));
+                out.push((
+                    e.path(),
+                    meta.as_ref().and_then(|m| m.modified().ok()),
+                    meta.map_or(0, |m| m.len()),
+                ));
             }
         }
     }
@@ -62,9 +68,19 @@ pub async fn watch(state: Arc<State>, dir: PathBuf, shutdown: CancellationToken)
         if now != last {
             last = now;
             let (agents, commands) = load(Some(&dir));
-            tracing::info!(agents = agents.list(true).len(), commands = commands.list().len(), "definitions reloaded");
-            *state.agents.write().expect("registry lock is never poisoned") = Arc::new(agents);
-            *state.commands.write().expect("registry lock is never poisoned") = Arc::new(commands);
+            tracing::info!(
+                agents = agents.list(true).len(),
+                commands = commands.list().len(),
+                "definitions reloaded"
+            );
+            *state
+                .agents
+                .write()
+                .expect("registry lock is never poisoned") = Arc::new(agents);
+            *state
+                .commands
+                .write()
+                .expect("registry lock is never poisoned") = Arc::new(commands);
         }
     }
 }
@@ -82,12 +98,24 @@ pub async fn run_command(
         return Err(CoordinatorError::invalid("command", "is required"));
     }
     let commands = state.commands();
-    let command = commands.get(&name).ok_or_else(|| CoordinatorError::NotFound(format!("command `/{name}`")))?;
+    let command = commands
+        .get(&name)
+        .ok_or_else(|| CoordinatorError::NotFound(format!("command `/{name}`")))?;
     let registry = state.registry();
-    let agent_name = command.agent.as_ref().map_or(state.config.default_agent.as_str(), |a| a.as_str()).to_owned();
+    let agent_name = command
+        .agent
+        .as_ref()
+        .map_or(state.config.default_agent.as_str(), |a| a.as_str())
+        .to_owned();
     let agent = registry
-        .get(&agent_name.parse().map_err(|e| CoordinatorError::invalid("agent", format!("{e}")))?)
-        .ok_or_else(|| CoordinatorError::NotFound(format!("agent `{agent_name}` of command `/{name}`")))?
+        .get(
+            &agent_name
+                .parse()
+                .map_err(|e| CoordinatorError::invalid("agent", format!("{e}")))?,
+        )
+        .ok_or_else(|| {
+            CoordinatorError::NotFound(format!("agent `{agent_name}` of command `/{name}`"))
+        })?
         .clone();
     let base = pb::SubmitRequest {
         tenant: req.tenant,
@@ -100,9 +128,11 @@ pub async fn run_command(
         ..Default::default()
     };
     let submit = match command_mode(command, &agent) {
-        CommandMode::Prompt => {
-            pb::SubmitRequest { agent: agent_name, prompt: render(&command.template, &req.arguments), ..base }
-        }
+        CommandMode::Prompt => pb::SubmitRequest {
+            agent: agent_name,
+            prompt: render(&command.template, &req.arguments),
+            ..base
+        },
         CommandMode::Subtask => {
             let part = command.subtask_part(&agent, &req.arguments);
             pb::SubmitRequest {
@@ -123,7 +153,12 @@ pub async fn run_command(
         "" => None,
         p => {
             let id = taskwire_protocol::TaskId::parse_field("parent_task_id", p)?;
-            state.store.task_request(id).await?.filter(|r| caller.may_see(&r.tenant)).map(|r| crate::submit::ParentInfo::of(&r))
+            state
+                .store
+                .task_request(id)
+                .await?
+                .filter(|r| caller.may_see(&r.tenant))
+                .map(|r| crate::submit::ParentInfo::of(&r))
         }
     };
     submit_task(state, caller, submit, parent).await

@@ -34,15 +34,24 @@ pub enum CoordinatorError {
 
 impl CoordinatorError {
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self::InvalidArgument { field: field.into(), reason: reason.into() }
+        Self::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 }
 
 impl From<ProtocolError> for CoordinatorError {
     fn from(e: ProtocolError) -> Self {
         match e.field() {
-            Some(field) => Self::InvalidArgument { field: field.to_owned(), reason: e.to_string() },
-            None => Self::InvalidArgument { field: "request".to_owned(), reason: e.to_string() },
+            Some(field) => Self::InvalidArgument {
+                field: field.to_owned(),
+                reason: e.to_string(),
+            },
+            None => Self::InvalidArgument {
+                field: "request".to_owned(),
+                reason: e.to_string(),
+            },
         }
     }
 }

@@ -66,25 +66,43 @@ pub struct State {
 impl State {
     /// The current agent registry.
     pub fn registry(&self) -> Arc<AgentRegistry> {
-        self.agents.read().expect("registry lock is never poisoned").clone()
+        self.agents
+            .read()
+            .expect("registry lock is never poisoned")
+            .clone()
     }
 
     /// The current slash commands.
     pub fn commands(&self) -> Arc<taskwire_agent::command::CommandRegistry> {
-        self.commands.read().expect("registry lock is never poisoned").clone()
+        self.commands
+            .read()
+            .expect("registry lock is never poisoned")
+            .clone()
     }
 
     /// Tells a worker running `task` to stop, and watchers that it is finished.
     pub async fn notify_stopped(&self, task: TaskId, reason: &str) {
         use prost::Message;
-        let notice = pb::CancelNotice { task_id: task.to_string(), reason: reason.to_owned() };
-        let _ = self.client.publish(self.subjects.cancel(task), notice.encode_to_vec().into()).await;
-        let _ = self.client.publish(self.subjects.finished(task), Vec::new().into()).await;
+        let notice = pb::CancelNotice {
+            task_id: task.to_string(),
+            reason: reason.to_owned(),
+        };
+        let _ = self
+            .client
+            .publish(self.subjects.cancel(task), notice.encode_to_vec().into())
+            .await;
+        let _ = self
+            .client
+            .publish(self.subjects.finished(task), Vec::new().into())
+            .await;
     }
 }
 
 /// Binds `config.listen` and serves until `shutdown`.
-pub async fn run(config: CoordinatorConfig, shutdown: CancellationToken) -> Result<(), CoordinatorError> {
+pub async fn run(
+    config: CoordinatorConfig,
+    shutdown: CancellationToken,
+) -> Result<(), CoordinatorError> {
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| CoordinatorError::Serve(format!("failed to bind {}: {e}", config.listen)))?;
@@ -108,18 +126,24 @@ pub async fn serve(
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {
             let read = |p: &std::path::Path| {
-                std::fs::read(p).map_err(|e| CoordinatorError::Config(format!("failed to read {}: {e}", p.display())))
+                std::fs::read(p).map_err(|e| {
+                    CoordinatorError::Config(format!("failed to read {}: {e}", p.display()))
+                })
             };
-            Some(tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
-                read(cert)?,
-                read(key)?,
-            )))
+            Some(tonic::transport::ServerTlsConfig::new().identity(
+                tonic::transport::Identity::from_pem(read(cert)?, read(key)?),
+            ))
         }
         (None, None) => None,
-        _ => return Err(CoordinatorError::Config("tls_cert and tls_key must be given together".to_owned())),
+        _ => {
+            return Err(CoordinatorError::Config(
+                "tls_cert and tls_key must be given together".to_owned(),
+            ));
+        }
     };
     let store = Store::connect(&config.database_url, config.db_max_connections).await?;
-    let client = taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
+    let client =
+        taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
     let bus = BusConfig {
@@ -148,9 +172,19 @@ pub async fn serve(
     });
 
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(relay::run(store.clone(), js.clone(), relay_wake, loops.clone()));
+    tasks.spawn(relay::run(
+        store.clone(),
+        js.clone(),
+        relay_wake,
+        loops.clone(),
+    ));
     tasks.spawn({
-        let (client, store, subject, token) = (client.clone(), store.clone(), subjects.claim(), loops.clone());
+        let (client, store, subject, token) = (
+            client.clone(),
+            store.clone(),
+            subjects.claim(),
+            loops.clone(),
+        );
         let limit = state.config.max_running_per_tenant;
         async move {
             if let Err(e) = claims::run(client, store, subject, limit, token).await {
@@ -158,8 +192,19 @@ pub async fn serve(
             }
         }
     });
-    tasks.spawn(aggregator::run_results(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
-    tasks.spawn(aggregator::run_dead_letters(js.clone(), store.clone(), subjects.clone(), loops.clone()));
+    tasks.spawn(aggregator::run_results(
+        client.clone(),
+        js.clone(),
+        store.clone(),
+        subjects.clone(),
+        loops.clone(),
+    ));
+    tasks.spawn(aggregator::run_dead_letters(
+        js.clone(),
+        store.clone(),
+        subjects.clone(),
+        loops.clone(),
+    ));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
     if let Some(dir) = state.config.config_dir.clone() {
         tasks.spawn(commands::watch(state.clone(), dir, loops.clone()));
@@ -172,22 +217,42 @@ pub async fn serve(
             }
         }
     });
-    tasks.spawn(advisories::run(client.clone(), js.clone(), store.clone(), subjects.clone(), loops.clone()));
-    tasks.spawn(backpressure::run(js.clone(), subjects.tasks_stream(), state.queue_depth.clone(), loops.clone()));
+    tasks.spawn(advisories::run(
+        client.clone(),
+        js.clone(),
+        store.clone(),
+        subjects.clone(),
+        loops.clone(),
+    ));
+    tasks.spawn(backpressure::run(
+        js.clone(),
+        subjects.tasks_stream(),
+        state.queue_depth.clone(),
+        loops.clone(),
+    ));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter.set_service_status("taskwire.v1.TaskService", tonic_health::ServingStatus::Serving).await;
+    health_reporter
+        .set_service_status(
+            "taskwire.v1.TaskService",
+            tonic_health::ServingStatus::Serving,
+        )
+        .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
 
-    let addr = listener.local_addr().map_err(|e| CoordinatorError::Serve(e.to_string()))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
     tracing::info!(%addr, "coordinator serving grpc");
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = tls {
-        server = server.tls_config(tls).map_err(|e| CoordinatorError::Config(format!("invalid tls settings: {e}")))?;
+        server = server
+            .tls_config(tls)
+            .map_err(|e| CoordinatorError::Config(format!("invalid tls settings: {e}")))?;
     }
     let api = pb::task_service_server::TaskServiceServer::with_interceptor(
         api::TaskApi::new(state),

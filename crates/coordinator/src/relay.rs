@@ -19,7 +19,12 @@ const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 1024;
 
 /// Runs the relay until `shutdown`.
-pub async fn run(store: Store, js: jetstream::Context, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub async fn run(
+    store: Store,
+    js: jetstream::Context,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(50);
     loop {
         match relay_once(&store, &js).await {
@@ -49,7 +54,10 @@ pub async fn run(store: Store, js: jetstream::Context, wake: Arc<Notify>, shutdo
 
 /// Publishes one batch; returns how many rows it read.
 async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, String> {
-    let rows = store.outbox_pending(BATCH).await.map_err(|e| e.to_string())?;
+    let rows = store
+        .outbox_pending(BATCH)
+        .await
+        .map_err(|e| e.to_string())?;
     if rows.is_empty() {
         return Ok(0);
     }
@@ -78,9 +86,16 @@ async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, Str
             }
         }
     }
-    store.outbox_delete(&done).await.map_err(|e| e.to_string())?;
+    store
+        .outbox_delete(&done)
+        .await
+        .map_err(|e| e.to_string())?;
     match first_error {
-        Some(e) => Err(format!("jetstream refused {} of {} messages: {e}", rows.len() - done.len(), rows.len())),
+        Some(e) => Err(format!(
+            "jetstream refused {} of {} messages: {e}",
+            rows.len() - done.len(),
+            rows.len()
+        )),
         None => Ok(rows.len()),
     }
 }
@@ -93,5 +108,8 @@ fn traceparent(trace_id: &str) -> String {
 
 fn uuid_span() -> u64 {
     // Any non-zero 64-bit value is a valid parent span id.
-    (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)) | 1
+    (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64))
+        | 1
 }

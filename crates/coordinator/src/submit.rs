@@ -13,7 +13,9 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use taskwire_agent::agent::AgentName;
 use taskwire_agent::builtin::AgentRegistry;
-use taskwire_protocol::{Attachment, ContextRef, SessionId, TaskId, TaskRequest, TraceId, pb, time, value};
+use taskwire_protocol::{
+    Attachment, ContextRef, SessionId, TaskId, TaskRequest, TraceId, pb, time, value,
+};
 use taskwire_store::{InsertOutcome, NewTask, Store};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -85,7 +87,8 @@ impl Submitter {
             .send((task, reply))
             .await
             .map_err(|_| CoordinatorError::Internal("coordinator is shutting down".to_owned()))?;
-        rx.await.map_err(|_| CoordinatorError::Internal("coordinator is shutting down".to_owned()))?
+        rx.await
+            .map_err(|_| CoordinatorError::Internal("coordinator is shutting down".to_owned()))?
     }
 }
 
@@ -126,8 +129,10 @@ pub fn build_task(
     if req.agent.is_empty() {
         return Err(CoordinatorError::invalid("agent", "is required"));
     }
-    let agent_name: AgentName =
-        req.agent.parse().map_err(|e| CoordinatorError::invalid("agent", format!("{e}")))?;
+    let agent_name: AgentName = req
+        .agent
+        .parse()
+        .map_err(|e| CoordinatorError::invalid("agent", format!("{e}")))?;
     let spec = registry
         .get(&agent_name)
         .ok_or_else(|| CoordinatorError::NotFound(format!("agent `{}`", req.agent)))?;
@@ -137,7 +142,10 @@ pub fn build_task(
         if !spec.mode.is_subagent() && req.command.is_empty() {
             return Err(CoordinatorError::invalid(
                 "agent",
-                format!("`{}` is a primary agent and cannot run as a subagent", req.agent),
+                format!(
+                    "`{}` is a primary agent and cannot run as a subagent",
+                    req.agent
+                ),
             ));
         }
         if p.depth + 1 > cfg.max_depth {
@@ -146,19 +154,30 @@ pub fn build_task(
                 p.task_id, p.depth, cfg.max_depth
             )));
         }
-        if let Some(wider) = req.auth_scope.iter().find(|s| !p.auth_scope.is_empty() && !p.auth_scope.contains(s)) {
+        if let Some(wider) = req
+            .auth_scope
+            .iter()
+            .find(|s| !p.auth_scope.is_empty() && !p.auth_scope.contains(s))
+        {
             return Err(CoordinatorError::PermissionDenied(format!(
                 "auth_scope `{wider}` is wider than the parent task's scope"
             )));
         }
     }
     if req.prompt.trim().is_empty() {
-        return Err(CoordinatorError::invalid("prompt", "is required and must not be blank"));
+        return Err(CoordinatorError::invalid(
+            "prompt",
+            "is required and must not be blank",
+        ));
     }
     if req.prompt.len() > cfg.max_prompt_bytes {
         return Err(CoordinatorError::invalid(
             "prompt",
-            format!("is {} bytes, more than the limit of {} bytes", req.prompt.len(), cfg.max_prompt_bytes),
+            format!(
+                "is {} bytes, more than the limit of {} bytes",
+                req.prompt.len(),
+                cfg.max_prompt_bytes
+            ),
         ));
     }
     let now = Utc::now();
@@ -171,11 +190,17 @@ pub fn build_task(
     if let Some(d) = deadline
         && d <= now
     {
-        return Err(CoordinatorError::invalid("deadline", format!("{d} is in the past")));
+        return Err(CoordinatorError::invalid(
+            "deadline",
+            format!("{d} is in the past"),
+        ));
     }
     let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
     if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
-        return Err(CoordinatorError::invalid("max_attempts", format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}")));
+        return Err(CoordinatorError::invalid(
+            "max_attempts",
+            format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}"),
+        ));
     }
     if req.max_steps == Some(0) {
         return Err(CoordinatorError::invalid("max_steps", "must be at least 1"));
@@ -192,7 +217,11 @@ pub fn build_task(
         (None, t) => TraceId::parse_field("trace_id", t)?,
     };
     // The API layer has set the tenant from the caller's token (or the request).
-    let tenant = if req.tenant.is_empty() { "default".to_owned() } else { req.tenant };
+    let tenant = if req.tenant.is_empty() {
+        "default".to_owned()
+    } else {
+        req.tenant
+    };
     // A child inherits its parent's scope when it asks for none.
     let auth_scope = match (&parent, req.auth_scope.is_empty()) {
         (Some(p), true) => p.auth_scope.clone(),
@@ -211,7 +240,11 @@ pub fn build_task(
         context_refs: req
             .context_refs
             .into_iter()
-            .map(|c| ContextRef { kind: c.r#type, id: c.id, uri: c.uri })
+            .map(|c| ContextRef {
+                kind: c.r#type,
+                id: c.id,
+                uri: c.uri,
+            })
             .collect(),
         attachments: req.attachments.into_iter().map(Attachment::from).collect(),
         auth_scope,
@@ -244,10 +277,17 @@ pub fn build_task(
     if size > cfg.max_request_bytes {
         return Err(CoordinatorError::invalid(
             "request",
-            format!("encodes to {size} bytes, more than the limit of {} bytes", cfg.max_request_bytes),
+            format!(
+                "encodes to {size} bytes, more than the limit of {} bytes",
+                cfg.max_request_bytes
+            ),
         ));
     }
-    Ok(NewTask { request, digest, subject: subjects.tasks(&cfg.queue) })
+    Ok(NewTask {
+        request,
+        digest,
+        subject: subjects.tasks(&cfg.queue),
+    })
 }
 
 /// Submits a task for `caller` (gRPC `Submit`, a worker's child submit, `RunCommand`):
@@ -282,14 +322,25 @@ pub async fn submit_task(
     };
     if created {
         tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");
-        return Ok(pb::SubmitResponse { task_id: task_id.to_string(), trace_id: trace_id.to_string(), created, session_id: session_id.map(|s| s.to_string()).unwrap_or_default() });
+        return Ok(pb::SubmitResponse {
+            task_id: task_id.to_string(),
+            trace_id: trace_id.to_string(),
+            created,
+            session_id: session_id.map(|s| s.to_string()).unwrap_or_default(),
+        });
     }
     // An idempotent repeat: answer with the stored task's trace and session.
     let existing = state.store.task_request(task_id).await?;
     Ok(pb::SubmitResponse {
         task_id: task_id.to_string(),
-        trace_id: existing.as_ref().map_or(trace_id, |r| r.trace_id).to_string(),
+        trace_id: existing
+            .as_ref()
+            .map_or(trace_id, |r| r.trace_id)
+            .to_string(),
         created,
-        session_id: existing.and_then(|r| r.resume_token).map(|s| s.to_string()).unwrap_or_default(),
+        session_id: existing
+            .and_then(|r| r.resume_token)
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
     })
 }

@@ -22,13 +22,25 @@ const RECHECK: Duration = Duration::from_secs(1);
 pub type WatchItem = Result<pb::WatchEvent, Status>;
 
 /// Streams one task's events into `tx` until its result has been sent.
-pub async fn stream_task(state: std::sync::Arc<State>, task_id: TaskId, tx: mpsc::Sender<WatchItem>) {
+pub async fn stream_task(
+    state: std::sync::Arc<State>,
+    task_id: TaskId,
+    tx: mpsc::Sender<WatchItem>,
+) {
     if let Err(e) = stream_inner(&state, task_id, &tx).await {
-        let _ = tx.send(Err(Status::unavailable(format!("watch of task {task_id} failed: {e}")))).await;
+        let _ = tx
+            .send(Err(Status::unavailable(format!(
+                "watch of task {task_id} failed: {e}"
+            ))))
+            .await;
     }
 }
 
-async fn stream_inner(state: &State, task_id: TaskId, tx: &mpsc::Sender<WatchItem>) -> Result<(), String> {
+async fn stream_inner(
+    state: &State,
+    task_id: TaskId,
+    tx: &mpsc::Sender<WatchItem>,
+) -> Result<(), String> {
     let subject = state.subjects.progress(task_id);
     // Subscribe before the first store check, so a finish in between is not missed.
     let mut finished = state
@@ -95,17 +107,26 @@ async fn stream_inner(state: &State, task_id: TaskId, tx: &mpsc::Sender<WatchIte
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("task {task_id} disappeared"))?;
-    let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Result(result_of(&record))) };
+    let ev = pb::WatchEvent {
+        event: Some(pb::watch_event::Event::Result(result_of(&record))),
+    };
     let _ = tx.send(Ok(ev)).await;
     Ok(())
 }
 
 async fn is_finished(state: &State, task_id: TaskId) -> Result<bool, String> {
-    let record = state.store.get_task(task_id).await.map_err(|e| e.to_string())?;
+    let record = state
+        .store
+        .get_task(task_id)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(record.is_some_and(|r| r.status.is_terminal()))
 }
 
 /// The stream sequence of the last event on `subject`, or 0 when there is none.
 async fn last_event_seq(stream: &async_nats::jetstream::stream::Stream, subject: &str) -> u64 {
-    stream.get_last_raw_message_by_subject(subject).await.map_or(0, |m| m.sequence)
+    stream
+        .get_last_raw_message_by_subject(subject)
+        .await
+        .map_or(0, |m| m.sequence)
 }

@@ -28,15 +28,19 @@ fn ok() -> Option<pb::RpcStatus> {
 
 fn status_of(e: &CoordinatorError) -> Option<pb::RpcStatus> {
     let status = tonic::Status::from(clone_error(e));
-    Some(pb::RpcStatus { code: format!("{:?}", status.code()), message: status.message().to_owned() })
+    Some(pb::RpcStatus {
+        code: format!("{:?}", status.code()),
+        message: status.message().to_owned(),
+    })
 }
 
 /// Errors are not `Clone`; the reply needs only the code and message.
 fn clone_error(e: &CoordinatorError) -> CoordinatorError {
     let code = tonic::Status::from(match e {
-        CoordinatorError::InvalidArgument { field, reason } => {
-            CoordinatorError::InvalidArgument { field: field.clone(), reason: reason.clone() }
-        }
+        CoordinatorError::InvalidArgument { field, reason } => CoordinatorError::InvalidArgument {
+            field: field.clone(),
+            reason: reason.clone(),
+        },
         CoordinatorError::NotFound(m) => CoordinatorError::NotFound(m.clone()),
         CoordinatorError::AlreadyExists(m) => CoordinatorError::AlreadyExists(m.clone()),
         CoordinatorError::ResourceExhausted(m) => CoordinatorError::ResourceExhausted(m.clone()),
@@ -46,18 +50,32 @@ fn clone_error(e: &CoordinatorError) -> CoordinatorError {
     });
     match code.code() {
         tonic::Code::InvalidArgument => CoordinatorError::invalid("request", code.message()),
-        tonic::Code::NotFound => CoordinatorError::NotFound(code.message().trim_end_matches(" not found").to_owned()),
+        tonic::Code::NotFound => {
+            CoordinatorError::NotFound(code.message().trim_end_matches(" not found").to_owned())
+        }
         tonic::Code::AlreadyExists => CoordinatorError::AlreadyExists(code.message().to_owned()),
-        tonic::Code::ResourceExhausted => CoordinatorError::ResourceExhausted(code.message().to_owned()),
-        tonic::Code::FailedPrecondition => CoordinatorError::FailedPrecondition(code.message().to_owned()),
-        tonic::Code::PermissionDenied => CoordinatorError::PermissionDenied(code.message().to_owned()),
+        tonic::Code::ResourceExhausted => {
+            CoordinatorError::ResourceExhausted(code.message().to_owned())
+        }
+        tonic::Code::FailedPrecondition => {
+            CoordinatorError::FailedPrecondition(code.message().to_owned())
+        }
+        tonic::Code::PermissionDenied => {
+            CoordinatorError::PermissionDenied(code.message().to_owned())
+        }
         _ => CoordinatorError::Unavailable(code.message().to_owned()),
     }
 }
 
 /// Serves worker requests until `shutdown`.
-pub async fn run(state: Arc<State>, shutdown: CancellationToken) -> Result<(), async_nats::SubscribeError> {
-    let sub = state.client.queue_subscribe(state.subjects.rpc_all(), "taskwire-coordinators".to_owned()).await?;
+pub async fn run(
+    state: Arc<State>,
+    shutdown: CancellationToken,
+) -> Result<(), async_nats::SubscribeError> {
+    let sub = state
+        .client
+        .queue_subscribe(state.subjects.rpc_all(), "taskwire-coordinators".to_owned())
+        .await?;
     sub.take_until(shutdown.cancelled_owned())
         .for_each_concurrent(CONCURRENCY, |msg| {
             let state = state.clone();
@@ -81,8 +99,11 @@ async fn answer(state: &State, method: &str, payload: &[u8]) -> Vec<u8> {
         "session.load" => session_load(state, payload).await.encode_to_vec(),
         "session.save" => session_save(state, payload).await.encode_to_vec(),
         "approval" => approval(state, payload).await.encode_to_vec(),
-        other => pb::RpcStatus { code: "Unimplemented".into(), message: format!("unknown worker request `{other}`") }
-            .encode_to_vec(),
+        other => pb::RpcStatus {
+            code: "Unimplemented".into(),
+            message: format!("unknown worker request `{other}`"),
+        }
+        .encode_to_vec(),
     }
 }
 
@@ -107,15 +128,27 @@ async fn child(state: &State, payload: &[u8]) -> pb::ChildSubmitReply {
             .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
         let mut parent = ParentInfo::of(&parent_request);
         parent.model = (!req.parent_model.is_empty()).then_some(req.parent_model);
-        let mut submit = req.request.ok_or(taskwire_protocol::ProtocolError::Missing("request"))?;
+        let mut submit = req
+            .request
+            .ok_or(taskwire_protocol::ProtocolError::Missing("request"))?;
         submit.parent_task_id = parent_id.to_string();
         // The child runs as its parent's tenant; its scope is bounded by the parent's.
-        let caller = Principal { tenant: Some(record.tenant.clone()), scopes: None };
+        let caller = Principal {
+            tenant: Some(record.tenant.clone()),
+            scopes: None,
+        };
         submit_task(state, &caller, submit, Some(parent)).await
     };
     match run.await {
-        Ok(r) => pb::ChildSubmitReply { status: ok(), task_id: r.task_id, session_id: r.session_id },
-        Err(e) => pb::ChildSubmitReply { status: status_of(&e), ..Default::default() },
+        Ok(r) => pb::ChildSubmitReply {
+            status: ok(),
+            task_id: r.task_id,
+            session_id: r.session_id,
+        },
+        Err(e) => pb::ChildSubmitReply {
+            status: status_of(&e),
+            ..Default::default()
+        },
     }
 }
 
@@ -123,12 +156,22 @@ async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
     let run = async {
         let req = decode::<pb::TaskLookup>("task lookup", payload)?;
         let id = TaskId::parse_field("task_id", &req.task_id)?;
-        let record = state.store.get_task(id).await?.ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+        let record = state
+            .store
+            .get_task(id)
+            .await?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
         Ok::<_, CoordinatorError>(task_of(&record))
     };
     match run.await {
-        Ok(task) => pb::TaskLookupReply { status: ok(), task: Some(task) },
-        Err(e) => pb::TaskLookupReply { status: status_of(&e), task: None },
+        Ok(task) => pb::TaskLookupReply {
+            status: ok(),
+            task: Some(task),
+        },
+        Err(e) => pb::TaskLookupReply {
+            status: status_of(&e),
+            task: None,
+        },
     }
 }
 
@@ -144,8 +187,15 @@ async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {
             found: true,
             transcript_json: serde_json::to_vec(&transcript).unwrap_or_default(),
         },
-        Ok(None) => pb::SessionLoadReply { status: ok(), found: false, transcript_json: Vec::new() },
-        Err(e) => pb::SessionLoadReply { status: status_of(&e), ..Default::default() },
+        Ok(None) => pb::SessionLoadReply {
+            status: ok(),
+            found: false,
+            transcript_json: Vec::new(),
+        },
+        Err(e) => pb::SessionLoadReply {
+            status: status_of(&e),
+            ..Default::default()
+        },
     }
 }
 
@@ -156,7 +206,11 @@ async fn session_save(state: &State, payload: &[u8]) -> pb::SessionSaveReply {
         let task = TaskId::parse_field("task_id", &req.task_id)?;
         let transcript: serde_json::Value = serde_json::from_slice(&req.transcript_json)
             .map_err(|e| CoordinatorError::invalid("transcript_json", e.to_string()))?;
-        if !state.store.save_session(session, task, ClaimEpoch(req.claim_epoch), &transcript).await? {
+        if !state
+            .store
+            .save_session(session, task, ClaimEpoch(req.claim_epoch), &transcript)
+            .await?
+        {
             return Err(CoordinatorError::FailedPrecondition(format!(
                 "task {task} is no longer run by this attempt; transcript not saved"
             )));
@@ -165,7 +219,9 @@ async fn session_save(state: &State, payload: &[u8]) -> pb::SessionSaveReply {
     };
     match run.await {
         Ok(()) => pb::SessionSaveReply { status: ok() },
-        Err(e) => pb::SessionSaveReply { status: status_of(&e) },
+        Err(e) => pb::SessionSaveReply {
+            status: status_of(&e),
+        },
     }
 }
 
@@ -179,16 +235,27 @@ async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
         }
         let asked = state
             .store
-            .ask_approval(task, ClaimEpoch(req.claim_epoch), &req.request_id, &req.permission, &req.patterns, &req.title)
+            .ask_approval(
+                task,
+                ClaimEpoch(req.claim_epoch),
+                &req.request_id,
+                &req.permission,
+                &req.patterns,
+                &req.title,
+            )
             .await?;
         if !asked {
-            return Err(CoordinatorError::FailedPrecondition(format!("task {task} is no longer run by this attempt")));
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "task {task} is no longer run by this attempt"
+            )));
         }
         tracing::info!(task.id = %task, request_id = %req.request_id, permission = %req.permission, "approval required");
         Ok::<_, CoordinatorError>(())
     };
     match run.await {
         Ok(()) => pb::ApprovalAskReply { status: ok() },
-        Err(e) => pb::ApprovalAskReply { status: status_of(&e) },
+        Err(e) => pb::ApprovalAskReply {
+            status: status_of(&e),
+        },
     }
 }

@@ -64,11 +64,18 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
                     Ok(pb::PermissionAction::Deny) => PermissionAction::Deny,
                     _ => return Err(ProtocolError::UnknownEnum("agent_spec.permission.action")),
                 };
-                Ok(PermissionRule { permission: r.permission.clone(), pattern: r.pattern.clone(), action })
+                Ok(PermissionRule {
+                    permission: r.permission.clone(),
+                    pattern: r.pattern.clone(),
+                    action,
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         if a.max_steps == 0 {
-            return Err(ProtocolError::invalid("agent_spec.max_steps", "must be at least 1"));
+            return Err(ProtocolError::invalid(
+                "agent_spec.max_steps",
+                "must be at least 1",
+            ));
         }
         Ok(AgentSpec {
             name,

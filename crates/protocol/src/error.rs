@@ -19,7 +19,10 @@ pub enum ProtocolError {
 
 impl ProtocolError {
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
-        Self::Invalid { field, reason: reason.into() }
+        Self::Invalid {
+            field,
+            reason: reason.into(),
+        }
     }
 
     /// The name of the field at fault, when there is one.

@@ -94,7 +94,11 @@ impl TraceId {
 impl FromStr for TraceId {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+        if s.len() != 32
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
             return Err(format!("{s:?} is not 32 lowercase hex digits"));
         }
         let v = u128::from_str_radix(s, 16).map_err(|e| e.to_string())?;
@@ -157,7 +161,9 @@ impl fmt::Display for WorkerId {
 
 /// The fencing token of one claim: every claim of a task increments it, and a result
 /// is recorded only if it carries the task's current epoch.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct ClaimEpoch(pub u64);
 
@@ -175,7 +181,10 @@ mod tests {
     fn task_id_parse_error_names_the_field() {
         let err = TaskId::parse_field("parent_task_id", "nope").expect_err("invalid");
         assert_eq!(err.field(), Some("parent_task_id"));
-        assert_eq!(TaskId::parse_field("task_id", ""), Err(ProtocolError::Missing("task_id")));
+        assert_eq!(
+            TaskId::parse_field("task_id", ""),
+            Err(ProtocolError::Missing("task_id"))
+        );
     }
 
     #[test]
@@ -184,14 +193,25 @@ mod tests {
         let s = t.to_string();
         assert_eq!(s.len(), 32);
         assert_eq!(s.parse::<TraceId>().expect("parses"), t);
-        assert!("ABCDEF00000000000000000000000000".parse::<TraceId>().is_err());
-        assert!("00000000000000000000000000000000".parse::<TraceId>().is_err());
+        assert!(
+            "ABCDEF00000000000000000000000000"
+                .parse::<TraceId>()
+                .is_err()
+        );
+        assert!(
+            "00000000000000000000000000000000"
+                .parse::<TraceId>()
+                .is_err()
+        );
         assert!("abc".parse::<TraceId>().is_err());
     }
 
     #[test]
     fn traceparent_has_w3c_shape() {
         let t: TraceId = "4bf92f3577b34da6a3ce929d0e0e4736".parse().expect("valid");
-        assert_eq!(t.traceparent(0x00f067aa0ba902b7), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert_eq!(
+            t.traceparent(0x00f067aa0ba902b7),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
     }
 }

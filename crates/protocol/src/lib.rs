@@ -21,7 +21,9 @@ pub mod value;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use status::{TaskEvent, TaskStatus, Transition};
-pub use task::{Attachment, ContextRef, Subtask, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage};
+pub use task::{
+    Attachment, ContextRef, Subtask, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage,
+};
 
 /// Generated protobuf and gRPC code for `taskwire.v1`.
 #[allow(clippy::all, missing_docs)]
@@ -29,5 +31,6 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/taskwire.v1.rs"));
 
     /// Encoded file descriptor set, served by gRPC reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/taskwire_descriptor.bin"));
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/taskwire_descriptor.bin"));
 }

@@ -126,7 +126,11 @@ pub struct TaskState {
 impl TaskState {
     /// A freshly submitted task.
     pub fn queued() -> Self {
-        Self { status: TaskStatus::Queued, attempt: 0, epoch: ClaimEpoch(0) }
+        Self {
+            status: TaskStatus::Queued,
+            attempt: 0,
+            epoch: ClaimEpoch(0),
+        }
     }
 }
 
@@ -136,7 +140,10 @@ pub enum TaskEvent {
     /// A worker asks to run the task (first delivery or a redelivery).
     Claim,
     /// A worker reports how the attempt fenced by `epoch` ended.
-    Finish { epoch: ClaimEpoch, status: TaskStatus },
+    Finish {
+        epoch: ClaimEpoch,
+        status: TaskStatus,
+    },
     /// A client cancels the task.
     Cancel,
     /// The deadline passed.
@@ -174,8 +181,14 @@ pub fn apply(state: TaskState, event: TaskEvent) -> Transition {
                 Transition::Changed(TaskState { status, ..state })
             }
         }
-        TaskEvent::Cancel => Transition::Changed(TaskState { status: Cancelled, ..state }),
-        TaskEvent::Expire => Transition::Changed(TaskState { status: DeadlineExceeded, ..state }),
+        TaskEvent::Cancel => Transition::Changed(TaskState {
+            status: Cancelled,
+            ..state
+        }),
+        TaskEvent::Expire => Transition::Changed(TaskState {
+            status: DeadlineExceeded,
+            ..state
+        }),
     }
 }
 
@@ -193,7 +206,10 @@ mod tests {
             Just(TaskEvent::Claim),
             Just(TaskEvent::Cancel),
             Just(TaskEvent::Expire),
-            (0u64..5, status()).prop_map(|(e, s)| TaskEvent::Finish { epoch: ClaimEpoch(e), status: s }),
+            (0u64..5, status()).prop_map(|(e, s)| TaskEvent::Finish {
+                epoch: ClaimEpoch(e),
+                status: s
+            }),
         ]
     }
 
@@ -246,15 +262,39 @@ mod tests {
             other => panic!("reclaim should change state, got {other:?}"),
         };
         assert_eq!(s2.attempt, 2);
-        let stale = apply(s2, TaskEvent::Finish { epoch: s1.epoch, status: TaskStatus::Completed });
+        let stale = apply(
+            s2,
+            TaskEvent::Finish {
+                epoch: s1.epoch,
+                status: TaskStatus::Completed,
+            },
+        );
         assert!(matches!(stale, Transition::Ignored(_)));
-        let fresh = apply(s2, TaskEvent::Finish { epoch: s2.epoch, status: TaskStatus::Completed });
-        assert!(matches!(fresh, Transition::Changed(TaskState { status: TaskStatus::Completed, .. })));
+        let fresh = apply(
+            s2,
+            TaskEvent::Finish {
+                epoch: s2.epoch,
+                status: TaskStatus::Completed,
+            },
+        );
+        assert!(matches!(
+            fresh,
+            Transition::Changed(TaskState {
+                status: TaskStatus::Completed,
+                ..
+            })
+        ));
     }
 
     #[test]
     fn unspecified_wire_status_is_an_error() {
-        assert_eq!(TaskStatus::from_wire("status", 0), Err(ProtocolError::UnknownEnum("status")));
-        assert_eq!(TaskStatus::from_wire("status", 999), Err(ProtocolError::UnknownEnum("status")));
+        assert_eq!(
+            TaskStatus::from_wire("status", 0),
+            Err(ProtocolError::UnknownEnum("status"))
+        );
+        assert_eq!(
+            TaskStatus::from_wire("status", 999),
+            Err(ProtocolError::UnknownEnum("status"))
+        );
     }
 }

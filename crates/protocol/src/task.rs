@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::value::{json_to_struct, struct_to_json};
-use crate::{ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time};
+use crate::{
+    ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time,
+};
 
 /// A reference to context the agent may fetch on demand.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,13 +76,23 @@ pub struct Subtask {
 
 impl From<pb::Subtask> for Subtask {
     fn from(s: pb::Subtask) -> Self {
-        Self { agent: s.agent, description: s.description, prompt: s.prompt, command: s.command }
+        Self {
+            agent: s.agent,
+            description: s.description,
+            prompt: s.prompt,
+            command: s.command,
+        }
     }
 }
 
 impl From<&Subtask> for pb::Subtask {
     fn from(s: &Subtask) -> Self {
-        Self { agent: s.agent.clone(), description: s.description.clone(), prompt: s.prompt.clone(), command: s.command.clone() }
+        Self {
+            agent: s.agent.clone(),
+            description: s.description.clone(),
+            prompt: s.prompt.clone(),
+            command: s.command.clone(),
+        }
     }
 }
 
@@ -100,7 +112,10 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
         }
         let agent_spec = r.agent_spec.ok_or(ProtocolError::Missing("agent_spec"))?;
         if agent_spec.name != r.agent {
-            return Err(ProtocolError::invalid("agent_spec", "its name differs from `agent`"));
+            return Err(ProtocolError::invalid(
+                "agent_spec",
+                "its name differs from `agent`",
+            ));
         }
         Ok(Self {
             task_id: TaskId::parse_field("task_id", &r.task_id)?,
@@ -117,7 +132,11 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             context_refs: r
                 .context_refs
                 .into_iter()
-                .map(|c| ContextRef { kind: c.r#type, id: c.id, uri: c.uri })
+                .map(|c| ContextRef {
+                    kind: c.r#type,
+                    id: c.id,
+                    uri: c.uri,
+                })
                 .collect(),
             attachments: r.attachments.into_iter().map(Attachment::from).collect(),
             auth_scope: r.auth_scope,
@@ -138,7 +157,11 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             parent_model: non_empty(&r.parent_model),
             subtask: r.subtask.map(Subtask::from),
             max_depth: r.max_depth,
-            subagents: r.subagents.into_iter().map(|a| (a.name, a.description)).collect(),
+            subagents: r
+                .subagents
+                .into_iter()
+                .map(|a| (a.name, a.description))
+                .collect(),
         })
     }
 }
@@ -158,7 +181,11 @@ impl From<&TaskRequest> for pb::TaskRequest {
             context_refs: r
                 .context_refs
                 .iter()
-                .map(|c| pb::ContextRef { r#type: c.kind.clone(), id: c.id.clone(), uri: c.uri.clone() })
+                .map(|c| pb::ContextRef {
+                    r#type: c.kind.clone(),
+                    id: c.id.clone(),
+                    uri: c.uri.clone(),
+                })
                 .collect(),
             attachments: r.attachments.iter().map(pb::Attachment::from).collect(),
             auth_scope: r.auth_scope.clone(),
@@ -179,7 +206,10 @@ impl From<&TaskRequest> for pb::TaskRequest {
             subagents: r
                 .subagents
                 .iter()
-                .map(|(name, description)| pb::AgentRef { name: name.clone(), description: description.clone() })
+                .map(|(name, description)| pb::AgentRef {
+                    name: name.clone(),
+                    description: description.clone(),
+                })
                 .collect(),
         }
     }
@@ -187,13 +217,23 @@ impl From<&TaskRequest> for pb::TaskRequest {
 
 impl From<pb::Attachment> for Attachment {
     fn from(a: pb::Attachment) -> Self {
-        Self { name: a.name, media_type: a.media_type, uri: a.uri, data: a.data }
+        Self {
+            name: a.name,
+            media_type: a.media_type,
+            uri: a.uri,
+            data: a.data,
+        }
     }
 }
 
 impl From<&Attachment> for pb::Attachment {
     fn from(a: &Attachment) -> Self {
-        Self { name: a.name.clone(), media_type: a.media_type.clone(), uri: a.uri.clone(), data: a.data.clone() }
+        Self {
+            name: a.name.clone(),
+            media_type: a.media_type.clone(),
+            uri: a.uri.clone(),
+            data: a.data.clone(),
+        }
     }
 }
 
@@ -248,7 +288,10 @@ impl TryFrom<pb::TaskResult> for TaskResult {
     fn try_from(r: pb::TaskResult) -> Result<Self, Self::Error> {
         let status = TaskStatus::from_wire("status", r.status)?;
         if !status.is_terminal() {
-            return Err(ProtocolError::invalid("status", format!("{status} is not a final status")));
+            return Err(ProtocolError::invalid(
+                "status",
+                format!("{status} is not a final status"),
+            ));
         }
         let output = r.output.unwrap_or_default();
         let usage = r.usage.unwrap_or_default();
@@ -274,9 +317,16 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             errors: r
                 .errors
                 .into_iter()
-                .map(|e| TaskError { code: e.code, message: e.message, retryable: e.retryable })
+                .map(|e| TaskError {
+                    code: e.code,
+                    message: e.message,
+                    retryable: e.retryable,
+                })
                 .collect(),
-            usage: Usage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens },
+            usage: Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            },
             latency_ms: metrics.latency_ms,
             steps: metrics.steps,
             session_id: non_empty(&r.session_id)
@@ -296,7 +346,10 @@ impl From<&TaskResult> for pb::TaskResult {
             attempt: r.attempt,
             claim_epoch: r.claim_epoch.0,
             status: pb::TaskStatus::from(r.status) as i32,
-            output: Some(pb::Output { text: r.text.clone(), structured: r.structured.as_ref().map(json_to_struct) }),
+            output: Some(pb::Output {
+                text: r.text.clone(),
+                structured: r.structured.as_ref().map(json_to_struct),
+            }),
             tool_calls: r
                 .tool_calls
                 .iter()
@@ -304,7 +357,11 @@ impl From<&TaskResult> for pb::TaskResult {
                     call_id: t.call_id.clone(),
                     tool: t.tool.clone(),
                     title: t.title.clone(),
-                    state: if t.ok { pb::ToolCallState::Completed } else { pb::ToolCallState::Error } as i32,
+                    state: if t.ok {
+                        pb::ToolCallState::Completed
+                    } else {
+                        pb::ToolCallState::Error
+                    } as i32,
                 })
                 .collect(),
             attachments: Vec::new(),
@@ -312,21 +369,41 @@ impl From<&TaskResult> for pb::TaskResult {
             errors: r
                 .errors
                 .iter()
-                .map(|e| pb::TaskError { code: e.code.clone(), message: e.message.clone(), retryable: e.retryable })
+                .map(|e| pb::TaskError {
+                    code: e.code.clone(),
+                    message: e.message.clone(),
+                    retryable: e.retryable,
+                })
                 .collect(),
             provenance: Vec::new(),
-            usage: Some(pb::Usage { input_tokens: r.usage.input_tokens, output_tokens: r.usage.output_tokens }),
-            metrics: Some(pb::Metrics { latency_ms: r.latency_ms, steps: r.steps }),
+            usage: Some(pb::Usage {
+                input_tokens: r.usage.input_tokens,
+                output_tokens: r.usage.output_tokens,
+            }),
+            metrics: Some(pb::Metrics {
+                latency_ms: r.latency_ms,
+                steps: r.steps,
+            }),
             session_id: r.session_id.map(|s| s.to_string()).unwrap_or_default(),
-            worker_id: r.worker_id.as_ref().map(|w| w.to_string()).unwrap_or_default(),
+            worker_id: r
+                .worker_id
+                .as_ref()
+                .map(|w| w.to_string())
+                .unwrap_or_default(),
             retry_scheduled: r.retry_scheduled,
         }
     }
 }
 
 /// Decodes a protobuf message from bus bytes, naming the message type on failure.
-pub fn decode<M: prost::Message + Default>(what: &'static str, bytes: &[u8]) -> Result<M, ProtocolError> {
-    M::decode(bytes).map_err(|e| ProtocolError::Decode { what, reason: e.to_string() })
+pub fn decode<M: prost::Message + Default>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<M, ProtocolError> {
+    M::decode(bytes).map_err(|e| ProtocolError::Decode {
+        what,
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -345,7 +422,11 @@ mod tests {
             intent: "search".into(),
             prompt: "find the config loader".into(),
             input: Some(serde_json::json!({"k": "v"})),
-            context_refs: vec![ContextRef { kind: "file".into(), id: "".into(), uri: "src/main.rs".into() }],
+            context_refs: vec![ContextRef {
+                kind: "file".into(),
+                id: "".into(),
+                uri: "src/main.rs".into(),
+            }],
             attachments: vec![],
             auth_scope: vec!["read".into()],
             idempotency_key: Some("k1".into()),
@@ -356,7 +437,10 @@ mod tests {
             command: None,
             depth: 1,
             attempt: 0,
-            agent_spec: pb::AgentSpec { name: "explore".into(), ..Default::default() },
+            agent_spec: pb::AgentSpec {
+                name: "explore".into(),
+                ..Default::default()
+            },
             created_at: DateTime::from_timestamp(1_900_000_000, 5).expect("in range"),
             max_attempts: 3,
             parent_model: Some("parent-model".into()),
@@ -370,14 +454,17 @@ mod tests {
     fn task_request_round_trips_through_bytes() {
         let req = sample();
         let bytes = pb::TaskRequest::from(&req).encode_to_vec();
-        let back = TaskRequest::try_from(decode::<pb::TaskRequest>("task request", &bytes).expect("decodes"))
-            .expect("valid");
+        let back = TaskRequest::try_from(
+            decode::<pb::TaskRequest>("task request", &bytes).expect("decodes"),
+        )
+        .expect("valid");
         assert_eq!(back, req);
     }
 
     #[test]
     fn garbage_bytes_are_a_decode_error_not_a_panic() {
-        let err = decode::<pb::TaskRequest>("task request", b"\xff\xff\xff not protobuf").expect_err("garbage");
+        let err = decode::<pb::TaskRequest>("task request", b"\xff\xff\xff not protobuf")
+            .expect_err("garbage");
         assert!(matches!(err, ProtocolError::Decode { .. }), "{err}");
     }
 
@@ -385,7 +472,10 @@ mod tests {
     fn missing_agent_spec_is_named() {
         let mut wire = pb::TaskRequest::from(&sample());
         wire.agent_spec = None;
-        assert_eq!(TaskRequest::try_from(wire), Err(ProtocolError::Missing("agent_spec")));
+        assert_eq!(
+            TaskRequest::try_from(wire),
+            Err(ProtocolError::Missing("agent_spec"))
+        );
     }
 
     #[test]

@@ -43,7 +43,11 @@ impl Store {
         patterns: &[String],
         title: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin an approval", e))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin an approval", e))?;
         let moved = sqlx::query(
             "UPDATE tasks SET status = 'awaiting_approval', updated_at = now() \
              WHERE task_id = $1 AND claim_epoch = $2 AND status IN ('running', 'awaiting_approval')",
@@ -68,7 +72,9 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("record an approval", e))?;
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit an approval", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit an approval", e))?;
         Ok(true)
     }
 
@@ -81,12 +87,18 @@ impl Store {
         answer: ApprovalAnswer,
         message: Option<&str>,
     ) -> Result<AnswerOutcome, StoreError> {
-        self.close_approval(task, request_id, answer.as_str(), message).await
+        self.close_approval(task, request_id, answer.as_str(), message)
+            .await
     }
 
     /// Closes a pending approval whose worker stopped waiting (timed out).
-    pub async fn time_out_approval(&self, task: TaskId, request_id: &str) -> Result<AnswerOutcome, StoreError> {
-        self.close_approval(task, request_id, "timed_out", None).await
+    pub async fn time_out_approval(
+        &self,
+        task: TaskId,
+        request_id: &str,
+    ) -> Result<AnswerOutcome, StoreError> {
+        self.close_approval(task, request_id, "timed_out", None)
+            .await
     }
 
     async fn close_approval(
@@ -96,7 +108,11 @@ impl Store {
         status: &str,
         message: Option<&str>,
     ) -> Result<AnswerOutcome, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin an answer", e))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin an answer", e))?;
         let answered = sqlx::query(
             "UPDATE approvals SET status = $3, message = $4, answered_at = now() \
              WHERE task_id = $1 AND request_id = $2 AND status = 'pending'",
@@ -120,7 +136,9 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("resume a task after approval", e))?;
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit an answer", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit an answer", e))?;
         Ok(AnswerOutcome::Answered)
     }
 
@@ -132,11 +150,12 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("read a task's status", e))?;
         s.map(|s| {
-            s.parse().map_err(|e: taskwire_protocol::ProtocolError| StoreError::Corrupt {
-                task_id: task.to_string(),
-                column: "status",
-                reason: e.to_string(),
-            })
+            s.parse()
+                .map_err(|e: taskwire_protocol::ProtocolError| StoreError::Corrupt {
+                    task_id: task.to_string(),
+                    column: "status",
+                    reason: e.to_string(),
+                })
         })
         .transpose()
     }

@@ -31,7 +31,11 @@ impl Store {
         }
         let ids: Vec<uuid::Uuid> = claims.iter().map(|(t, _)| t.as_uuid()).collect();
         let workers: Vec<String> = claims.iter().map(|(_, w)| w.to_string()).collect();
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
         sqlx::query(sql(format!(
             "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
              WHERE task_id = ANY($1) AND status IN {LIVE} AND deadline IS NOT NULL AND deadline <= now()"
@@ -98,7 +102,8 @@ impl Store {
         .map_err(|e| StoreError::from_sqlx("claim tasks", e))?;
 
         let mut outcome: HashMap<uuid::Uuid, ClaimOutcome> = HashMap::with_capacity(granted.len());
-        let (mut g_ids, mut g_epochs, mut g_attempts, mut g_workers) = (vec![], vec![], vec![], vec![]);
+        let (mut g_ids, mut g_epochs, mut g_attempts, mut g_workers) =
+            (vec![], vec![], vec![], vec![]);
         for row in granted {
             let id: uuid::Uuid = row.get(0);
             let epoch: i64 = row.get(1);
@@ -142,7 +147,11 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("record attempts", e))?;
         }
-        let rest: Vec<uuid::Uuid> = ids.iter().filter(|id| !outcome.contains_key(id)).copied().collect();
+        let rest: Vec<uuid::Uuid> = ids
+            .iter()
+            .filter(|id| !outcome.contains_key(id))
+            .copied()
+            .collect();
         if !rest.is_empty() {
             let rows = sqlx::query("SELECT task_id, status FROM tasks WHERE task_id = ANY($1)")
                 .bind(&rest)
@@ -152,18 +161,28 @@ impl Store {
             for row in rows {
                 let id: uuid::Uuid = row.get(0);
                 let status: String = row.get(1);
-                let status = status.parse::<TaskStatus>().map_err(|e| StoreError::Corrupt {
-                    task_id: id.to_string(),
-                    column: "status",
-                    reason: e.to_string(),
-                })?;
+                let status = status
+                    .parse::<TaskStatus>()
+                    .map_err(|e| StoreError::Corrupt {
+                        task_id: id.to_string(),
+                        column: "status",
+                        reason: e.to_string(),
+                    })?;
                 // Still queued after the claim: its tenant is at its running limit.
-                let verdict =
-                    if status == TaskStatus::Queued { ClaimOutcome::Busy } else { ClaimOutcome::Finished(status) };
+                let verdict = if status == TaskStatus::Queued {
+                    ClaimOutcome::Busy
+                } else {
+                    ClaimOutcome::Finished(status)
+                };
                 outcome.insert(id, verdict);
             }
         }
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
-        Ok(ids.iter().map(|id| outcome.get(id).copied().unwrap_or(ClaimOutcome::Unknown)).collect())
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
+        Ok(ids
+            .iter()
+            .map(|id| outcome.get(id).copied().unwrap_or(ClaimOutcome::Unknown))
+            .collect())
     }
 }

@@ -6,16 +6,26 @@ pub enum StoreError {
     /// The database could not be reached (connection refused, pool timeout, shutdown):
     /// the caller may retry later.
     #[error("failed to {action}: database unavailable: {source}")]
-    Unavailable { action: &'static str, source: sqlx::Error },
+    Unavailable {
+        action: &'static str,
+        source: sqlx::Error,
+    },
     /// Any other database error.
     #[error("failed to {action}: {source}")]
-    Database { action: &'static str, source: sqlx::Error },
+    Database {
+        action: &'static str,
+        source: sqlx::Error,
+    },
     /// Applying migrations failed.
     #[error("failed to apply migrations: {0}")]
     Migrate(String),
     /// A stored value could not be read back (a bug or a manual edit).
     #[error("task {task_id} has a corrupt column {column}: {reason}")]
-    Corrupt { task_id: String, column: &'static str, reason: String },
+    Corrupt {
+        task_id: String,
+        column: &'static str,
+        reason: String,
+    },
 }
 
 impl StoreError {

@@ -9,7 +9,7 @@
 //! - [`sessions`]: session transcripts (fenced by the saving attempt's claim).
 //! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`record`]: the row types read back.
-//! - [`error`]: [`StoreError`].
+//! - [`error`]: the error type, [`StoreError`].
 //!
 //! Every write that can race with another attempt is fenced in SQL: a result is
 //! written only `WHERE claim_epoch = <the attempt's epoch>` and only while the task is
@@ -31,7 +31,8 @@ use std::time::Duration;
 pub use approvals::{AnswerOutcome, ApprovalAnswer};
 pub use error::StoreError;
 pub use record::{
-    AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask, ReplayOutcome, TaskRecord,
+    AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask,
+    ReplayOutcome, TaskRecord,
 };
 
 /// The embedded, forward-only migrations (`migrations/*.sql`).

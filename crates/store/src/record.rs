@@ -37,7 +37,11 @@ pub enum InsertOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimOutcome {
     /// Run the attempt, fenced by `epoch`; `last_attempt`: no retry may follow it.
-    Granted { epoch: ClaimEpoch, attempt: u32, last_attempt: bool },
+    Granted {
+        epoch: ClaimEpoch,
+        attempt: u32,
+        last_attempt: bool,
+    },
     /// The task is finished (possibly just now, because its deadline passed).
     Finished(TaskStatus),
     /// The tenant already runs as many tasks as it may: try again later.
@@ -142,12 +146,19 @@ impl TryFrom<TaskRow> for TaskRecord {
             column,
             reason,
         };
-        let status = r.status.parse::<TaskStatus>().map_err(|e| corrupt("status", e.to_string()))?;
-        let trace_id = r.trace_id.parse::<TraceId>().map_err(|e| corrupt("trace_id", e))?;
+        let status = r
+            .status
+            .parse::<TaskStatus>()
+            .map_err(|e| corrupt("status", e.to_string()))?;
+        let trace_id = r
+            .trace_id
+            .parse::<TraceId>()
+            .map_err(|e| corrupt("trace_id", e))?;
         let result = match &r.result {
             None => None,
             Some(bytes) => {
-                let wire = pb::TaskResult::decode(bytes.as_slice()).map_err(|e| corrupt("result", e.to_string()))?;
+                let wire = pb::TaskResult::decode(bytes.as_slice())
+                    .map_err(|e| corrupt("result", e.to_string()))?;
                 Some(TaskResult::try_from(wire).map_err(|e| corrupt("result", e.to_string()))?)
             }
         };

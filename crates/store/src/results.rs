@@ -20,18 +20,39 @@ impl Store {
             return Ok(Vec::new());
         }
         let ids: Vec<uuid::Uuid> = results.iter().map(|r| r.task_id.as_uuid()).collect();
-        let epochs: Vec<i64> = results.iter().map(|r| i64::try_from(r.claim_epoch.0).unwrap_or(i64::MAX)).collect();
-        let statuses: Vec<&str> =
-            results.iter().map(|r| if r.retry_scheduled { "queued" } else { r.status.as_str() }).collect();
+        let epochs: Vec<i64> = results
+            .iter()
+            .map(|r| i64::try_from(r.claim_epoch.0).unwrap_or(i64::MAX))
+            .collect();
+        let statuses: Vec<&str> = results
+            .iter()
+            .map(|r| {
+                if r.retry_scheduled {
+                    "queued"
+                } else {
+                    r.status.as_str()
+                }
+            })
+            .collect();
         let finals: Vec<bool> = results.iter().map(|r| !r.retry_scheduled).collect();
         let payloads: Vec<Option<Vec<u8>>> = results
             .iter()
             .map(|r| (!r.retry_scheduled).then(|| pb::TaskResult::from(r).encode_to_vec()))
             .collect();
-        let errors: Vec<Option<String>> = results.iter().map(|r| r.errors.first().map(|e| e.message.clone())).collect();
-        let retryable: Vec<bool> = results.iter().map(|r| r.errors.iter().any(|e| e.retryable)).collect();
+        let errors: Vec<Option<String>> = results
+            .iter()
+            .map(|r| r.errors.first().map(|e| e.message.clone()))
+            .collect();
+        let retryable: Vec<bool> = results
+            .iter()
+            .map(|r| r.errors.iter().any(|e| e.retryable))
+            .collect();
 
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin recording results", e))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin recording results", e))?;
         let recorded: Vec<(uuid::Uuid, i64)> = sqlx::query_as(sql(format!(
             "UPDATE tasks t SET status = r.status, \
                     result = CASE WHEN r.final THEN r.result ELSE t.result END, \
@@ -65,8 +86,14 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("record attempt outcomes", e))?;
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit results", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit results", e))?;
         let recorded: HashSet<(uuid::Uuid, i64)> = recorded.into_iter().collect();
-        Ok(ids.iter().zip(&epochs).map(|(id, e)| recorded.contains(&(*id, *e))).collect())
+        Ok(ids
+            .iter()
+            .zip(&epochs)
+            .map(|(id, e)| recorded.contains(&(*id, *e)))
+            .collect())
     }
 }

@@ -6,7 +6,10 @@ use crate::{Store, StoreError};
 
 impl Store {
     /// The transcript of a session, if one was saved; with its tenant.
-    pub async fn load_session(&self, session: SessionId) -> Result<Option<(String, serde_json::Value)>, StoreError> {
+    pub async fn load_session(
+        &self,
+        session: SessionId,
+    ) -> Result<Option<(String, serde_json::Value)>, StoreError> {
         sqlx::query_as("SELECT tenant, transcript FROM sessions WHERE session_id = $1")
             .bind(session.as_uuid())
             .fetch_optional(&self.pool)

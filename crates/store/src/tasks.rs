@@ -59,7 +59,11 @@ impl Store {
             sessions.push(r.resume_token.map(|s| s.as_uuid()));
         }
 
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
             "INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                 idempotency_key, request_digest, deadline, request, created_at, updated_at, \
@@ -95,7 +99,8 @@ impl Store {
         let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
 
         // Outbox rows for the tasks actually inserted.
-        let (mut o_ids, mut o_traces, mut o_subjects, mut o_payloads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut o_ids, mut o_traces, mut o_subjects, mut o_payloads) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (i, t) in tasks.iter().enumerate() {
             if inserted.contains(&ids[i]) {
                 o_ids.push(ids[i]);
@@ -139,7 +144,9 @@ impl Store {
                 existing.insert((row.get(0), row.get(1)), (row.get(2), row.get(3)));
             }
         }
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a submit", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit a submit", e))?;
 
         let mut outcomes = Vec::with_capacity(n);
         // Within one batch two requests may share a key; the first one inserted wins.
@@ -153,9 +160,13 @@ impl Store {
                 outcomes.push(InsertOutcome::Created(TaskId::from_uuid(ids[i])));
                 continue;
             }
-            let found = key.as_ref().and_then(|k| existing.get(k).or_else(|| batch_winner.get(k)));
+            let found = key
+                .as_ref()
+                .and_then(|k| existing.get(k).or_else(|| batch_winner.get(k)));
             match found {
-                Some((id, digest)) if *digest == digests[i] => outcomes.push(InsertOutcome::Existing(TaskId::from_uuid(*id))),
+                Some((id, digest)) if *digest == digests[i] => {
+                    outcomes.push(InsertOutcome::Existing(TaskId::from_uuid(*id)))
+                }
                 Some((id, _)) => outcomes.push(InsertOutcome::Conflict(TaskId::from_uuid(*id))),
                 None => {
                     return Err(StoreError::Corrupt {
@@ -187,7 +198,11 @@ impl Store {
     }
 
     /// Marks a live task `dead_lettered` with `reason`; returns whether it was live.
-    pub async fn dead_letter_task(&self, task_id: TaskId, reason: &str) -> Result<bool, StoreError> {
+    pub async fn dead_letter_task(
+        &self,
+        task_id: TaskId,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(sql(format!(
             "UPDATE tasks SET status = 'dead_lettered', last_error = $2, updated_at = now(), finished_at = now() \
              WHERE task_id = $1 AND status IN {LIVE}"
@@ -216,17 +231,26 @@ impl Store {
     }
 
     /// The request a task was submitted with (as dispatched).
-    pub async fn task_request(&self, task_id: TaskId) -> Result<Option<taskwire_protocol::TaskRequest>, StoreError> {
+    pub async fn task_request(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Option<taskwire_protocol::TaskRequest>, StoreError> {
         use prost::Message;
-        let bytes: Option<Vec<u8>> = sqlx::query_scalar("SELECT request FROM tasks WHERE task_id = $1")
-            .bind(task_id.as_uuid())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| StoreError::from_sqlx("read a task's request", e))?;
-        let corrupt = |reason: String| StoreError::Corrupt { task_id: task_id.to_string(), column: "request", reason };
+        let bytes: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT request FROM tasks WHERE task_id = $1")
+                .bind(task_id.as_uuid())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| StoreError::from_sqlx("read a task's request", e))?;
+        let corrupt = |reason: String| StoreError::Corrupt {
+            task_id: task_id.to_string(),
+            column: "request",
+            reason,
+        };
         bytes
             .map(|b| {
-                let wire = taskwire_protocol::pb::TaskRequest::decode(b.as_slice()).map_err(|e| corrupt(e.to_string()))?;
+                let wire = taskwire_protocol::pb::TaskRequest::decode(b.as_slice())
+                    .map_err(|e| corrupt(e.to_string()))?;
                 taskwire_protocol::TaskRequest::try_from(wire).map_err(|e| corrupt(e.to_string()))
             })
             .transpose()
@@ -234,12 +258,16 @@ impl Store {
 
     /// Reads one task with its attempt history.
     pub async fn get_task(&self, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as(sql(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1")))
-            .bind(task_id.as_uuid())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| StoreError::from_sqlx("read a task", e))?;
-        let Some(mut record) = row.map(TaskRecord::try_from).transpose()? else { return Ok(None) };
+        let row: Option<TaskRow> = sqlx::query_as(sql(format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1"
+        )))
+        .bind(task_id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read a task", e))?;
+        let Some(mut record) = row.map(TaskRecord::try_from).transpose()? else {
+            return Ok(None);
+        };
         record.attempts = sqlx::query_as(
             "SELECT attempt, claim_epoch, worker_id, status, error, retryable, started_at, finished_at \
              FROM attempts WHERE task_id = $1 ORDER BY claim_epoch",
@@ -254,8 +282,16 @@ impl Store {
     /// Queues a dead-lettered or failed task again with a fresh attempt budget, and
     /// writes its dispatch message to the outbox (a new `Nats-Msg-Id`, so JetStream's
     /// deduplication does not drop it).
-    pub async fn replay_task(&self, task_id: TaskId, subject: &str) -> Result<ReplayOutcome, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| StoreError::from_sqlx("begin a replay", e))?;
+    pub async fn replay_task(
+        &self,
+        task_id: TaskId,
+        subject: &str,
+    ) -> Result<ReplayOutcome, StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin a replay", e))?;
         let replayed: Option<(String, i32, Vec<u8>)> = sqlx::query_as(
             "UPDATE tasks SET status = 'queued', attempt_base = attempt, replays = replays + 1, result = NULL, \
                     finished_at = NULL, updated_at = now() \
@@ -267,18 +303,25 @@ impl Store {
         .await
         .map_err(|e| StoreError::from_sqlx("replay a task", e))?;
         let Some((trace_id, replays, request)) = replayed else {
-            let status: Option<String> = sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
-                .bind(task_id.as_uuid())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| StoreError::from_sqlx("read a task", e))?;
-            return Ok(match status.map(|s| s.parse::<taskwire_protocol::TaskStatus>()) {
-                Some(Ok(s)) => ReplayOutcome::NotReplayable(s),
-                Some(Err(e)) => {
-                    return Err(StoreError::Corrupt { task_id: task_id.to_string(), column: "status", reason: e.to_string() });
-                }
-                None => ReplayOutcome::Unknown,
-            });
+            let status: Option<String> =
+                sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
+                    .bind(task_id.as_uuid())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| StoreError::from_sqlx("read a task", e))?;
+            return Ok(
+                match status.map(|s| s.parse::<taskwire_protocol::TaskStatus>()) {
+                    Some(Ok(s)) => ReplayOutcome::NotReplayable(s),
+                    Some(Err(e)) => {
+                        return Err(StoreError::Corrupt {
+                            task_id: task_id.to_string(),
+                            column: "status",
+                            reason: e.to_string(),
+                        });
+                    }
+                    None => ReplayOutcome::Unknown,
+                },
+            );
         };
         sqlx::query("INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) VALUES ($1, $2, $3, $4, $5)")
             .bind(task_id.as_uuid())
@@ -289,13 +332,16 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(|e| StoreError::from_sqlx("queue a replay", e))?;
-        tx.commit().await.map_err(|e| StoreError::from_sqlx("commit a replay", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit a replay", e))?;
         Ok(ReplayOutcome::Replayed)
     }
 
     /// Lists tasks matching `filter`, newest first.
     pub async fn list_tasks(&self, filter: &ListFilter) -> Result<Vec<TaskRecord>, StoreError> {
-        let mut q: QueryBuilder<Postgres> = QueryBuilder::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE true"));
+        let mut q: QueryBuilder<Postgres> =
+            QueryBuilder::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE true"));
         if let Some(t) = &filter.tenant {
             q.push(" AND tenant = ").push_bind(t.clone());
         }
@@ -311,8 +357,13 @@ impl Store {
         if let Some(a) = &filter.agent {
             q.push(" AND agent = ").push_bind(a.clone());
         }
-        let limit = if filter.limit == 0 { 50 } else { filter.limit.min(1000) };
-        q.push(" ORDER BY created_at DESC, task_id DESC LIMIT ").push_bind(i64::from(limit));
+        let limit = if filter.limit == 0 {
+            50
+        } else {
+            filter.limit.min(1000)
+        };
+        q.push(" ORDER BY created_at DESC, task_id DESC LIMIT ")
+            .push_bind(i64::from(limit));
         let rows: Vec<TaskRow> = q
             .build_query_as()
             .fetch_all(&self.pool)

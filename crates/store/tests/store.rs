@@ -1,14 +1,18 @@
 //! Behaviour of the Postgres store, each test on its own fresh database.
 
 use chrono::{Duration, Utc};
-use taskwire_protocol::{ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, WorkerId, pb};
 use taskwire_protocol::TaskError;
+use taskwire_protocol::{
+    ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, WorkerId, pb,
+};
 use taskwire_store::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store};
 use taskwire_test_support::TestDatabase;
 
 async fn store() -> (TestDatabase, Store) {
     let db = TestDatabase::create().await.expect("test database");
-    let store = Store::connect(db.url(), 4).await.expect("connect and migrate");
+    let store = Store::connect(db.url(), 4)
+        .await
+        .expect("connect and migrate");
     (db, store)
 }
 
@@ -34,7 +38,10 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         command: None,
         depth: 0,
         attempt: 0,
-        agent_spec: pb::AgentSpec { name: "general".into(), ..Default::default() },
+        agent_spec: pb::AgentSpec {
+            name: "general".into(),
+            ..Default::default()
+        },
         created_at: Utc::now(),
         max_attempts: 2,
         parent_model: None,
@@ -42,7 +49,11 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         max_depth: 1,
         subagents: vec![],
     };
-    NewTask { request, digest: digest.into(), subject: "t.tasks.default".into() }
+    NewTask {
+        request,
+        digest: digest.into(),
+        subject: "t.tasks.default".into(),
+    }
 }
 
 fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
@@ -56,7 +67,10 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         structured: None,
         tool_calls: vec![],
         errors: vec![],
-        usage: Usage { input_tokens: 3, output_tokens: 4 },
+        usage: Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+        },
         latency_ms: 5,
         steps: 1,
         session_id: None,
@@ -66,7 +80,10 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
 }
 
 async fn claim(store: &Store, id: TaskId) -> ClaimOutcome {
-    store.claim_tasks(&[(id, WorkerId::new("w1"))], None).await.expect("claim")[0]
+    store
+        .claim_tasks(&[(id, WorkerId::new("w1"))], None)
+        .await
+        .expect("claim")[0]
 }
 
 #[tokio::test]
@@ -74,7 +91,10 @@ async fn submitted_task_is_queued_with_an_outbox_message() {
     let (_db, store) = store().await;
     let t = task(None, "d");
     let id = t.request.task_id;
-    assert_eq!(store.insert_tasks(&[t]).await.expect("insert"), vec![InsertOutcome::Created(id)]);
+    assert_eq!(
+        store.insert_tasks(&[t]).await.expect("insert"),
+        vec![InsertOutcome::Created(id)]
+    );
     let rec = store.get_task(id).await.expect("get").expect("exists");
     assert_eq!(rec.status, TaskStatus::Queued);
     assert_eq!(rec.attempt, 0);
@@ -89,11 +109,21 @@ async fn same_idempotency_key_returns_the_existing_task_and_a_different_request_
     let first = task(Some("k"), "d1");
     let first_id = first.request.task_id;
     store.insert_tasks(&[first]).await.expect("insert");
-    let again = store.insert_tasks(&[task(Some("k"), "d1")]).await.expect("insert again");
+    let again = store
+        .insert_tasks(&[task(Some("k"), "d1")])
+        .await
+        .expect("insert again");
     assert_eq!(again, vec![InsertOutcome::Existing(first_id)]);
-    let other = store.insert_tasks(&[task(Some("k"), "d2")]).await.expect("insert other");
+    let other = store
+        .insert_tasks(&[task(Some("k"), "d2")])
+        .await
+        .expect("insert other");
     assert_eq!(other, vec![InsertOutcome::Conflict(first_id)]);
-    assert_eq!(store.outbox_pending(10).await.expect("outbox").len(), 1, "one dispatch only");
+    assert_eq!(
+        store.outbox_pending(10).await.expect("outbox").len(),
+        1,
+        "one dispatch only"
+    );
 }
 
 #[tokio::test]
@@ -101,8 +131,14 @@ async fn duplicate_keys_inside_one_batch_create_one_task() {
     let (_db, store) = store().await;
     let a = task(Some("k"), "d");
     let a_id = a.request.task_id;
-    let out = store.insert_tasks(&[a, task(Some("k"), "d")]).await.expect("insert");
-    assert_eq!(out, vec![InsertOutcome::Created(a_id), InsertOutcome::Existing(a_id)]);
+    let out = store
+        .insert_tasks(&[a, task(Some("k"), "d")])
+        .await
+        .expect("insert");
+    assert_eq!(
+        out,
+        vec![InsertOutcome::Created(a_id), InsertOutcome::Existing(a_id)]
+    );
 }
 
 #[tokio::test]
@@ -111,8 +147,22 @@ async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
     let t = task(None, "d");
     let id = t.request.task_id;
     store.insert_tasks(&[t]).await.expect("insert");
-    let ClaimOutcome::Granted { epoch: e1, attempt: 1, .. } = claim(&store, id).await else { panic!("first claim") };
-    let ClaimOutcome::Granted { epoch: e2, attempt: 2, .. } = claim(&store, id).await else { panic!("second claim") };
+    let ClaimOutcome::Granted {
+        epoch: e1,
+        attempt: 1,
+        ..
+    } = claim(&store, id).await
+    else {
+        panic!("first claim")
+    };
+    let ClaimOutcome::Granted {
+        epoch: e2,
+        attempt: 2,
+        ..
+    } = claim(&store, id).await
+    else {
+        panic!("second claim")
+    };
     assert!(e2 > e1);
     let recorded = store
         .record_results(&[result(id, e1, "stale"), result(id, e2, "fresh")])
@@ -122,8 +172,17 @@ async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
     let rec = store.get_task(id).await.expect("get").expect("exists");
     assert_eq!(rec.status, TaskStatus::Completed);
     assert_eq!(rec.result.expect("result").text, "fresh");
-    assert_eq!(claim(&store, id).await, ClaimOutcome::Finished(TaskStatus::Completed));
-    assert_eq!(store.record_results(&[result(id, e2, "again")]).await.expect("record"), vec![false]);
+    assert_eq!(
+        claim(&store, id).await,
+        ClaimOutcome::Finished(TaskStatus::Completed)
+    );
+    assert_eq!(
+        store
+            .record_results(&[result(id, e2, "again")])
+            .await
+            .expect("record"),
+        vec![false]
+    );
 }
 
 #[tokio::test]
@@ -133,8 +192,14 @@ async fn claim_of_an_overdue_task_finishes_it_instead() {
     t.request.deadline = Some(Utc::now() - Duration::seconds(1));
     let id = t.request.task_id;
     store.insert_tasks(&[t]).await.expect("insert");
-    assert_eq!(claim(&store, id).await, ClaimOutcome::Finished(TaskStatus::DeadlineExceeded));
-    assert_eq!(claim(&store, TaskId::generate()).await, ClaimOutcome::Unknown);
+    assert_eq!(
+        claim(&store, id).await,
+        ClaimOutcome::Finished(TaskStatus::DeadlineExceeded)
+    );
+    assert_eq!(
+        claim(&store, TaskId::generate()).await,
+        ClaimOutcome::Unknown
+    );
 }
 
 #[tokio::test]
@@ -147,13 +212,25 @@ async fn cancel_reaches_the_whole_subtree_once() {
     let child_id = child.request.task_id;
     let mut grandchild = task(None, "d");
     grandchild.request.parent_task_id = Some(child_id);
-    store.insert_tasks(&[root, child, grandchild]).await.expect("insert");
+    store
+        .insert_tasks(&[root, child, grandchild])
+        .await
+        .expect("insert");
     let mut cancelled = store.cancel_tree(root_id).await.expect("cancel");
     cancelled.sort();
     assert_eq!(cancelled.len(), 3);
-    assert!(store.cancel_tree(root_id).await.expect("cancel again").is_empty());
+    assert!(
+        store
+            .cancel_tree(root_id)
+            .await
+            .expect("cancel again")
+            .is_empty()
+    );
     let children = store
-        .list_tasks(&ListFilter { parent_task_id: Some(root_id), ..Default::default() })
+        .list_tasks(&ListFilter {
+            parent_task_id: Some(root_id),
+            ..Default::default()
+        })
         .await
         .expect("list");
     assert_eq!(children.len(), 1);
@@ -165,7 +242,11 @@ fn retryable_failure(id: TaskId, epoch: ClaimEpoch) -> TaskResult {
     TaskResult {
         status: TaskStatus::Error,
         retry_scheduled: true,
-        errors: vec![TaskError { code: "model".into(), message: "model answered 503".into(), retryable: true }],
+        errors: vec![TaskError {
+            code: "model".into(),
+            message: "model answered 503".into(),
+            retryable: true,
+        }],
         ..result(id, epoch, "")
     }
 }
@@ -176,41 +257,94 @@ async fn a_scheduled_retry_requeues_and_the_budget_ends_in_dead_letter_with_hist
     let t = task(None, "d"); // max_attempts: 2
     let id = t.request.task_id;
     store.insert_tasks(&[t]).await.expect("insert");
-    let ClaimOutcome::Granted { epoch: e1, last_attempt: false, .. } = claim(&store, id).await else {
+    let ClaimOutcome::Granted {
+        epoch: e1,
+        last_attempt: false,
+        ..
+    } = claim(&store, id).await
+    else {
         panic!("first claim is not the last")
     };
-    assert_eq!(store.record_results(&[retryable_failure(id, e1)]).await.expect("record"), vec![true]);
+    assert_eq!(
+        store
+            .record_results(&[retryable_failure(id, e1)])
+            .await
+            .expect("record"),
+        vec![true]
+    );
     let rec = store.get_task(id).await.expect("get").expect("exists");
     assert_eq!(rec.status, TaskStatus::Queued);
     assert_eq!(rec.last_error.as_deref(), Some("model answered 503"));
 
-    let ClaimOutcome::Granted { attempt: 2, last_attempt: true, .. } = claim(&store, id).await else {
+    let ClaimOutcome::Granted {
+        attempt: 2,
+        last_attempt: true,
+        ..
+    } = claim(&store, id).await
+    else {
         panic!("second claim is the last")
     };
     // The worker of attempt 2 vanished: the next delivery finds the budget spent.
-    assert_eq!(claim(&store, id).await, ClaimOutcome::Finished(TaskStatus::DeadLettered));
+    assert_eq!(
+        claim(&store, id).await,
+        ClaimOutcome::Finished(TaskStatus::DeadLettered)
+    );
     let rec = store.get_task(id).await.expect("get").expect("exists");
     assert_eq!(rec.status, TaskStatus::DeadLettered);
-    let history: Vec<(i32, &str)> = rec.attempts.iter().map(|a| (a.attempt, a.status.as_str())).collect();
+    let history: Vec<(i32, &str)> = rec
+        .attempts
+        .iter()
+        .map(|a| (a.attempt, a.status.as_str()))
+        .collect();
     assert_eq!(history, vec![(1, "queued"), (2, "running")]);
     assert!(rec.attempts[0].retryable);
 
     // A replay gives a fresh budget and a new dispatch message.
-    store.outbox_delete(&store.outbox_pending(10).await.expect("outbox").iter().map(|m| m.id).collect::<Vec<_>>())
+    store
+        .outbox_delete(
+            &store
+                .outbox_pending(10)
+                .await
+                .expect("outbox")
+                .iter()
+                .map(|m| m.id)
+                .collect::<Vec<_>>(),
+        )
         .await
         .expect("clear outbox");
-    assert_eq!(store.replay_task(id, "t.tasks.default").await.expect("replay"), ReplayOutcome::Replayed);
+    assert_eq!(
+        store
+            .replay_task(id, "t.tasks.default")
+            .await
+            .expect("replay"),
+        ReplayOutcome::Replayed
+    );
     let outbox = store.outbox_pending(10).await.expect("outbox");
     assert_eq!(outbox.len(), 1);
     assert_eq!(outbox[0].msg_id, format!("{id}:replay:1"));
-    let ClaimOutcome::Granted { attempt: 3, last_attempt: false, .. } = claim(&store, id).await else {
+    let ClaimOutcome::Granted {
+        attempt: 3,
+        last_attempt: false,
+        ..
+    } = claim(&store, id).await
+    else {
         panic!("replayed task can be claimed again")
     };
     let rec = store.get_task(id).await.expect("get").expect("exists");
-    let history: Vec<(i32, &str)> = rec.attempts.iter().map(|a| (a.attempt, a.status.as_str())).collect();
-    assert_eq!(history, vec![(1, "queued"), (2, "abandoned"), (3, "running")]);
+    let history: Vec<(i32, &str)> = rec
+        .attempts
+        .iter()
+        .map(|a| (a.attempt, a.status.as_str()))
+        .collect();
     assert_eq!(
-        store.replay_task(id, "t.tasks.default").await.expect("replay"),
+        history,
+        vec![(1, "queued"), (2, "abandoned"), (3, "running")]
+    );
+    assert_eq!(
+        store
+            .replay_task(id, "t.tasks.default")
+            .await
+            .expect("replay"),
         ReplayOutcome::NotReplayable(TaskStatus::Running)
     );
 }
@@ -225,18 +359,38 @@ async fn a_tenant_at_its_running_limit_gets_busy_and_others_are_not_held_back() 
     let (a1_id, a2_id, b1_id) = (a1.request.task_id, a2.request.task_id, b1.request.task_id);
     store.insert_tasks(&[a1, a2, b1]).await.expect("insert");
     let w = || WorkerId::new("w");
-    let out = store.claim_tasks(&[(a1_id, w()), (a2_id, w()), (b1_id, w())], Some(1)).await.expect("claim");
+    let out = store
+        .claim_tasks(&[(a1_id, w()), (a2_id, w()), (b1_id, w())], Some(1))
+        .await
+        .expect("claim");
     assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "{out:?}");
     assert_eq!(out[1], ClaimOutcome::Busy);
     assert!(matches!(out[2], ClaimOutcome::Granted { .. }), "{out:?}");
     // A redelivery of the running task keeps its slot; the waiting one is still busy.
-    let out = store.claim_tasks(&[(a1_id, w()), (a2_id, w())], Some(1)).await.expect("claim");
-    assert!(matches!(out[0], ClaimOutcome::Granted { attempt: 2, .. }), "{out:?}");
+    let out = store
+        .claim_tasks(&[(a1_id, w()), (a2_id, w())], Some(1))
+        .await
+        .expect("claim");
+    assert!(
+        matches!(out[0], ClaimOutcome::Granted { attempt: 2, .. }),
+        "{out:?}"
+    );
     assert_eq!(out[1], ClaimOutcome::Busy);
-    let ClaimOutcome::Granted { epoch, .. } = out[0] else { unreachable!("checked above") };
-    store.record_results(&[result(a1_id, epoch, "ok")]).await.expect("record");
-    let out = store.claim_tasks(&[(a2_id, w())], Some(1)).await.expect("claim");
-    assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "a freed slot is taken: {out:?}");
+    let ClaimOutcome::Granted { epoch, .. } = out[0] else {
+        unreachable!("checked above")
+    };
+    store
+        .record_results(&[result(a1_id, epoch, "ok")])
+        .await
+        .expect("record");
+    let out = store
+        .claim_tasks(&[(a2_id, w())], Some(1))
+        .await
+        .expect("claim");
+    assert!(
+        matches!(out[0], ClaimOutcome::Granted { .. }),
+        "a freed slot is taken: {out:?}"
+    );
 }
 
 #[tokio::test]
@@ -249,19 +403,44 @@ async fn a_second_task_on_a_busy_session_waits_for_the_first() {
     second.request.resume_token = Some(session);
     let (a, b) = (first.request.task_id, second.request.task_id);
     store.insert_tasks(&[first, second]).await.expect("insert");
-    let out = store.claim_tasks(&[(a, WorkerId::new("w")), (b, WorkerId::new("w"))], None).await.expect("claim");
+    let out = store
+        .claim_tasks(&[(a, WorkerId::new("w")), (b, WorkerId::new("w"))], None)
+        .await
+        .expect("claim");
     assert!(matches!(out[0], ClaimOutcome::Granted { .. }), "{out:?}");
     assert_eq!(out[1], ClaimOutcome::Busy);
-    let ClaimOutcome::Granted { epoch, .. } = out[0] else { unreachable!("checked above") };
+    let ClaimOutcome::Granted { epoch, .. } = out[0] else {
+        unreachable!("checked above")
+    };
 
     let transcript = serde_json::json!({"messages": [{"role": "user", "text": "hi"}]});
-    assert!(store.save_session(session, a, epoch, &transcript).await.expect("save"));
-    assert!(!store.save_session(session, a, ClaimEpoch(epoch.0 + 7), &transcript).await.expect("stale save"));
-    let (tenant, loaded) = store.load_session(session).await.expect("load").expect("saved");
+    assert!(
+        store
+            .save_session(session, a, epoch, &transcript)
+            .await
+            .expect("save")
+    );
+    assert!(
+        !store
+            .save_session(session, a, ClaimEpoch(epoch.0 + 7), &transcript)
+            .await
+            .expect("stale save")
+    );
+    let (tenant, loaded) = store
+        .load_session(session)
+        .await
+        .expect("load")
+        .expect("saved");
     assert_eq!((tenant.as_str(), loaded), ("acme", transcript));
 
-    store.record_results(&[result(a, epoch, "done")]).await.expect("record");
-    assert!(matches!(claim(&store, b).await, ClaimOutcome::Granted { .. }), "the session is free again");
+    store
+        .record_results(&[result(a, epoch, "done")])
+        .await
+        .expect("record");
+    assert!(
+        matches!(claim(&store, b).await, ClaimOutcome::Granted { .. }),
+        "the session is free again"
+    );
 }
 
 #[tokio::test]
@@ -271,17 +450,41 @@ async fn an_approval_pauses_the_task_until_answered_once() {
     let t = task(None, "d");
     let id = t.request.task_id;
     store.insert_tasks(&[t]).await.expect("insert");
-    let ClaimOutcome::Granted { epoch, .. } = claim(&store, id).await else { panic!("claim") };
-    assert!(store.ask_approval(id, epoch, "r1", "bash", &["rm -rf build".into()], "bash rm").await.expect("ask"));
-    assert_eq!(store.task_status(id).await.expect("status"), Some(TaskStatus::AwaitingApproval));
-    assert!(!store.ask_approval(id, ClaimEpoch(epoch.0 + 1), "r2", "bash", &[], "x").await.expect("stale ask"));
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, id).await else {
+        panic!("claim")
+    };
+    assert!(
+        store
+            .ask_approval(id, epoch, "r1", "bash", &["rm -rf build".into()], "bash rm")
+            .await
+            .expect("ask")
+    );
     assert_eq!(
-        store.answer_approval(id, "r1", ApprovalAnswer::Once, None).await.expect("answer"),
+        store.task_status(id).await.expect("status"),
+        Some(TaskStatus::AwaitingApproval)
+    );
+    assert!(
+        !store
+            .ask_approval(id, ClaimEpoch(epoch.0 + 1), "r2", "bash", &[], "x")
+            .await
+            .expect("stale ask")
+    );
+    assert_eq!(
+        store
+            .answer_approval(id, "r1", ApprovalAnswer::Once, None)
+            .await
+            .expect("answer"),
         AnswerOutcome::Answered
     );
-    assert_eq!(store.task_status(id).await.expect("status"), Some(TaskStatus::Running));
     assert_eq!(
-        store.answer_approval(id, "r1", ApprovalAnswer::Reject, Some("no")).await.expect("answer again"),
+        store.task_status(id).await.expect("status"),
+        Some(TaskStatus::Running)
+    );
+    assert_eq!(
+        store
+            .answer_approval(id, "r1", ApprovalAnswer::Reject, Some("no"))
+            .await
+            .expect("answer again"),
         AnswerOutcome::NotPending
     );
 }

@@ -21,7 +21,11 @@ impl NatsServer {
     pub fn start() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir().context("failed to create nats store directory")?;
         let (child, port) = spawn(dir.path(), None)?;
-        Ok(Self { child: Some(child), dir, port })
+        Ok(Self {
+            child: Some(child),
+            dir,
+            port,
+        })
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -69,7 +73,10 @@ fn spawn(dir: &Path, port: Option<u16>) -> anyhow::Result<(Child, u16)> {
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| {
-            format!("failed to start {} (install it with `apt-get install -y nats-server`)", binary())
+            format!(
+                "failed to start {} (install it with `apt-get install -y nats-server`)",
+                binary()
+            )
         })?;
     let ports_file: PathBuf = ports_dir.join(format!("nats-server_{}.ports", child.id()));
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -85,7 +92,10 @@ fn spawn(dir: &Path, port: Option<u16>) -> anyhow::Result<(Child, u16)> {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            bail!("nats-server did not write {} within 10s", ports_file.display());
+            bail!(
+                "nats-server did not write {} within 10s",
+                ports_file.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }

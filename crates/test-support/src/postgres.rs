@@ -18,22 +18,28 @@ pub struct TestDatabase {
 impl TestDatabase {
     /// Creates `tw_test_<random>` on the test server.
     pub async fn create() -> anyhow::Result<Self> {
-        let admin_url =
-            std::env::var("TASKWIRE_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        let admin_url = std::env::var("TASKWIRE_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
         let name = format!("tw_test_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = sqlx::PgConnection::connect(&admin_url).await.with_context(|| {
-            format!(
-                "failed to connect to the test postgres at {admin_url} \
+        let mut conn = sqlx::PgConnection::connect(&admin_url)
+            .await
+            .with_context(|| {
+                format!(
+                    "failed to connect to the test postgres at {admin_url} \
                  (start one, or set TASKWIRE_TEST_DATABASE_URL; `bash .ci/run` does both)"
-            )
-        })?;
+                )
+            })?;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
             .with_context(|| format!("failed to create test database {name}"))?;
         let _ = conn.close().await;
         let url = replace_database(&admin_url, &name);
-        Ok(Self { admin_url, name, url })
+        Ok(Self {
+            admin_url,
+            name,
+            url,
+        })
     }
 
     /// The connection URL of this test's database.
@@ -49,13 +55,18 @@ impl Drop for TestDatabase {
         // Drop runs inside the test's runtime; a separate thread with its own runtime
         // avoids blocking it, and joining keeps the database count bounded.
         let handle = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
             rt.block_on(async {
                 let mut conn = sqlx::PgConnection::connect(&admin_url).await.ok()?;
-                sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .execute(&mut conn)
-                    .await
-                    .ok()
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut conn)
+                .await
+                .ok()
             })
         });
         let _ = handle.join();
@@ -85,8 +96,17 @@ mod tests {
 
     #[test]
     fn database_name_is_replaced_and_query_kept() {
-        assert_eq!(replace_database("postgres://u@h:1/postgres", "x"), "postgres://u@h:1/x");
-        assert_eq!(replace_database("postgres://u@h:1/postgres?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
-        assert_eq!(replace_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+        assert_eq!(
+            replace_database("postgres://u@h:1/postgres", "x"),
+            "postgres://u@h:1/x"
+        );
+        assert_eq!(
+            replace_database("postgres://u@h:1/postgres?sslmode=disable", "x"),
+            "postgres://u@h:1/x?sslmode=disable"
+        );
+        assert_eq!(
+            replace_database("postgres://u@h:1", "x"),
+            "postgres://u@h:1/x"
+        );
     }
 }

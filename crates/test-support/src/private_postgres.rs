@@ -42,9 +42,18 @@ impl PrivatePostgres {
             .uid()
             == 0;
         if as_postgres_user {
-            run(Command::new("chown").arg("postgres").arg(dir.path()), "chown the postgres directory to postgres")?;
+            run(
+                Command::new("chown").arg("postgres").arg(dir.path()),
+                "chown the postgres directory to postgres",
+            )?;
         }
-        let mut pg = Self { bin, dir, port: 0, as_postgres_user, running: false };
+        let mut pg = Self {
+            bin,
+            dir,
+            port: 0,
+            as_postgres_user,
+            running: false,
+        };
         let data = pg.data_dir();
         let initdb = pg.bin.join("initdb");
         pg.run_pg(
@@ -171,9 +180,13 @@ impl PrivatePostgres {
     /// Runs a Postgres program, as the `postgres` user when the test is root.
     fn run_pg(&self, argv: &[&std::ffi::OsStr], what: &str) -> anyhow::Result<()> {
         let mut command = if self.as_postgres_user {
-            let line: Vec<String> = argv.iter().map(|a| shell_quote(&a.to_string_lossy())).collect();
+            let line: Vec<String> = argv
+                .iter()
+                .map(|a| shell_quote(&a.to_string_lossy()))
+                .collect();
             let mut c = Command::new("su");
-            c.args(["postgres", "-s", "/bin/sh", "-c"]).arg(line.join(" "));
+            c.args(["postgres", "-s", "/bin/sh", "-c"])
+                .arg(line.join(" "));
             c
         } else {
             let mut c = Command::new(argv[0]);
@@ -200,9 +213,18 @@ fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .with_context(|| format!("failed to {what}: could not run {:?}", command.get_program()))?;
+        .with_context(|| {
+            format!(
+                "failed to {what}: could not run {:?}",
+                command.get_program()
+            )
+        })?;
     if !output.status.success() {
-        bail!("failed to {what}: {} ({})", output.status, String::from_utf8_lossy(&output.stderr).trim());
+        bail!(
+            "failed to {what}: {} ({})",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
     }
     Ok(())
 }

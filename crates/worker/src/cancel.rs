@@ -27,12 +27,18 @@ pub struct StopHandle {
 
 impl StopHandle {
     fn new() -> Self {
-        Self { token: CancellationToken::new(), reason: Arc::new(Mutex::new(None)) }
+        Self {
+            token: CancellationToken::new(),
+            reason: Arc::new(Mutex::new(None)),
+        }
     }
 
     /// Stops the session; the first reason given is kept.
     pub fn stop(&self, reason: StopReason) {
-        let mut r = self.reason.lock().expect("stop reason lock is never poisoned");
+        let mut r = self
+            .reason
+            .lock()
+            .expect("stop reason lock is never poisoned");
         r.get_or_insert(reason);
         self.token.cancel();
     }
@@ -42,7 +48,10 @@ impl StopHandle {
     }
 
     pub fn reason(&self) -> Option<StopReason> {
-        *self.reason.lock().expect("stop reason lock is never poisoned")
+        *self
+            .reason
+            .lock()
+            .expect("stop reason lock is never poisoned")
     }
 }
 
@@ -56,23 +65,41 @@ impl Running {
     /// Registers a session; it is removed when the guard drops.
     pub fn register(&self, task: TaskId) -> RunningGuard {
         let handle = StopHandle::new();
-        self.inner.lock().expect("running map lock is never poisoned").insert(task, handle.clone());
-        RunningGuard { running: self.clone(), task, handle }
+        self.inner
+            .lock()
+            .expect("running map lock is never poisoned")
+            .insert(task, handle.clone());
+        RunningGuard {
+            running: self.clone(),
+            task,
+            handle,
+        }
     }
 
     pub fn stop(&self, task: TaskId, reason: StopReason) -> bool {
-        let map = self.inner.lock().expect("running map lock is never poisoned");
+        let map = self
+            .inner
+            .lock()
+            .expect("running map lock is never poisoned");
         map.get(&task).map(|h| h.stop(reason)).is_some()
     }
 
     pub fn stop_all(&self, reason: StopReason) {
-        for h in self.inner.lock().expect("running map lock is never poisoned").values() {
+        for h in self
+            .inner
+            .lock()
+            .expect("running map lock is never poisoned")
+            .values()
+        {
             h.stop(reason);
         }
     }
 
     pub fn len(&self) -> usize {
-        self.inner.lock().expect("running map lock is never poisoned").len()
+        self.inner
+            .lock()
+            .expect("running map lock is never poisoned")
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -89,7 +116,11 @@ pub struct RunningGuard {
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
-        self.running.inner.lock().expect("running map lock is never poisoned").remove(&self.task);
+        self.running
+            .inner
+            .lock()
+            .expect("running map lock is never poisoned")
+            .remove(&self.task);
     }
 }
 

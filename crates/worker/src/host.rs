@@ -14,7 +14,9 @@ use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
 use async_trait::async_trait;
 use futures::StreamExt;
 use prost::Message as _;
-use taskwire_agent::host::{ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult};
+use taskwire_agent::host::{
+    ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
+};
 use taskwire_agent::{SessionHost, ToolCallState};
 use taskwire_llm::Usage;
 use taskwire_protocol::{ClaimEpoch, TaskId, TaskStatus, pb, task::decode};
@@ -40,18 +42,27 @@ pub struct WorkerHost<'a> {
 }
 
 /// Sends a worker request and decodes the reply.
-pub async fn rpc<R: prost::Message + Default>(ctx: &Context, method: &str, body: Vec<u8>) -> Result<R, String> {
+pub async fn rpc<R: prost::Message + Default>(
+    ctx: &Context,
+    method: &str,
+    body: Vec<u8>,
+) -> Result<R, String> {
     let subject = ctx.subjects.rpc(method);
-    let reply = tokio::time::timeout(RPC_TIMEOUT, ctx.client.request(subject.clone(), body.into()))
-        .await
-        .map_err(|_| format!("request to {subject} timed out"))?
-        .map_err(|e| format!("request to {subject} failed: {e}"))?;
+    let reply = tokio::time::timeout(
+        RPC_TIMEOUT,
+        ctx.client.request(subject.clone(), body.into()),
+    )
+    .await
+    .map_err(|_| format!("request to {subject} timed out"))?
+    .map_err(|e| format!("request to {subject} failed: {e}"))?;
     decode::<R>("worker request reply", &reply.payload).map_err(|e| e.to_string())
 }
 
 /// The error of a reply's status, if any.
 pub fn failed(status: Option<&pb::RpcStatus>) -> Option<String> {
-    status.filter(|s| !s.code.is_empty()).map(|s| format!("{}: {}", s.code, s.message))
+    status
+        .filter(|s| !s.code.is_empty())
+        .map(|s| format!("{}: {}", s.code, s.message))
 }
 
 #[async_trait]
@@ -59,10 +70,16 @@ impl SessionHost for WorkerHost<'_> {
     async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {
         let ctx = self.ctx;
         // Subscribe before asking, so the answer cannot slip past.
-        let mut decisions = match ctx.client.subscribe(ctx.subjects.approval(self.task_id)).await {
+        let mut decisions = match ctx
+            .client
+            .subscribe(ctx.subjects.approval(self.task_id))
+            .await
+        {
             Ok(s) => s,
             Err(e) => {
-                return ApprovalAnswer::Reject { message: Some(format!("approval could not be requested: {e}")) };
+                return ApprovalAnswer::Reject {
+                    message: Some(format!("approval could not be requested: {e}")),
+                };
             }
         };
         let ask = |timed_out| pb::ApprovalAsk {
@@ -78,13 +95,22 @@ impl SessionHost for WorkerHost<'_> {
             Ok(r) if failed(r.status.as_ref()).is_none() => {}
             Ok(r) => {
                 let reason = failed(r.status.as_ref()).unwrap_or_default();
-                return ApprovalAnswer::Reject { message: Some(format!("approval could not be requested: {reason}")) };
+                return ApprovalAnswer::Reject {
+                    message: Some(format!("approval could not be requested: {reason}")),
+                };
             }
-            Err(e) => return ApprovalAnswer::Reject { message: Some(format!("approval could not be requested: {e}")) },
+            Err(e) => {
+                return ApprovalAnswer::Reject {
+                    message: Some(format!("approval could not be requested: {e}")),
+                };
+            }
         }
         let wait = async {
             while let Some(msg) = decisions.next().await {
-                let Ok(d) = decode::<pb::ApprovalDecision>("approval decision", &msg.payload) else { continue };
+                let Ok(d) = decode::<pb::ApprovalDecision>("approval decision", &msg.payload)
+                else {
+                    continue;
+                };
                 if d.request_id != request.request_id {
                     continue;
                 }
@@ -101,7 +127,9 @@ impl SessionHost for WorkerHost<'_> {
             Ok(Some(answer)) => answer,
             _ => {
                 tracing::info!(task.id = %self.task_id, request_id = %request.request_id, "approval timed out, denying");
-                if let Err(e) = rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(true).encode_to_vec()).await {
+                if let Err(e) =
+                    rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(true).encode_to_vec()).await
+                {
                     tracing::warn!(task.id = %self.task_id, error = %e, "failed to close a timed-out approval");
                 }
                 ApprovalAnswer::TimedOut
@@ -139,7 +167,10 @@ impl SessionHost for WorkerHost<'_> {
             r = follow_child(ctx, child, on_progress) => r,
             _ = cancel.cancelled() => Err(format!("stopped while child task {child} was running")),
         }?;
-        Ok(ChildTaskResult { session_id: reply.session_id, ..outcome })
+        Ok(ChildTaskResult {
+            session_id: reply.session_id,
+            ..outcome
+        })
     }
 
     fn subagents(&self) -> Vec<(String, String)> {
@@ -200,12 +231,21 @@ async fn follow_child(
 
 /// The child's result once it is finished; `None` while it runs.
 async fn child_result(ctx: &Context, child: TaskId) -> Result<Option<ChildTaskResult>, String> {
-    let reply =
-        rpc::<pb::TaskLookupReply>(ctx, "task", pb::TaskLookup { task_id: child.to_string() }.encode_to_vec()).await?;
+    let reply = rpc::<pb::TaskLookupReply>(
+        ctx,
+        "task",
+        pb::TaskLookup {
+            task_id: child.to_string(),
+        }
+        .encode_to_vec(),
+    )
+    .await?;
     if let Some(e) = failed(reply.status.as_ref()) {
         return Err(format!("failed to read child task {child}: {e}"));
     }
-    let Some(task) = reply.task else { return Ok(None) };
+    let Some(task) = reply.task else {
+        return Ok(None);
+    };
     let status = TaskStatus::from_wire("status", task.status).map_err(|e| e.to_string())?;
     if !status.is_terminal() {
         return Ok(None);
@@ -223,6 +263,9 @@ async fn child_result(ctx: &Context, child: TaskId) -> Result<Option<ChildTaskRe
         session_id: result.session_id,
         status: status.as_str().to_owned(),
         text,
-        usage: Usage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens },
+        usage: Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        },
     }))
 }

@@ -4,14 +4,14 @@
 //! the coordinator (getting a fencing epoch), runs the agent session, streams progress,
 //! publishes the result and only then acknowledges the message.
 //!
-//! - [`config`]: [`WorkerConfig`].
+//! - [`config`]: the settings, [`WorkerConfig`].
 //! - [`task`]: one message, from decode to disposition.
 //! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
 //! - [`progress`]: ordered progress publishing.
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
 //! - [`session`]: one attempt's agent session (transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
-//! - [`error`]: [`WorkerError`].
+//! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
 pub mod config;
@@ -62,22 +62,37 @@ pub async fn run_with_provider(
     provider: Arc<dyn Provider>,
     shutdown: CancellationToken,
 ) -> Result<(), WorkerError> {
-    let worker_id = config.worker_id.clone().map_or_else(WorkerId::generate, WorkerId::new);
+    let worker_id = config
+        .worker_id
+        .clone()
+        .map_or_else(WorkerId::generate, WorkerId::new);
     let client = taskwire_bus::connect(&config.nats_url, worker_id.as_str()).await?;
     let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
-    let bus = BusConfig { subjects: subjects.clone(), ack_wait: config.ack_wait, ..BusConfig::default() };
+    let bus = BusConfig {
+        subjects: subjects.clone(),
+        ack_wait: config.ack_wait,
+        ..BusConfig::default()
+    };
     taskwire_bus::ensure_streams(&js, &bus).await?;
     let concurrency = config.concurrency.max(1);
     let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;
 
     let running = Running::default();
-    let cancel_sub = client
-        .subscribe(subjects.cancel_all())
-        .await
-        .map_err(|e| WorkerError::Subscribe { subject: subjects.cancel_all(), reason: e.to_string() })?;
+    let cancel_sub =
+        client
+            .subscribe(subjects.cancel_all())
+            .await
+            .map_err(|e| WorkerError::Subscribe {
+                subject: subjects.cancel_all(),
+                reason: e.to_string(),
+            })?;
     let listener_stop = CancellationToken::new();
-    let listener = tokio::spawn(cancel::listen(cancel_sub, running.clone(), listener_stop.clone()));
+    let listener = tokio::spawn(cancel::listen(
+        cancel_sub,
+        running.clone(),
+        listener_stop.clone(),
+    ));
 
     let ctx = Arc::new(task::Context {
         client: client.clone(),
@@ -109,7 +124,12 @@ pub async fn run_with_provider(
         while let Ok(p) = permits.clone().try_acquire_owned() {
             slots.push(p);
         }
-        let batch = consumer.batch().max_messages(slots.len()).expires(PULL_EXPIRES).messages().await;
+        let batch = consumer
+            .batch()
+            .max_messages(slots.len())
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await;
         let mut batch = match batch {
             Ok(b) => b,
             Err(e) => {

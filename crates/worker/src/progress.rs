@@ -44,9 +44,14 @@ impl ProgressPublisher {
             while let Some(event) = rx.recv().await {
                 seq += 1;
                 let msg = progress_message(task_id, trace_id, attempt, seq, event);
-                match js.publish(subject.clone(), msg.encode_to_vec().into()).await {
+                match js
+                    .publish(subject.clone(), msg.encode_to_vec().into())
+                    .await
+                {
                     Ok(ack) => acks.push(ack),
-                    Err(e) => tracing::warn!(task.id = %task_id, error = %e, "failed to publish progress"),
+                    Err(e) => {
+                        tracing::warn!(task.id = %task_id, error = %e, "failed to publish progress")
+                    }
                 }
                 // Bound the acks held in memory for chatty sessions.
                 if acks.len() >= 256 {
@@ -73,30 +78,62 @@ impl ProgressPublisher {
     }
 }
 
-fn progress_message(task_id: TaskId, trace_id: TraceId, attempt: u32, seq: u64, event: SessionEvent) -> pb::TaskProgress {
+fn progress_message(
+    task_id: TaskId,
+    trace_id: TraceId,
+    attempt: u32,
+    seq: u64,
+    event: SessionEvent,
+) -> pb::TaskProgress {
     use pb::task_progress::Event;
     let event = match event {
         SessionEvent::StepStarted { step } => Event::StepStarted(pb::StepStarted { step }),
         SessionEvent::StepFinished { step, usage } => Event::StepFinished(pb::StepFinished {
             step,
-            usage: Some(pb::Usage { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }),
+            usage: Some(pb::Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            }),
         }),
         SessionEvent::TextDelta { text } => Event::TextDelta(pb::TextDelta { text }),
-        SessionEvent::ToolCall { call_id, tool, state, title, error } => Event::ToolCall(pb::ToolCallEvent {
+        SessionEvent::ToolCall {
+            call_id,
+            tool,
+            state,
+            title,
+            error,
+        } => Event::ToolCall(pb::ToolCallEvent {
             call_id,
             tool,
             state: wire_state(state) as i32,
             title,
             error: error.unwrap_or_default(),
         }),
-        SessionEvent::ApprovalRequired { request_id, permission, patterns } => {
-            Event::ApprovalRequired(pb::ApprovalRequired { request_id, permission, patterns })
-        }
-        SessionEvent::ChildTask { task_id, agent, description } => {
-            Event::ChildTask(pb::ChildTask { task_id, agent, description })
-        }
+        SessionEvent::ApprovalRequired {
+            request_id,
+            permission,
+            patterns,
+        } => Event::ApprovalRequired(pb::ApprovalRequired {
+            request_id,
+            permission,
+            patterns,
+        }),
+        SessionEvent::ChildTask {
+            task_id,
+            agent,
+            description,
+        } => Event::ChildTask(pb::ChildTask {
+            task_id,
+            agent,
+            description,
+        }),
         // A child's tool call, summarised in the parent's progress (seed 001, step 5).
-        SessionEvent::ChildToolCall { task_id: child, tool, title, state } => Event::ToolCall(pb::ToolCallEvent {
+        SessionEvent::ChildToolCall {
+            task_id: child,
+            tool,
+            title,
+            state,
+        } => Event::ToolCall(pb::ToolCallEvent {
             call_id: format!("child:{child}"),
             tool,
             state: wire_state(state) as i32,

@@ -25,7 +25,8 @@ pub async fn run(
     session_id: SessionId,
     stop: &StopHandle,
 ) -> Result<SessionOutcome, String> {
-    let agent = AgentSpec::try_from(&request.agent_spec).map_err(|e| format!("invalid agent spec: {e}"))?;
+    let agent =
+        AgentSpec::try_from(&request.agent_spec).map_err(|e| format!("invalid agent spec: {e}"))?;
     let model = resolve_model(
         request.model.as_deref(),
         agent.model.as_deref(),
@@ -34,12 +35,23 @@ pub async fn run(
     );
     // The worker enforces what a session may use; the model is never trusted to.
     let agent = restrict_to_scope(&agent, &request.auth_scope);
-    let agent = if request.depth > 0 { child_tools_policy(&agent, request.depth, request.max_depth) } else { agent };
-    let max_steps = request.max_steps.map_or(agent.max_steps, |m| m.min(agent.max_steps));
+    let agent = if request.depth > 0 {
+        child_tools_policy(&agent, request.depth, request.max_depth)
+    } else {
+        agent
+    };
+    let max_steps = request
+        .max_steps
+        .map_or(agent.max_steps, |m| m.min(agent.max_steps));
     let mut history = load_transcript(ctx, session_id).await?;
 
-    let (sink, publisher) =
-        ProgressPublisher::start(ctx.js.clone(), ctx.subjects.progress(request.task_id), request.task_id, request.trace_id, claim.attempt);
+    let (sink, publisher) = ProgressPublisher::start(
+        ctx.js.clone(),
+        ctx.subjects.progress(request.task_id),
+        request.task_id,
+        request.trace_id,
+        claim.attempt,
+    );
     let host = WorkerHost {
         ctx,
         task_id: request.task_id,
@@ -64,8 +76,23 @@ pub async fn run(
             subtask_usage = done.usage;
             prompt.clear(); // the subtask part is the user's message
         }
-        let params = SessionParams { agent, model, prompt, max_steps, history, workspace: ctx.workspace.clone() };
-        let mut outcome = run_session(params, ctx.provider.as_ref(), &ctx.tools, &host, &sink, stop.token()).await;
+        let params = SessionParams {
+            agent,
+            model,
+            prompt,
+            max_steps,
+            history,
+            workspace: ctx.workspace.clone(),
+        };
+        let mut outcome = run_session(
+            params,
+            ctx.provider.as_ref(),
+            &ctx.tools,
+            &host,
+            &sink,
+            stop.token(),
+        )
+        .await;
         outcome.usage += subtask_usage;
         outcome
     };
@@ -79,7 +106,10 @@ async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcr
     let reply = rpc::<pb::SessionLoadReply>(
         ctx,
         "session.load",
-        pb::SessionLoad { session_id: session_id.to_string() }.encode_to_vec(),
+        pb::SessionLoad {
+            session_id: session_id.to_string(),
+        }
+        .encode_to_vec(),
     )
     .await
     .map_err(|e| format!("failed to load session {session_id}: {e}"))?;
@@ -89,12 +119,19 @@ async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcr
     if !reply.found {
         return Ok(Transcript::new(session_id.to_string()));
     }
-    serde_json::from_slice(&reply.transcript_json).map_err(|e| format!("session {session_id} has an unreadable transcript: {e}"))
+    serde_json::from_slice(&reply.transcript_json)
+        .map_err(|e| format!("session {session_id} has an unreadable transcript: {e}"))
 }
 
 /// Saves the transcript; a failure is logged, not fatal: the result still counts, only
 /// a later resume would miss this run.
-async fn save_transcript(ctx: &Context, request: &TaskRequest, claim: Claim, session_id: SessionId, transcript: &Transcript) {
+async fn save_transcript(
+    ctx: &Context,
+    request: &TaskRequest,
+    claim: Claim,
+    session_id: SessionId,
+    transcript: &Transcript,
+) {
     let body = match serde_json::to_vec(transcript) {
         Ok(b) => b,
         Err(e) => {

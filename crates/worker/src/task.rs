@@ -5,14 +5,14 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Message};
 use prost::Message as _;
-use tracing::Instrument;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry, Workspace};
 use taskwire_bus::Subjects;
 use taskwire_llm::Provider;
 use taskwire_protocol::{
-    ClaimEpoch, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage, WorkerId, pb,
-    task::decode,
+    ClaimEpoch, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage,
+    WorkerId, pb, task::decode,
 };
+use tracing::Instrument;
 
 use crate::cancel::{Running, StopReason};
 use crate::outcome::{Disposition, in_progress, jitter, retry_delay};
@@ -48,7 +48,9 @@ pub struct Claim {
 
 /// Runs one task message to its disposition.
 pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
-    let request = match decode::<pb::TaskRequest>("task request", &msg.payload).and_then(TaskRequest::try_from) {
+    let request = match decode::<pb::TaskRequest>("task request", &msg.payload)
+        .and_then(TaskRequest::try_from)
+    {
         Ok(r) => r,
         Err(e) => return dead_letter(ctx, msg, &format!("malformed task request: {e}"), "").await,
     };
@@ -61,50 +63,71 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     };
     let reply = tokio::time::timeout(
         ctx.claim_timeout,
-        ctx.client.request(ctx.subjects.claim(), claim.encode_to_vec().into()),
+        ctx.client
+            .request(ctx.subjects.claim(), claim.encode_to_vec().into()),
     )
     .await;
     let reply = match reply {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             tracing::warn!(task.id = %task_id, error = %e, "claim request failed, retrying later");
-            return Disposition::Retry { delay: Some(Duration::from_secs(2)) };
+            return Disposition::Retry {
+                delay: Some(Duration::from_secs(2)),
+            };
         }
         Err(_) => {
             tracing::warn!(task.id = %task_id, "claim request timed out, retrying later");
-            return Disposition::Retry { delay: Some(Duration::from_secs(2)) };
+            return Disposition::Retry {
+                delay: Some(Duration::from_secs(2)),
+            };
         }
     };
     let verdict = match decode::<pb::ClaimReply>("claim reply", &reply.payload) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(task.id = %task_id, error = %e, "malformed claim reply, retrying later");
-            return Disposition::Retry { delay: Some(Duration::from_secs(2)) };
+            return Disposition::Retry {
+                delay: Some(Duration::from_secs(2)),
+            };
         }
     };
     match pb::claim_reply::Verdict::try_from(verdict.verdict) {
         Ok(pb::claim_reply::Verdict::Granted) => {}
         Ok(pb::claim_reply::Verdict::Busy) => {
             tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
-            return Disposition::Retry { delay: Some(BUSY_RETRY) };
+            return Disposition::Retry {
+                delay: Some(BUSY_RETRY),
+            };
         }
         Ok(pb::claim_reply::Verdict::Finished) => {
             tracing::debug!(task.id = %task_id, reason = %verdict.reason, "task already finished, dropping");
             return Disposition::Done;
         }
-        _ => return dead_letter(ctx, msg, &format!("claim refused: {}", verdict.reason), &request.task_id.to_string()).await,
+        _ => {
+            return dead_letter(
+                ctx,
+                msg,
+                &format!("claim refused: {}", verdict.reason),
+                &request.task_id.to_string(),
+            )
+            .await;
+        }
     }
     let claim = Claim {
         epoch: ClaimEpoch(verdict.claim_epoch),
         attempt: verdict.attempt,
         last_attempt: verdict.last_attempt,
     };
-    let span =
-        tracing::info_span!("task", task.id = %task_id, task.attempt = claim.attempt, agent.name = %request.agent);
+    let span = tracing::info_span!("task", task.id = %task_id, task.attempt = claim.attempt, agent.name = %request.agent);
     run_claimed(ctx, msg, request, claim).instrument(span).await
 }
 
-async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, claim: Claim) -> Disposition {
+async fn run_claimed(
+    ctx: &Context,
+    msg: &Message,
+    request: TaskRequest,
+    claim: Claim,
+) -> Disposition {
     let started = Instant::now();
     let task_id = request.task_id;
     let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
@@ -119,15 +142,40 @@ async fn run_claimed(ctx: &Context, msg: &Message, request: TaskRequest, claim: 
         return Disposition::Retry { delay: None };
     }
     let result = match outcome {
-        Ok(outcome) => result_of(&request, claim, session_id, &ctx.worker_id, outcome, stop.reason(), started),
+        Ok(outcome) => result_of(
+            &request,
+            claim,
+            session_id,
+            &ctx.worker_id,
+            outcome,
+            stop.reason(),
+            started,
+        ),
         Err(reason) => TaskResult {
-            errors: vec![TaskError { code: "session_not_started".into(), message: reason, retryable: false }],
-            ..result_of(&request, claim, session_id, &ctx.worker_id, empty_outcome(), None, started)
+            errors: vec![TaskError {
+                code: "session_not_started".into(),
+                message: reason,
+                retryable: false,
+            }],
+            ..result_of(
+                &request,
+                claim,
+                session_id,
+                &ctx.worker_id,
+                empty_outcome(),
+                None,
+                started,
+            )
         },
     };
     match publish_result(ctx, &result).await {
         Disposition::Done if result.retry_scheduled => {
-            let delay = retry_delay(claim.attempt, ctx.retry_base_delay, ctx.retry_max_delay, jitter());
+            let delay = retry_delay(
+                claim.attempt,
+                ctx.retry_base_delay,
+                ctx.retry_max_delay,
+                jitter(),
+            );
             tracing::info!(
                 task.id = %result.task_id,
                 task.attempt = claim.attempt,
@@ -151,7 +199,8 @@ pub async fn supervise(
     let mut session = std::pin::pin!(session);
     let mut heartbeat = tokio::time::interval(ack_wait / 3);
     heartbeat.tick().await; // the first tick is immediate
-    let until_deadline = deadline.map(|d| (d - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO));
+    let until_deadline =
+        deadline.map(|d| (d - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO));
     let deadline_sleep = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX / 4));
     let mut deadline_sleep = std::pin::pin!(deadline_sleep);
     let mut deadline_fired = false;
@@ -198,12 +247,23 @@ fn result_of(
         (SessionStatus::Cancelled, _) => TaskStatus::Cancelled,
         (SessionStatus::Error, _) => TaskStatus::Error,
     };
-    let retryable = outcome.error.as_ref().is_some_and(|e| e.retryable) && status == TaskStatus::Error;
+    let retryable =
+        outcome.error.as_ref().is_some_and(|e| e.retryable) && status == TaskStatus::Error;
     let retry_scheduled = retryable && !claim.last_attempt;
-    let status = if retryable && claim.last_attempt { TaskStatus::DeadLettered } else { status };
+    let status = if retryable && claim.last_attempt {
+        TaskStatus::DeadLettered
+    } else {
+        status
+    };
     let errors = outcome
         .error
-        .map(|e| vec![TaskError { code: "session_error".into(), message: e.message, retryable: e.retryable }])
+        .map(|e| {
+            vec![TaskError {
+                code: "session_error".into(),
+                message: e.message,
+                retryable: e.retryable,
+            }]
+        })
         .unwrap_or_default();
     TaskResult {
         task_id: request.task_id,
@@ -216,10 +276,18 @@ fn result_of(
         tool_calls: outcome
             .tool_calls
             .into_iter()
-            .map(|t| ToolCallSummary { call_id: t.call_id, tool: t.tool, title: t.title, ok: t.ok })
+            .map(|t| ToolCallSummary {
+                call_id: t.call_id,
+                tool: t.tool,
+                title: t.title,
+                ok: t.ok,
+            })
             .collect(),
         errors,
-        usage: Usage { input_tokens: outcome.usage.input_tokens, output_tokens: outcome.usage.output_tokens },
+        usage: Usage {
+            input_tokens: outcome.usage.input_tokens,
+            output_tokens: outcome.usage.output_tokens,
+        },
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         steps: outcome.steps,
         session_id: Some(session_id),
@@ -254,7 +322,9 @@ async fn publish_result(ctx: &Context, result: &TaskResult) -> Disposition {
         }
     }
     // Let JetStream redeliver: the next attempt's fenced result replaces this one.
-    Disposition::Retry { delay: Some(Duration::from_secs(5)) }
+    Disposition::Retry {
+        delay: Some(Duration::from_secs(5)),
+    }
 }
 
 /// Records a message that can never run, then rejects it.
@@ -267,15 +337,23 @@ async fn dead_letter(ctx: &Context, msg: &Message, reason: &str, task_id: &str) 
         worker_id: ctx.worker_id.to_string(),
         task_id: task_id.to_owned(),
     };
-    let stored = match ctx.js.publish(ctx.subjects.dead_letters(), letter.encode_to_vec().into()).await {
+    let stored = match ctx
+        .js
+        .publish(ctx.subjects.dead_letters(), letter.encode_to_vec().into())
+        .await
+    {
         Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     match stored {
-        Ok(()) => Disposition::Reject { reason: reason.to_owned() },
+        Ok(()) => Disposition::Reject {
+            reason: reason.to_owned(),
+        },
         Err(e) => {
             tracing::warn!(error = %e, "failed to record dead letter, retrying later");
-            Disposition::Retry { delay: Some(Duration::from_secs(5)) }
+            Disposition::Retry {
+                delay: Some(Duration::from_secs(5)),
+            }
         }
     }
 }

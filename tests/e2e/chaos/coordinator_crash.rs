@@ -34,8 +34,12 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     let workspace = tempfile::tempdir().expect("workspace");
     let (nats_url, model_url) = (nats.url(), model.base_url());
     let addr = free_addr().expect("port");
-    let mut coordinator = taskwire.coordinator("coordinator-1", db.url(), &nats_url, addr, ACK_WAIT).expect("start");
-    let client = wait_serving(&mut coordinator, addr).await.expect("coordinator serving");
+    let mut coordinator = taskwire
+        .coordinator("coordinator-1", db.url(), &nats_url, addr, ACK_WAIT)
+        .expect("start");
+    let client = wait_serving(&mut coordinator, addr)
+        .await
+        .expect("coordinator serving");
     let options = WorkerOptions {
         nats_url: &nats_url,
         model_base_url: &model_url,
@@ -52,7 +56,11 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
             .map(move |i| {
                 let (mut client, acked) = (client.clone(), acked.clone());
                 async move {
-                    let r = tokio::time::timeout(Duration::from_secs(10), client.submit(task(&prompt(i)))).await;
+                    let r = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        client.submit(task(&prompt(i))),
+                    )
+                    .await;
                     let r = match r {
                         Ok(Ok(r)) => Ok(r.into_inner().task_id),
                         Ok(Err(status)) => Err(format!("{:?}", status.code())),
@@ -77,23 +85,37 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     let killed = Instant::now();
     let outcomes = burst.await.expect("burst");
 
-    let acknowledged: Vec<(usize, String)> =
-        outcomes.iter().filter_map(|(i, r)| r.as_ref().ok().map(|id| (*i, id.clone()))).collect();
+    let acknowledged: Vec<(usize, String)> = outcomes
+        .iter()
+        .filter_map(|(i, r)| r.as_ref().ok().map(|id| (*i, id.clone())))
+        .collect();
     let mut refusals: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, r) in &outcomes {
         if let Err(code) = r {
             *refusals.entry(code.as_str()).or_default() += 1;
         }
     }
-    assert!(acknowledged.len() >= KILL_AFTER && acknowledged.len() < SUBMITS, "{}", acknowledged.len());
+    assert!(
+        acknowledged.len() >= KILL_AFTER && acknowledged.len() < SUBMITS,
+        "{}",
+        acknowledged.len()
+    );
 
     let addr = free_addr().expect("port");
-    let mut coordinator = taskwire.coordinator("coordinator-2", db.url(), &nats_url, addr, ACK_WAIT).expect("restart");
-    let mut client = wait_serving(&mut coordinator, addr).await.expect("restarted coordinator serving");
+    let mut coordinator = taskwire
+        .coordinator("coordinator-2", db.url(), &nats_url, addr, ACK_WAIT)
+        .expect("restart");
+    let mut client = wait_serving(&mut coordinator, addr)
+        .await
+        .expect("restarted coordinator serving");
     for (i, id) in &acknowledged {
-        let task = wait_finished(&mut client, id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\ncoordinator log:\n{}\nworker log:\n{}", coordinator.log_tail(20), worker.log_tail(20)));
+        let task = wait_finished(&mut client, id).await.unwrap_or_else(|e| {
+            panic!(
+                "{e}\ncoordinator log:\n{}\nworker log:\n{}",
+                coordinator.log_tail(20),
+                worker.log_tail(20)
+            )
+        });
         assert_eq!(
             task.status(),
             pb::TaskStatus::Completed,
@@ -101,7 +123,10 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
             coordinator.log_tail(30),
             worker.log_tail(30)
         );
-        assert_eq!(task.result.expect("result").output.expect("output").text, echo_of(&prompt(*i)));
+        assert_eq!(
+            task.result.expect("result").output.expect("output").text,
+            echo_of(&prompt(*i))
+        );
     }
     let recovered = killed.elapsed();
 
@@ -110,11 +135,20 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     let stored = eventually_all_finished(&mut client).await;
     let seen = prompts_seen(&model);
     for (i, _) in &acknowledged {
-        assert_eq!(seen.get(&prompt(*i)), Some(&1), "acknowledged task {i} ran {:?} times", seen.get(&prompt(*i)));
+        assert_eq!(
+            seen.get(&prompt(*i)),
+            Some(&1),
+            "acknowledged task {i} ran {:?} times",
+            seen.get(&prompt(*i))
+        );
     }
     let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
-    assert_eq!(model.request_count(), stored, "one model request per stored task");
+    assert_eq!(
+        model.request_count(),
+        stored,
+        "one model request per stored task"
+    );
     eprintln!(
         "coordinator killed mid-burst: {} of {SUBMITS} submits acknowledged, all {} completed once \
          ({recovered:?} from the kill); {} stored in all ({} committed without an acknowledgement); refusals {refusals:?}",
@@ -123,7 +157,9 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
         stored,
         stored - acknowledged.len(),
     );
-    worker.check_running().expect("the worker rode out the coordinator crash");
+    worker
+        .check_running()
+        .expect("the worker rode out the coordinator crash");
 }
 
 /// Lists every stored task until all are finished; returns how many there are.
@@ -133,17 +169,28 @@ async fn eventually_all_finished(
     let deadline = tokio::time::Instant::now() + taskwire_e2e::PATIENCE;
     loop {
         let tasks = client
-            .list(pb::ListRequest { limit: 1000, ..Default::default() })
+            .list(pb::ListRequest {
+                limit: 1000,
+                ..Default::default()
+            })
             .await
             .expect("list")
             .into_inner()
             .tasks;
         let running = tasks.iter().filter(|t| t.result.is_none()).count();
         if running == 0 {
-            assert!(tasks.iter().all(|t| t.status() == pb::TaskStatus::Completed), "not all completed");
+            assert!(
+                tasks
+                    .iter()
+                    .all(|t| t.status() == pb::TaskStatus::Completed),
+                "not all completed"
+            );
             return tasks.len();
         }
-        assert!(tokio::time::Instant::now() < deadline, "{running} stored tasks never finished");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{running} stored tasks never finished"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -22,7 +22,14 @@ async fn every_task_completes_when_nats_restarts_under_load() {
     let mut client = cluster.client().await.expect("client");
     let mut ids = Vec::with_capacity(TASKS);
     for i in 0..TASKS / 2 {
-        ids.push(client.submit(task(&prompt(i))).await.expect("submit").into_inner().task_id);
+        ids.push(
+            client
+                .submit(task(&prompt(i)))
+                .await
+                .expect("submit")
+                .into_inner()
+                .task_id,
+        );
     }
     eventually("a third of the tasks to reach the model", || {
         Ok((cluster.model.request_count() >= TASKS / 6).then_some(()))
@@ -34,7 +41,14 @@ async fn every_task_completes_when_nats_restarts_under_load() {
     let down = Instant::now();
     // Submits need only Postgres: they are accepted while the broker is away.
     for i in TASKS / 2..TASKS {
-        ids.push(client.submit(task(&prompt(i))).await.expect("submit while nats is down").into_inner().task_id);
+        ids.push(
+            client
+                .submit(task(&prompt(i)))
+                .await
+                .expect("submit while nats is down")
+                .into_inner()
+                .task_id,
+        );
     }
     tokio::task::block_in_place(|| cluster.nats.restart()).expect("restart nats");
     let outage = down.elapsed();
@@ -42,14 +56,22 @@ async fn every_task_completes_when_nats_restarts_under_load() {
 
     let mut retried = 0;
     for (i, id) in ids.iter().enumerate() {
-        let task = cluster.wait_finished(id).await.unwrap_or_else(|e| panic!("task {i}: {e}"));
+        let task = cluster
+            .wait_finished(id)
+            .await
+            .unwrap_or_else(|e| panic!("task {i}: {e}"));
         assert_eq!(task.status(), pb::TaskStatus::Completed, "task {i}");
-        assert_eq!(task.result.expect("result").output.expect("output").text, echo_of(&prompt(i)));
+        assert_eq!(
+            task.result.expect("result").output.expect("output").text,
+            echo_of(&prompt(i))
+        );
         retried += usize::from(task.attempt > 1);
     }
     let recovered = restarted.elapsed();
     let seen = prompts_seen(&cluster.model);
-    let missing: Vec<usize> = (0..TASKS).filter(|i| !seen.contains_key(&prompt(*i))).collect();
+    let missing: Vec<usize> = (0..TASKS)
+        .filter(|i| !seen.contains_key(&prompt(*i)))
+        .collect();
     assert!(missing.is_empty(), "never reached the model: {missing:?}");
     let ran_twice = seen.values().filter(|n| **n > 1).count();
     eprintln!(

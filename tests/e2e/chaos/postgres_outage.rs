@@ -23,7 +23,9 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     // Slow enough that sessions are still running when the database goes away.
     let model = slow_echo(Duration::from_millis(400)).await;
     let workspace = tempfile::tempdir().expect("workspace");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let coordinator = InProcess::coordinator(
         taskwire_coordinator::CoordinatorConfig {
@@ -53,12 +55,22 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     let mut accepted = Vec::new();
     for i in 0..BEFORE {
         let prompt = format!("before the outage {i}");
-        accepted.push((client.submit(task(&prompt)).await.expect("submit").into_inner().task_id, prompt));
+        accepted.push((
+            client
+                .submit(task(&prompt))
+                .await
+                .expect("submit")
+                .into_inner()
+                .task_id,
+            prompt,
+        ));
     }
     // Stop only once a session is under way, so a result arrives during the outage.
-    super::eventually("a session to start", || Ok((model.request_count() > 0).then_some(())))
-        .await
-        .expect("sessions under way");
+    super::eventually("a session to start", || {
+        Ok((model.request_count() > 0).then_some(()))
+    })
+    .await
+    .expect("sessions under way");
 
     tokio::task::block_in_place(|| pg.stop()).expect("stop postgres");
     let stopped = Instant::now();
@@ -78,10 +90,17 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
         if code == tonic::Code::Unavailable {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "never UNAVAILABLE: {answers:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never UNAVAILABLE: {answers:?}"
+        );
     }
     let first_unavailable = stopped.elapsed();
-    assert_eq!(answers.len(), 1, "every refusal is UNAVAILABLE: {answers:?}");
+    assert_eq!(
+        answers.len(),
+        1,
+        "every refusal is UNAVAILABLE: {answers:?}"
+    );
 
     tokio::task::block_in_place(|| pg.start_again()).expect("start postgres again");
     let restarted = Instant::now();
@@ -89,7 +108,10 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     let after = loop {
         match client.submit(task("after the outage")).await {
             Ok(r) => break r.into_inner().task_id,
-            Err(status) => assert!(tokio::time::Instant::now() < deadline, "submit never recovered: {status}"),
+            Err(status) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "submit never recovered: {status}"
+            ),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -97,9 +119,14 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     accepted.push((after, "after the outage".to_owned()));
 
     for (id, prompt) in &accepted {
-        let task = wait_finished(&mut client, id).await.unwrap_or_else(|e| panic!("{prompt}: {e}"));
+        let task = wait_finished(&mut client, id)
+            .await
+            .unwrap_or_else(|e| panic!("{prompt}: {e}"));
         assert_eq!(task.status(), pb::TaskStatus::Completed, "{prompt}");
-        assert_eq!(task.result.expect("result").output.expect("output").text, echo_of(prompt));
+        assert_eq!(
+            task.result.expect("result").output.expect("output").text,
+            echo_of(prompt)
+        );
     }
     let all_done = restarted.elapsed();
     let seen = prompts_seen(&model);
@@ -119,11 +146,16 @@ async fn connect(addr: std::net::SocketAddr) -> TaskServiceClient<tonic::transpo
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         if let Ok(mut c) = TaskServiceClient::connect(format!("http://{addr}")).await
-            && c.list_agents(pb::ListAgentsRequest::default()).await.is_ok()
+            && c.list_agents(pb::ListAgentsRequest::default())
+                .await
+                .is_ok()
         {
             return c;
         }
-        assert!(tokio::time::Instant::now() < deadline, "coordinator did not serve");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "coordinator did not serve"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -10,7 +10,13 @@
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
 fn script(pattern: &str, req: &SeenRequest) -> ScriptedReply {
-    let last_tool = req.messages.iter().rev().find(|m| m.role == "tool").map(|m| m.content.as_str()).unwrap_or("");
+    let last_tool = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "tool")
+        .map(|m| m.content.as_str())
+        .unwrap_or("");
     match req.assistant_turns() {
         0 => ScriptedReply::tool_calls([("call_grep", "grep", serde_json::json!({ "pattern": pattern }))])
             .with_text(format!("Let me search the workspace for `{pattern}`.")),
@@ -45,7 +51,9 @@ fn first_hit(grep_output: &str) -> Option<(String, usize)> {
 
 #[tokio::main]
 async fn main() {
-    let pattern = std::env::args().nth(1).unwrap_or_else(|| "send_publish".to_owned());
+    let pattern = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "send_publish".to_owned());
     let model = ScriptedModel::start(move |req: &SeenRequest| script(&pattern, req)).await;
     println!("{}", model.base_url());
     // Serve until the process is killed.
