@@ -309,12 +309,7 @@ mod tests {
 
     #[test]
     fn a_tokens_file_entry_needs_exactly_one_secret() {
-        let err = Authenticator::from_toml(
-            "[[token]]
-tenant = \"a\"
-",
-        )
-        .expect_err("no secret");
+        let err = Authenticator::from_toml("[[token]]\ntenant = \"a\"\n").expect_err("no secret");
         assert!(err.contains("exactly one"), "{err}");
         assert!(
             Authenticator::from_toml("[[token]]\ntoken = \"x\"\ntenant = \"a\"\nbogus = 1\n")
