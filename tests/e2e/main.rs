@@ -6,6 +6,7 @@ mod chaos;
 mod commands;
 mod dispatch;
 mod flow;
+mod lifecycle;
 mod retries;
 mod security;
 mod sessions;
