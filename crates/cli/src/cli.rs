@@ -1,10 +1,14 @@
 //! The command line: subcommands, and the flags they share. Flag names are a public
 //! interface; scripts and deployments depend on them.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::filter::LevelFilter;
 
-use crate::commands::{agents, cancel, coordinator, get, ls, submit, watch, worker};
+use crate::commands::{
+    agents, approve, cancel, coordinator, get, ls, replay, run_command, submit, watch, worker,
+};
 use crate::output::OutputFormat;
 use crate::telemetry::LogFormat;
 
@@ -40,6 +44,12 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Cancel a task and its subtasks
     Cancel(cancel::CancelArgs),
+    /// Answer a running task's request for approval of a tool call
+    Approve(approve::ApproveArgs),
+    /// Run a dead-lettered or failed task again, with a fresh attempt budget
+    Replay(replay::ReplayArgs),
+    /// Run a slash command (/NAME ARGS...) and print the task's id, or with --wait its result
+    Run(run_command::RunArgs),
     /// List tasks, newest first
     Ls(ls::ListArgs),
     /// List the agents tasks can be sent to
@@ -60,7 +70,7 @@ impl Command {
 /// Flags of every command that talks to a coordinator.
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
-    /// Coordinator address
+    /// Coordinator address; https:// needs --tls-ca
     #[arg(
         long,
         env = "TASKWIRE_ADDR",
@@ -74,6 +84,9 @@ pub struct ClientArgs {
     /// Bearer token, for a coordinator started with --auth-tokens-file
     #[arg(long, env = "TASKWIRE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// PEM certificate(s) of the CA that signed the coordinator's certificate, for https://
+    #[arg(long, env = "TASKWIRE_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 #[cfg(test)]

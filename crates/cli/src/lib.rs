@@ -1,5 +1,6 @@
 //! The `taskwire` command line: runs the coordinator and workers, and talks to a
-//! coordinator over gRPC to submit, follow, inspect, cancel and list tasks.
+//! coordinator over gRPC to submit, follow, inspect, cancel, approve, replay and list
+//! tasks and to run slash commands.
 //!
 //! The binary (`src/main.rs`) only parses arguments, starts telemetry and calls [`run`].
 //!
@@ -35,6 +36,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Get(args) => commands::get::run(args).await,
         Command::Watch(args) => commands::watch::run(args).await,
         Command::Cancel(args) => commands::cancel::run(args).await,
+        Command::Approve(args) => commands::approve::run(args).await,
+        Command::Replay(args) => commands::replay::run(args).await,
+        Command::Run(args) => commands::run_command::run(args).await,
         Command::Ls(args) => commands::ls::run(args).await,
         Command::Agents(args) => commands::agents::run(args).await,
     }
