@@ -138,3 +138,38 @@ async fn a_late_watch_replays_every_event() {
     assert_eq!(late, live, "a late watcher sees the same events and result");
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_anthropic_model_is_reached_through_the_messages_api() {
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        ScriptedReply::text(format!("hello from {}", req.model))
+    })
+    .await;
+    let mut cluster = start(model, 0, 1).await.expect("cluster");
+    let anthropic = cluster.model.anthropic_base_url();
+    cluster.add_worker_with("w", 2, |c| c.model.anthropic_base_url = Some(anthropic));
+    let mut client = cluster.client().await.expect("client");
+    let id = client
+        .submit(pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "hi".into(),
+            model: Some("anthropic/claude-test".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(
+        task.result.expect("result").output.expect("output").text,
+        "hello from claude-test"
+    );
+    let seen = cluster.model.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].format,
+        taskwire_test_support::model::WireFormat::Anthropic
+    );
+    cluster.shutdown().await;
+}

@@ -54,6 +54,10 @@ pub struct ModelConfig {
     /// Retries of one model call on 429/5xx/timeouts before the attempt fails
     /// (and the task-level retry takes over). Default 3.
     pub max_retries: u32,
+    /// Anthropic Messages endpoint for models named `anthropic/<model>`. Default: none.
+    pub anthropic_base_url: Option<String>,
+    /// Anthropic API key; never logged.
+    pub anthropic_api_key: Option<String>,
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -65,6 +69,11 @@ impl std::fmt::Debug for ModelConfig {
             .field("stream", &self.stream)
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
+            .field("anthropic_base_url", &self.anthropic_base_url)
+            .field(
+                "anthropic_api_key",
+                &self.anthropic_api_key.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -85,6 +94,8 @@ impl Default for WorkerConfig {
                 stream: true,
                 request_timeout: Duration::from_secs(300),
                 max_retries: 3,
+                anthropic_base_url: None,
+                anthropic_api_key: None,
             },
             ack_wait: Duration::from_secs(30),
             claim_timeout: Duration::from_secs(5),

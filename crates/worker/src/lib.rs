@@ -26,9 +26,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use std::collections::HashMap;
 use taskwire_agent::{ToolRegistry, Workspace};
 use taskwire_bus::{BusConfig, Subjects};
-use taskwire_llm::{OpenAiClient, OpenAiConfig, Provider};
+
+use taskwire_llm::router::{ANTHROPIC_PREFIX, ModelRouter, OPENAI_PREFIX, RouterConfig};
+use taskwire_llm::{AnthropicClient, AnthropicConfig, OpenAiClient, OpenAiConfig, Provider};
 use taskwire_protocol::WorkerId;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -41,15 +44,37 @@ use crate::cancel::{Running, StopReason};
 /// Longest a pull request waits for messages before it is renewed.
 const PULL_EXPIRES: Duration = Duration::from_secs(5);
 
-/// Runs a worker with the OpenAI-compatible client from `config.model` until `shutdown`.
+/// Runs a worker with the model clients from `config.model` until `shutdown`: the
+/// OpenAI-compatible endpoint for every model, except `anthropic/<model>` when an
+/// Anthropic endpoint is configured.
 pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<(), WorkerError> {
-    let mut model = OpenAiConfig::new(config.model.base_url.clone());
-    model.api_key = config.model.api_key.clone();
-    model.stream = config.model.stream;
-    model.request_timeout = config.model.request_timeout;
-    model.max_retries = config.model.max_retries;
-    let provider: Arc<dyn Provider> = Arc::new(OpenAiClient::new(model)?);
-    run_with_provider(config, provider, shutdown).await
+    let m = &config.model;
+    let mut openai = OpenAiConfig::new(m.base_url.clone());
+    openai.api_key = m.api_key.clone();
+    openai.stream = m.stream;
+    openai.request_timeout = m.request_timeout;
+    openai.max_retries = m.max_retries;
+    let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
+    providers.insert(
+        OPENAI_PREFIX.to_owned(),
+        Arc::new(OpenAiClient::new(openai)?),
+    );
+    if let Some(base_url) = &m.anthropic_base_url {
+        let mut anthropic = AnthropicConfig::new(base_url.clone());
+        anthropic.api_key = m.anthropic_api_key.clone();
+        anthropic.stream = m.stream;
+        anthropic.request_timeout = m.request_timeout;
+        anthropic.max_retries = m.max_retries;
+        providers.insert(
+            ANTHROPIC_PREFIX.to_owned(),
+            Arc::new(AnthropicClient::new(anthropic)?),
+        );
+    }
+    let router = ModelRouter::new(RouterConfig {
+        default: OPENAI_PREFIX.to_owned(),
+        providers,
+    })?;
+    run_with_provider(config, Arc::new(router), shutdown).await
 }
 
 /// Runs a worker with the given model provider until `shutdown`.
