@@ -15,7 +15,10 @@ pub struct BusConfig {
     pub max_queued_tasks: i64,
     /// How long a worker may hold a task without a progress ack before redelivery.
     pub ack_wait: Duration,
-    /// Deliveries of one task message before JetStream gives up on it.
+    /// Deliveries of one task message before JetStream gives up on it (then the
+    /// coordinator dead-letters the task). High, because a delivery that finds the
+    /// coordinator unreachable or the tenant busy counts too; real failures are bounded
+    /// by each task's attempt budget instead.
     pub max_deliver: i64,
     /// How long progress events are kept for `Watch` replay.
     pub events_max_age: Duration,
@@ -27,7 +30,7 @@ impl Default for BusConfig {
             subjects: Subjects::default(),
             max_queued_tasks: 1_000_000,
             ack_wait: Duration::from_secs(30),
-            max_deliver: 5,
+            max_deliver: 100,
             events_max_age: Duration::from_secs(24 * 3600),
         }
     }

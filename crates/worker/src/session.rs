@@ -15,8 +15,16 @@ use crate::host::{WorkerHost, failed, rpc};
 use crate::progress::ProgressPublisher;
 use crate::task::{Claim, Context, supervise};
 
-/// Runs the attempt's session to its end; `Err` when it could not start (an invalid
-/// agent spec, or the transcript could not be loaded).
+/// Why a session could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The request cannot run anywhere (an invalid agent spec, an unreadable transcript).
+    Invalid(String),
+    /// The coordinator could not be reached to load the transcript: try again later.
+    Unavailable(String),
+}
+
+/// Runs the attempt's session to its end, or says why it could not start.
 pub async fn run(
     ctx: &Context,
     msg: &Message,
@@ -24,9 +32,9 @@ pub async fn run(
     claim: Claim,
     session_id: SessionId,
     stop: &StopHandle,
-) -> Result<SessionOutcome, String> {
-    let agent =
-        AgentSpec::try_from(&request.agent_spec).map_err(|e| format!("invalid agent spec: {e}"))?;
+) -> Result<SessionOutcome, StartError> {
+    let agent = AgentSpec::try_from(&request.agent_spec)
+        .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     let model = resolve_model(
         request.model.as_deref(),
         agent.model.as_deref(),
@@ -102,25 +110,26 @@ pub async fn run(
     Ok(outcome)
 }
 
-async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcript, String> {
-    let reply = rpc::<pb::SessionLoadReply>(
-        ctx,
-        "session.load",
-        pb::SessionLoad {
-            session_id: session_id.to_string(),
-        }
-        .encode_to_vec(),
-    )
-    .await
-    .map_err(|e| format!("failed to load session {session_id}: {e}"))?;
+async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcript, StartError> {
+    let unavailable =
+        |e: String| StartError::Unavailable(format!("failed to load session {session_id}: {e}"));
+    let load = pb::SessionLoad {
+        session_id: session_id.to_string(),
+    };
+    let reply = rpc::<pb::SessionLoadReply>(ctx, "session.load", load.encode_to_vec())
+        .await
+        .map_err(unavailable)?;
     if let Some(e) = failed(reply.status.as_ref()) {
-        return Err(format!("failed to load session {session_id}: {e}"));
+        return Err(unavailable(e));
     }
     if !reply.found {
         return Ok(Transcript::new(session_id.to_string()));
     }
-    serde_json::from_slice(&reply.transcript_json)
-        .map_err(|e| format!("session {session_id} has an unreadable transcript: {e}"))
+    serde_json::from_slice(&reply.transcript_json).map_err(|e| {
+        StartError::Invalid(format!(
+            "session {session_id} has an unreadable transcript: {e}"
+        ))
+    })
 }
 
 /// Saves the transcript; a failure is logged, not fatal: the result still counts, only

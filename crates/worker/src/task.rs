@@ -16,9 +16,15 @@ use tracing::Instrument;
 
 use crate::cancel::{Running, StopReason};
 use crate::outcome::{Disposition, in_progress, jitter, retry_delay};
+use crate::session::StartError;
 
-/// How long a task whose tenant is at its running limit waits before it is offered again.
-const BUSY_RETRY: Duration = Duration::from_secs(1);
+/// How long a message that could not run now (the coordinator unreachable, the tenant
+/// or session busy) waits before it is offered again: one second per delivery so far,
+/// at most 30 s. Every delivery counts towards JetStream's `max_deliver`, so the wait
+/// grows to ride out a long coordinator outage without spending the budget.
+fn not_now_delay(delivered: i64) -> Duration {
+    Duration::from_secs(u64::try_from(delivered.clamp(1, 30)).unwrap_or(1))
+}
 
 /// What every task handler shares.
 pub struct Context {
@@ -72,13 +78,13 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
         Ok(Err(e)) => {
             tracing::warn!(task.id = %task_id, error = %e, "claim request failed, retrying later");
             return Disposition::Retry {
-                delay: Some(Duration::from_secs(2)),
+                delay: Some(not_now_delay(delivered)),
             };
         }
         Err(_) => {
             tracing::warn!(task.id = %task_id, "claim request timed out, retrying later");
             return Disposition::Retry {
-                delay: Some(Duration::from_secs(2)),
+                delay: Some(not_now_delay(delivered)),
             };
         }
     };
@@ -87,7 +93,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
         Err(e) => {
             tracing::warn!(task.id = %task_id, error = %e, "malformed claim reply, retrying later");
             return Disposition::Retry {
-                delay: Some(Duration::from_secs(2)),
+                delay: Some(not_now_delay(delivered)),
             };
         }
     };
@@ -96,7 +102,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
         Ok(pb::claim_reply::Verdict::Busy) => {
             tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
             return Disposition::Retry {
-                delay: Some(BUSY_RETRY),
+                delay: Some(not_now_delay(delivered)),
             };
         }
         Ok(pb::claim_reply::Verdict::Finished) => {
@@ -151,7 +157,14 @@ async fn run_claimed(
             stop.reason(),
             started,
         ),
-        Err(reason) => TaskResult {
+        Err(StartError::Unavailable(reason)) => {
+            let delivered = msg.info().map_or(1, |i| i.delivered);
+            tracing::warn!(task.id = %task_id, reason = %reason, "session could not start, retrying later");
+            return Disposition::Retry {
+                delay: Some(not_now_delay(delivered)),
+            };
+        }
+        Err(StartError::Invalid(reason)) => TaskResult {
             errors: vec![TaskError {
                 code: "session_not_started".into(),
                 message: reason,
