@@ -2,7 +2,9 @@
 //! Postgres database, the scripted model over HTTP, a coordinator and workers started
 //! through their library `run()` functions.
 
+pub mod launch;
 pub mod process;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -27,6 +27,14 @@ pub fn write_json(out: &mut impl Write, value: &serde_json::Value) -> std::io::R
     writeln!(out)
 }
 
+/// Writes a task as `get` shows it: a text summary, or one JSON object.
+pub fn write_task(out: &mut impl Write, format: OutputFormat, t: &pb::Task) -> std::io::Result<()> {
+    match format {
+        OutputFormat::Json => write_json(out, &json::task(t)),
+        OutputFormat::Text => out.write_all(text::task_summary(t).as_bytes()),
+    }
+}
+
 /// The lowercase status name (`completed`); `unspecified` for 0, `unknown` for numbers
 /// this build does not know.
 pub fn status_name(status: i32) -> &'static str {

@@ -169,6 +169,9 @@ fn an_unreachable_coordinator_is_a_grpc_error_with_status_2() {
         vec!["get", "0193f1c2-0000-7000-8000-000000000001"],
         vec!["ls", "--output", "json"],
         vec!["agents"],
+        vec!["replay", "0193f1c2-0000-7000-8000-000000000001"],
+        vec!["approve", "0193f1c2-0000-7000-8000-000000000001", "r1"],
+        vec!["run", "/review", "src"],
     ] {
         let out = run(taskwire().args(&args).args(["--addr", &addr]));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -196,10 +199,36 @@ fn invalid_flag_values_are_usage_errors() {
         vec!["ls", "--status", "done"],
         vec!["worker", "--ack-wait", "5x", "--print-config"],
         vec!["get", "id", "--output", "yaml"],
+        vec!["approve", "task", "request", "--answer", "yes"],
+        vec!["run", "/"],
+        vec!["submit", "--agent", "a", "--max-attempts", "0", "go"],
     ] {
         let out = run(taskwire().args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
+}
+
+#[test]
+fn https_without_a_ca_is_refused_before_connecting() {
+    let addr = format!("https://127.0.0.1:{}", closed_port());
+    let out = run(taskwire().args(["agents", "--addr", &addr]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("error: invalid_argument:") && stderr(&out).contains("--tls-ca"),
+        "{}",
+        stderr(&out)
+    );
+
+    let ca = config_file("not a certificate\n");
+    let out = run(taskwire()
+        .args(["agents", "--addr", &addr])
+        .env("TASKWIRE_TLS_CA", ca.path()));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&ca.path().display().to_string()),
+        "TASKWIRE_TLS_CA is read: {}",
+        stderr(&out)
+    );
 }
 
 #[test]

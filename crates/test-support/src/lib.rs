@@ -14,6 +14,7 @@ pub mod model;
 pub mod nats;
 pub mod postgres;
 pub mod private_postgres;
+pub mod tls;
 
 pub use model::{ScriptedModel, ScriptedReply, SeenRequest};
 pub use nats::NatsServer;

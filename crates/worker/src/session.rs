@@ -1,7 +1,6 @@
 //! One attempt's agent session: resolve the agent and model, load the transcript,
 //! run a slash command's subtask if there is one, run the loop, save the transcript.
 
-use async_nats::jetstream::Message;
 use prost::Message as _;
 use taskwire_agent::command::run_subtask;
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
@@ -27,7 +26,6 @@ pub enum StartError {
 /// Runs the attempt's session to its end, or says why it could not start.
 pub async fn run(
     ctx: &Context,
-    msg: &Message,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
@@ -102,11 +100,14 @@ pub async fn run(
         )
         .await;
         outcome.usage += subtask_usage;
+        // Saved while in-progress acks still flow: a slow or unreachable coordinator
+        // must not let the message's ack wait run out (another worker would run the
+        // task again).
+        save_transcript(ctx, request, claim, session_id, &outcome.transcript).await;
         outcome
     };
-    let outcome = supervise(run, msg, ctx.ack_wait, request.deadline, stop).await;
+    let outcome = supervise(run, request.deadline, stop).await;
     publisher.finish(sink).await;
-    save_transcript(ctx, request, claim, session_id, &outcome.transcript).await;
     Ok(outcome)
 }
 

@@ -125,7 +125,28 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
         last_attempt: verdict.last_attempt,
     };
     let span = tracing::info_span!("task", task.id = %task_id, task.attempt = claim.attempt, agent.name = %request.agent);
-    run_claimed(ctx, msg, request, claim).instrument(span).await
+    with_heartbeat(
+        run_claimed(ctx, msg, request, claim).instrument(span),
+        msg,
+        ctx.ack_wait,
+    )
+    .await
+}
+
+/// Drives `work` while telling JetStream every `ack_wait / 3` that the message is being
+/// worked on, from the claim until the result is stored: whatever is slow in between
+/// (the model, a coordinator request, publishing the result) never lets the ack wait
+/// run out while this worker still holds the task.
+async fn with_heartbeat<T>(work: impl Future<Output = T>, msg: &Message, ack_wait: Duration) -> T {
+    let mut work = std::pin::pin!(work);
+    let mut heartbeat = tokio::time::interval(ack_wait / 3);
+    heartbeat.tick().await; // the first tick is immediate
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            _ = heartbeat.tick() => in_progress(msg).await,
+        }
+    }
 }
 
 async fn run_claimed(
@@ -140,7 +161,7 @@ async fn run_claimed(
     let guard = ctx.running.register(task_id);
     let stop = guard.handle.clone();
 
-    let outcome = crate::session::run(ctx, msg, &request, claim, session_id, &stop).await;
+    let outcome = crate::session::run(ctx, &request, claim, session_id, &stop).await;
     drop(guard);
 
     if stop.reason() == Some(StopReason::Shutdown) {
@@ -204,14 +225,10 @@ async fn run_claimed(
 /// Drives the session while sending in-progress acks and enforcing the deadline.
 pub async fn supervise(
     session: impl Future<Output = SessionOutcome>,
-    msg: &Message,
-    ack_wait: Duration,
     deadline: Option<chrono::DateTime<chrono::Utc>>,
     stop: &crate::cancel::StopHandle,
 ) -> SessionOutcome {
     let mut session = std::pin::pin!(session);
-    let mut heartbeat = tokio::time::interval(ack_wait / 3);
-    heartbeat.tick().await; // the first tick is immediate
     let until_deadline =
         deadline.map(|d| (d - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO));
     let deadline_sleep = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX / 4));
@@ -220,7 +237,6 @@ pub async fn supervise(
     loop {
         tokio::select! {
             outcome = &mut session => return outcome,
-            _ = heartbeat.tick() => in_progress(msg).await,
             _ = &mut deadline_sleep, if until_deadline.is_some() && !deadline_fired => {
                 deadline_fired = true;
                 stop.stop(StopReason::Deadline);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use taskwire_e2e::process::{Taskwire, WorkerOptions, free_addr, wait_serving};
+use taskwire_e2e::process::{Process, Taskwire, WorkerOptions, free_addr, wait_serving};
 use taskwire_protocol::pb;
 use taskwire_test_support::{NatsServer, TestDatabase};
 
@@ -56,12 +56,8 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
             .map(move |i| {
                 let (mut client, acked) = (client.clone(), acked.clone());
                 async move {
-                    let r = tokio::time::timeout(
-                        Duration::from_secs(10),
-                        client.submit(task(&prompt(i))),
-                    )
-                    .await;
-                    let r = match r {
+                    let submit = client.submit(keyed_task(i));
+                    let r = match tokio::time::timeout(Duration::from_secs(10), submit).await {
                         Ok(Ok(r)) => Ok(r.into_inner().task_id),
                         Ok(Err(status)) => Err(format!("{:?}", status.code())),
                         Err(_) => Err("timed out".to_owned()),
@@ -108,58 +104,72 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     let mut client = wait_serving(&mut coordinator, addr)
         .await
         .expect("restarted coordinator serving");
+    let logs = |coordinator: &Process, worker: &Process| {
+        format!(
+            "coordinator log:\n{}\nworker log:\n{}",
+            coordinator.log_tail(20),
+            worker.log_tail(20)
+        )
+    };
     for (i, id) in &acknowledged {
-        let task = wait_finished(&mut client, id).await.unwrap_or_else(|e| {
-            panic!(
-                "{e}\ncoordinator log:\n{}\nworker log:\n{}",
-                coordinator.log_tail(20),
-                worker.log_tail(20)
-            )
-        });
+        let task = wait_finished(&mut client, id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", logs(&coordinator, &worker)));
         assert_eq!(
             task.status(),
             pb::TaskStatus::Completed,
-            "task {i}: {task:?}\ncoordinator-2 log:\n{}\nworker log:\n{}",
-            coordinator.log_tail(30),
-            worker.log_tail(30)
+            "task {i}: {task:?}\n{}",
+            logs(&coordinator, &worker)
         );
-        assert_eq!(
-            task.result.expect("result").output.expect("output").text,
-            echo_of(&prompt(*i))
-        );
+        let result = task.result.expect("result");
+        assert_eq!(result.output.expect("output").text, echo_of(&prompt(*i)));
     }
     let recovered = killed.elapsed();
 
-    // Submits that failed may still have been committed (the crash came between commit
-    // and reply): they run too, once. Wait for every stored task to finish.
+    // A refused submit may still have been committed (the crash came between commit and
+    // reply). The client retries each with its idempotency key: a committed one answers
+    // with the existing task, the others are created now. Either way, once.
+    let mut existing = 0;
+    for (i, r) in &outcomes {
+        if r.is_ok() {
+            continue;
+        }
+        let retried = client
+            .submit(keyed_task(*i))
+            .await
+            .expect("a retried submit");
+        existing += usize::from(!retried.into_inner().created);
+    }
     let stored = eventually_all_finished(&mut client).await;
+    assert_eq!(stored, SUBMITS, "one task per idempotency key");
     let seen = prompts_seen(&model);
-    for (i, _) in &acknowledged {
+    for i in 0..SUBMITS {
+        let runs = seen.get(&prompt(i)).copied().unwrap_or(0);
         assert_eq!(
-            seen.get(&prompt(*i)),
-            Some(&1),
-            "acknowledged task {i} ran {:?} times",
-            seen.get(&prompt(*i))
+            runs,
+            1,
+            "task {i} (acknowledged: {}) ran {runs} times\n{}",
+            acknowledged.iter().any(|(a, _)| *a == i),
+            logs(&coordinator, &worker)
         );
     }
-    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "ran more than once: {twice:?}");
-    assert_eq!(
-        model.request_count(),
-        stored,
-        "one model request per stored task"
-    );
     eprintln!(
         "coordinator killed mid-burst: {} of {SUBMITS} submits acknowledged, all {} completed once \
-         ({recovered:?} from the kill); {} stored in all ({} committed without an acknowledgement); refusals {refusals:?}",
+         {recovered:?} after the kill; refusals {refusals:?}, of which {existing} had been committed \
+         (a retry with the same idempotency key found them); every task ran exactly once",
         acknowledged.len(),
         acknowledged.len(),
-        stored,
-        stored - acknowledged.len(),
     );
     worker
         .check_running()
         .expect("the worker rode out the coordinator crash");
+}
+
+fn keyed_task(i: usize) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        idempotency_key: format!("burst-{i}"),
+        ..task(&prompt(i))
+    }
 }
 
 /// Lists every stored task until all are finished; returns how many there are.
@@ -193,4 +203,88 @@ async fn eventually_all_finished(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// How long the coordinator stays down in the outage test: longer than JetStream's
+/// delivery budget lasts when every delivery's claim fails (`max_deliver` = 5 deliveries,
+/// each refused at once with "no responders" and released with a 2 s delay).
+const LONG_OUTAGE: Duration = Duration::from_secs(14);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_tasks_survive_a_coordinator_outage_longer_than_the_delivery_budget() {
+    taskwire_test_support::init_tracing();
+    let taskwire = Taskwire::locate().expect("taskwire binary");
+    let nats = NatsServer::start().expect("nats");
+    let db = TestDatabase::create().await.expect("database");
+    let model = slow_echo(Duration::from_millis(20)).await;
+    let workspace = tempfile::tempdir().expect("workspace");
+    let (nats_url, model_url) = (nats.url(), model.base_url());
+    let addr = free_addr().expect("port");
+    let mut coordinator = taskwire
+        .coordinator("coordinator-1", db.url(), &nats_url, addr, ACK_WAIT)
+        .expect("start");
+    let mut client = wait_serving(&mut coordinator, addr)
+        .await
+        .expect("coordinator serving");
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let r = client.submit(task(&prompt(i))).await.expect("submit");
+        ids.push(r.into_inner().task_id);
+    }
+    // Dispatched (in the tasks stream) before the coordinator goes away.
+    let js = async_nats::jetstream::new(async_nats::connect(&nats_url).await.expect("nats client"));
+    let deadline = tokio::time::Instant::now() + taskwire_e2e::PATIENCE;
+    loop {
+        let mut stream = js.get_stream("TASKWIRE_TASKS").await.expect("tasks stream");
+        if stream.info().await.expect("stream info").state.messages == ids.len() as u64 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "tasks never dispatched"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    coordinator.kill();
+
+    // A worker starts while the coordinator is down: every claim it tries fails.
+    let options = WorkerOptions {
+        nats_url: &nats_url,
+        model_base_url: &model_url,
+        workspace: workspace.path(),
+        concurrency: 2,
+        ack_wait: ACK_WAIT,
+    };
+    let mut worker = taskwire.worker("worker", &options).expect("start worker");
+    tokio::time::sleep(LONG_OUTAGE).await;
+    let addr = free_addr().expect("port");
+    let mut coordinator = taskwire
+        .coordinator("coordinator-2", db.url(), &nats_url, addr, ACK_WAIT)
+        .expect("restart");
+    let restarted = Instant::now();
+    let mut client = wait_serving(&mut coordinator, addr)
+        .await
+        .expect("restarted coordinator serving");
+    for (i, id) in ids.iter().enumerate() {
+        let task = wait_finished(&mut client, id).await.unwrap_or_else(|e| {
+            panic!(
+                "task {i}: {e}\ncoordinator log:\n{}\nworker log:\n{}",
+                coordinator.log_tail(10),
+                worker.log_tail(10)
+            )
+        });
+        assert_eq!(
+            task.status(),
+            pb::TaskStatus::Completed,
+            "task {i} after a {LONG_OUTAGE:?} coordinator outage: {task:?}"
+        );
+    }
+    eprintln!(
+        "coordinator down {LONG_OUTAGE:?} with {} tasks queued: all completed {:?} after the restart",
+        ids.len(),
+        restarted.elapsed()
+    );
+    worker
+        .check_running()
+        .expect("the worker rode out the outage");
 }

@@ -159,3 +159,118 @@ async fn connect(addr: std::net::SocketAddr) -> TaskServiceClient<tonic::transpo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The coordinator's database goes away between a claim and the session's transcript
+/// load: the load is answered `Unavailable`. The attempt must end retryable (a retry is
+/// scheduled), not as a final error. The test plays the coordinator over NATS, so the
+/// moment is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_failed() {
+    use futures::StreamExt;
+    use prost::Message as _;
+
+    taskwire_test_support::init_tracing();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let nats = NatsServer::start().expect("nats");
+    let model = slow_echo(Duration::ZERO).await;
+    let workspace = tempfile::tempdir().expect("workspace");
+    let client = async_nats::connect(nats.url()).await.expect("nats client");
+    let subjects = taskwire_bus::Subjects::default();
+    let mut claims = client.subscribe(subjects.claim()).await.expect("claims");
+    let mut loads = client
+        .subscribe(subjects.rpc("session.load"))
+        .await
+        .expect("loads");
+    let mut results = client
+        .subscribe(subjects.results_all())
+        .await
+        .expect("results");
+
+    let mut worker_config = taskwire_worker::WorkerConfig {
+        nats_url: nats.url(),
+        concurrency: 1,
+        workspace: workspace.path().to_owned(),
+        worker_id: Some("worker".to_owned()),
+        ack_wait: Duration::from_secs(10),
+        shutdown_grace: Duration::from_secs(1),
+        ..Default::default()
+    };
+    worker_config.model.base_url = model.base_url();
+    worker_config.model.default_model = "scripted".to_owned();
+    let worker = InProcess::worker(worker_config);
+
+    let new = taskwire_coordinator::submit::build_task(
+        &taskwire_coordinator::CoordinatorConfig::default(),
+        &taskwire_agent::builtin::AgentRegistry::builtin(),
+        &subjects,
+        task("load my transcript"),
+        None,
+    )
+    .expect("a valid task");
+    let js = async_nats::jetstream::new(client.clone());
+    // The worker creates the streams; publish once they exist.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let payload = pb::TaskRequest::from(&new.request).encode_to_vec();
+    loop {
+        if let Ok(ack) = js
+            .publish(new.subject.clone(), payload.clone().into())
+            .await
+            && ack.await.is_ok()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "tasks stream never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let claim = tokio::time::timeout(PATIENCE, claims.next())
+        .await
+        .expect("a claim")
+        .expect("claim");
+    let granted = pb::ClaimReply {
+        verdict: pb::claim_reply::Verdict::Granted as i32,
+        claim_epoch: 1,
+        attempt: 1,
+        last_attempt: false,
+        ..Default::default()
+    };
+    client
+        .publish(
+            claim.reply.expect("a reply subject"),
+            granted.encode_to_vec().into(),
+        )
+        .await
+        .expect("grant");
+    let load = tokio::time::timeout(PATIENCE, loads.next())
+        .await
+        .expect("a transcript load")
+        .expect("load");
+    let unavailable = pb::SessionLoadReply {
+        status: Some(pb::RpcStatus {
+            code: "Unavailable".to_owned(),
+            message: "failed to read a session: database unavailable".to_owned(),
+        }),
+        ..Default::default()
+    };
+    client
+        .publish(
+            load.reply.expect("a reply subject"),
+            unavailable.encode_to_vec().into(),
+        )
+        .await
+        .expect("answer the load");
+    let result = tokio::time::timeout(PATIENCE, results.next())
+        .await
+        .expect("a result")
+        .expect("result");
+    let result = pb::TaskResult::decode(result.payload.as_ref()).expect("a task result");
+    assert!(
+        result.retry_scheduled && result.errors.iter().all(|e| e.retryable),
+        "a transient load failure ended the task: {result:?}"
+    );
+    assert_eq!(model.request_count(), 0);
+    worker.stop().await;
+}

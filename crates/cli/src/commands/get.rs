@@ -1,6 +1,5 @@
 //! `taskwire get TASK_ID`: a task's state and, once finished, its result.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -8,7 +7,7 @@ use taskwire_protocol::pb;
 
 use crate::cli::ClientArgs;
 use crate::commands::connect;
-use crate::output::{OutputFormat, json, text, write_json};
+use crate::output::write_task;
 
 #[derive(Debug, Args)]
 pub struct GetArgs {
@@ -26,10 +25,6 @@ pub async fn run(args: GetArgs) -> anyhow::Result<ExitCode> {
         })
         .await?
         .into_inner();
-    let mut out = std::io::stdout().lock();
-    match args.client.output {
-        OutputFormat::Json => write_json(&mut out, &json::task(&task))?,
-        OutputFormat::Text => out.write_all(text::task_summary(&task).as_bytes())?,
-    }
+    write_task(&mut std::io::stdout().lock(), args.client.output, &task)?;
     Ok(ExitCode::SUCCESS)
 }

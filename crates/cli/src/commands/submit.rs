@@ -11,7 +11,7 @@ use taskwire_protocol::value::json_to_struct;
 use taskwire_protocol::{pb, time};
 
 use crate::cli::ClientArgs;
-use crate::commands::{connect, exit_status, follow};
+use crate::commands::{Client, connect, exit_status, follow};
 use crate::duration::Deadline;
 use crate::output::text::{self, ProgressPrinter};
 use crate::output::{OutputFormat, json, write_json};
@@ -41,6 +41,15 @@ pub struct SubmitArgs {
     /// Make the task a subtask of this one (it joins the parent's trace)
     #[arg(long, value_name = "TASK_ID")]
     pub parent: Option<String>,
+    /// Continue this session: the task sees its earlier conversation
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Most attempts (first run and retries) before the task is dead-lettered [default: the coordinator's, 3]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: Option<u32>,
+    /// Capability (such as a tool name) the task is granted; repeatable, within the token's and the parent's [default: the parent's, else the token's]
+    #[arg(long = "scope", value_name = "CAP")]
+    pub scopes: Vec<String>,
     /// Structured input: a JSON object, or @FILE to read one from a file
     #[arg(long, value_name = "JSON", value_parser = parse_input)]
     pub input: Option<serde_json::Value>,
@@ -57,8 +66,19 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let request = build_request(&args, prompt, Utc::now())?;
     let mut client = connect(&args.client).await?;
     let submitted = client.submit(request).await?.into_inner();
-    let as_json = args.client.output == OutputFormat::Json;
-    if !args.wait {
+    print_or_follow(&mut client, submitted, args.client.output, args.wait).await
+}
+
+/// What `submit` and `run` do once the task is accepted: print its id, or with `wait`
+/// follow it (progress on stderr) and print its result, exiting 1 unless it completed.
+pub async fn print_or_follow(
+    client: &mut Client,
+    submitted: pb::SubmitResponse,
+    output: OutputFormat,
+    wait: bool,
+) -> anyhow::Result<ExitCode> {
+    let as_json = output == OutputFormat::Json;
+    if !wait {
         let mut out = std::io::stdout().lock();
         if as_json {
             write_json(&mut out, &json::submitted(&submitted))?;
@@ -79,16 +99,16 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     // The answer goes to stdout at the end, so the progress on stderr leaves out the
     // text deltas rather than showing the answer twice.
     let mut progress = ProgressPrinter::new(std::io::stderr(), false);
-    let mut result = follow(&mut client, &submitted.task_id, |p| {
+    let mut result = follow(client, &submitted.task_id, |p| {
         if as_json { Ok(()) } else { progress.event(p) }
     })
     .await?;
     progress.finish()?;
     if result.task_id.is_empty() {
-        result.task_id = submitted.task_id.clone();
+        result.task_id = submitted.task_id;
     }
     if result.trace_id.is_empty() {
-        result.trace_id = submitted.trace_id.clone();
+        result.trace_id = submitted.trace_id;
     }
 
     let mut out = std::io::stdout().lock();
@@ -122,6 +142,9 @@ fn build_request(
         model: args.model.clone(),
         max_steps: args.max_steps,
         parent_task_id: args.parent.clone().unwrap_or_default(),
+        resume_token: args.session.clone().unwrap_or_default(),
+        max_attempts: args.max_attempts,
+        auth_scope: args.scopes.clone(),
         input: args.input.as_ref().map(json_to_struct),
         ..Default::default()
     })

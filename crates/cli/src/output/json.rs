@@ -11,7 +11,7 @@ use super::{
     tool_call_state_name,
 };
 
-/// `taskwire get` and each element of `taskwire ls`.
+/// `taskwire get`, `taskwire replay` and each element of `taskwire ls`.
 pub fn task(t: &pb::Task) -> Value {
     json!({
         "task_id": t.task_id,
@@ -158,6 +158,11 @@ pub fn submitted(s: &pb::SubmitResponse) -> Value {
 /// `taskwire cancel`: the task's status after the request.
 pub fn cancelled(task_id: &str, c: &pb::CancelResponse) -> Value {
     json!({ "task_id": task_id, "status": status_name(c.status) })
+}
+
+/// `taskwire approve`: the task's status after the answer.
+pub fn approved(task_id: &str, request_id: &str, a: &pb::ApproveResponse) -> Value {
+    json!({ "task_id": task_id, "request_id": request_id, "status": status_name(a.status) })
 }
 
 /// Each element of `taskwire agents`.
@@ -348,6 +353,21 @@ mod tests {
         let v = progress(&p);
         assert_eq!(v["task_id"], "parent");
         assert_eq!(v["child_task_id"], "child");
+    }
+
+    #[test]
+    fn approved_names_the_request_and_the_status() {
+        let v = approved(
+            "t1",
+            "r1",
+            &pb::ApproveResponse {
+                status: pb::TaskStatus::Running as i32,
+            },
+        );
+        assert_eq!(
+            v,
+            json!({"task_id": "t1", "request_id": "r1", "status": "running"})
+        );
     }
 
     #[test]

@@ -71,14 +71,7 @@ impl<W: Write> ProgressPrinter<W> {
                     first_line(&e.description)
                 )
             }
-            Some(Event::ApprovalRequired(e)) => {
-                format!(
-                    "approval required: {} {} (request {})",
-                    e.permission,
-                    e.patterns.join(", "),
-                    e.request_id
-                )
-            }
+            Some(Event::ApprovalRequired(e)) => approval_line(&p.task_id, e),
             Some(Event::Heartbeat(_)) | None => return Ok(()),
         };
         self.line(&line)
@@ -102,6 +95,20 @@ impl<W: Write> ProgressPrinter<W> {
         writeln!(self.out, "{line}")?;
         self.out.flush()
     }
+}
+
+/// `approval required: bash git push (request r1): answer with taskwire approve t1 r1`:
+/// the command to run is spelled out, since the task waits until someone does.
+fn approval_line(task_id: &str, e: &pb::ApprovalRequired) -> String {
+    let mut what = e.permission.clone();
+    if !e.patterns.is_empty() {
+        what.push(' ');
+        what.push_str(&e.patterns.join(", "));
+    }
+    format!(
+        "approval required: {what} (request {id}): answer with taskwire approve {task_id} {id}",
+        id = e.request_id
+    )
 }
 
 /// `completed (attempt 1, 3 steps, in 120, out 30 tokens)`.
@@ -174,19 +181,9 @@ pub fn task_summary(t: &pb::Task) -> String {
     for (label, value) in rows {
         let _ = writeln!(out, "{label:<9} {value}");
     }
-    // Earlier attempts explain retries: which worker ran each and why it ended.
-    if t.attempts.len() > 1 || t.attempts.iter().any(|a| !a.error.is_empty()) {
-        for a in &t.attempts {
-            let mut line = format!("#{} {}", a.attempt, status_name(a.status));
-            if !a.worker_id.is_empty() {
-                let _ = write!(line, " on {}", a.worker_id);
-            }
-            if !a.error.is_empty() {
-                let retry = if a.retryable { " (retryable)" } else { "" };
-                let _ = write!(line, ": {}{retry}", first_line(&a.error));
-            }
-            let _ = writeln!(out, "{:<9} {line}", "attempts");
-        }
+    // The attempt history explains retries: which worker ran each, when, and why it ended.
+    for a in &t.attempts {
+        let _ = writeln!(out, "{:<9} {}", "attempts", attempt_line(a));
     }
     if let Some(r) = &t.result {
         for c in &r.tool_calls {
@@ -207,6 +204,26 @@ pub fn task_summary(t: &pb::Task) -> String {
         }
     }
     out
+}
+
+/// `#1 error on w1 from <started> to <finished>: model unavailable (retryable)`; the
+/// parts the server left unset are left out.
+fn attempt_line(a: &pb::Attempt) -> String {
+    let mut line = format!("#{} {}", a.attempt, status_name(a.status));
+    if !a.worker_id.is_empty() {
+        let _ = write!(line, " on {}", a.worker_id);
+    }
+    if let Some(started) = timestamp(a.started_at.as_ref()) {
+        let _ = write!(line, " from {started}");
+    }
+    if let Some(finished) = timestamp(a.finished_at.as_ref()) {
+        let _ = write!(line, " to {finished}");
+    }
+    if !a.error.is_empty() {
+        let retry = if a.retryable { " (retryable)" } else { "" };
+        let _ = write!(line, ": {}{retry}", first_line(&a.error));
+    }
+    line
 }
 
 /// `2`, or `2 of 3` when the attempt budget is known.
@@ -377,6 +394,81 @@ mod tests {
         assert_eq!(
             String::from_utf8(p.into_inner()).expect("utf-8"),
             "tool bash [error] cargo test: exit status 101\n"
+        );
+    }
+
+    #[test]
+    fn approval_requests_say_how_to_answer_them() {
+        let mut p = ProgressPrinter::new(Vec::new(), false);
+        let ask = pb::task_progress::Event::ApprovalRequired(pb::ApprovalRequired {
+            request_id: "r1".to_owned(),
+            permission: "bash".to_owned(),
+            patterns: vec!["git push".to_owned(), "git push *".to_owned()],
+        });
+        p.event(&pb::TaskProgress {
+            task_id: "t1".to_owned(),
+            ..progress(1, ask)
+        })
+        .expect("write to vec");
+        assert_eq!(
+            String::from_utf8(p.into_inner()).expect("utf-8"),
+            "approval required: bash git push, git push * (request r1): \
+             answer with taskwire approve t1 r1\n"
+        );
+    }
+
+    #[test]
+    fn child_tasks_name_their_agent_and_description() {
+        let mut p = ProgressPrinter::new(Vec::new(), false);
+        let child = pb::task_progress::Event::ChildTask(pb::ChildTask {
+            task_id: "c1".to_owned(),
+            agent: "explore".to_owned(),
+            description: "find the parser\nand its tests".to_owned(),
+        });
+        p.event(&progress(1, child)).expect("write to vec");
+        assert_eq!(
+            String::from_utf8(p.into_inner()).expect("utf-8"),
+            "child task c1 (explore): find the parser\n"
+        );
+    }
+
+    #[test]
+    fn summary_lists_every_attempt_with_worker_times_and_error() {
+        let at = |seconds| Some(prost_types::Timestamp { seconds, nanos: 0 });
+        let t = pb::Task {
+            task_id: "t1".to_owned(),
+            status: pb::TaskStatus::Running as i32,
+            attempt: 2,
+            max_attempts: 3,
+            attempts: vec![
+                pb::Attempt {
+                    attempt: 1,
+                    worker_id: "w1".to_owned(),
+                    status: pb::TaskStatus::Queued as i32,
+                    error: "model unavailable\nretry later".to_owned(),
+                    retryable: true,
+                    started_at: at(1_767_366_245),
+                    finished_at: at(1_767_366_250),
+                },
+                pb::Attempt {
+                    attempt: 2,
+                    worker_id: "w2".to_owned(),
+                    status: pb::TaskStatus::Running as i32,
+                    started_at: at(1_767_366_260),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let s = task_summary(&t);
+        assert!(s.contains("attempt   2 of 3\n"), "{s}");
+        assert!(
+            s.contains(
+                "attempts  #1 queued on w1 from 2026-01-02T15:04:05.000Z \
+                 to 2026-01-02T15:04:10.000Z: model unavailable (retryable)\n\
+                 attempts  #2 running on w2 from 2026-01-02T15:04:20.000Z\n"
+            ),
+            "{s}"
         );
     }
 
