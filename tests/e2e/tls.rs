@@ -16,7 +16,7 @@ use taskwire_test_support::{ScriptedModel, TestDatabase};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{ClientTlsConfig, Endpoint};
 
-fn task(prompt: &str) -> pb::SubmitRequest {
+fn request(prompt: &str) -> pb::SubmitRequest {
     pb::SubmitRequest {
         agent: "general".into(),
         prompt: prompt.into(),
@@ -33,7 +33,7 @@ async fn clients_trusting_the_ca_use_the_grpc_api_over_tls_and_plaintext_clients
 
     let mut client = cluster.client().await.expect("tls client");
     let id = client
-        .submit(task("over tls"))
+        .submit(request("over tls"))
         .await
         .expect("submit over tls")
         .into_inner()
@@ -47,7 +47,7 @@ async fn clients_trusting_the_ca_use_the_grpc_api_over_tls_and_plaintext_clients
     let plaintext = format!("http://{}", cluster.cluster.addr);
     let refused = match TaskServiceClient::connect(plaintext).await {
         Err(_) => true,
-        Ok(mut c) => c.submit(task("in the clear")).await.is_err(),
+        Ok(mut c) => c.submit(request("in the clear")).await.is_err(),
     };
     assert!(refused, "a plaintext client reached the tls coordinator");
 
@@ -60,7 +60,7 @@ async fn clients_trusting_the_ca_use_the_grpc_api_over_tls_and_plaintext_clients
     let refused = match untrusting.connect().await {
         Err(_) => true,
         Ok(channel) => TaskServiceClient::new(channel)
-            .submit(task("unverified"))
+            .submit(request("unverified"))
             .await
             .is_err(),
     };
@@ -157,7 +157,7 @@ async fn coordinator_and_worker_run_a_task_over_a_tls_only_nats_server() {
     };
 
     let id = client
-        .submit(task("through tls nats"))
+        .submit(request("through tls nats"))
         .await
         .expect("submit")
         .into_inner()

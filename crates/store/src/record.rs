@@ -80,6 +80,7 @@ pub struct TaskRecord {
     pub finished_at: Option<DateTime<Utc>>,
     pub worker_id: Option<String>,
     pub result: Option<TaskResult>,
+    /// The attempt number the task may reach (its budget, counted from the last replay).
     pub max_attempts: u32,
     /// The last attempt's error, if any.
     pub last_error: Option<String>,
@@ -113,7 +114,7 @@ pub enum ReplayOutcome {
 /// The columns `TaskRecord` is read from, in this order.
 pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant, agent, prompt, status, \
      attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
-     max_attempts, last_error";
+     max_attempts + attempt_base AS max_attempts, last_error";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
