@@ -3,11 +3,15 @@
 //! when nats-server restarts, and when Postgres stops for a while.
 //!
 //! - [`worker_crash`]: a worker killed mid-session; another finishes the task.
-//! - [`coordinator_crash`]: the coordinator killed during a burst of submits.
+//! - [`coordinator_crash`]: the coordinator killed during a burst of submits, and down
+//!   for longer than JetStream's delivery budget lasts with queued tasks.
 //! - [`nats_restart`]: the broker restarted under load.
-//! - [`postgres_outage`]: the database stopped and started again.
+//! - [`postgres_outage`]: the database stopped and started again; a transcript load
+//!   refused while it is down.
 //!
-//! Each test prints what it measured (`--nocapture` shows it).
+//! Process tests need the `taskwire` binary (`cargo build -p taskwire-cli`). Each test
+//! prints what it measured (`--nocapture` shows it); `TASKWIRE_KEEP_LOGS=1` keeps the
+//! processes' logs and `TASKWIRE_CHILD_LOG` sets their log filter.
 
 mod coordinator_crash;
 mod nats_restart;

@@ -1,6 +1,7 @@
 //! Secrets never reach the logs: a coordinator with bearer tokens and a worker with a
 //! model API key, as real `taskwire` processes logging at `RUST_LOG=trace`, run a task;
-//! neither secret appears in any process's output, and `--print-config` redacts them.
+//! no secret (those two, a NATS token, a password in the database URL) appears in any
+//! process's output, and `--print-config` redacts them.
 
 use std::io::Write;
 
@@ -16,6 +17,21 @@ const TRACE: (&str, &str) = ("RUST_LOG", "trace");
 /// A secret unique to this run, so that a match can only be a leak.
 fn secret(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// `url` with a password, and the password: the one it has, or `fresh` added for its user
+/// (`scheme://user@host` → `scheme://user:fresh@host`). A test server that trusts local
+/// connections carries an added password without checking it.
+fn with_password(url: &str, fresh: &str) -> (String, String) {
+    let (scheme, rest) = url.split_once("://").expect("a url");
+    let (user, host) = rest.split_once('@').expect("a user in the url");
+    match user.split_once(':') {
+        Some((_, password)) => (url.to_owned(), password.to_owned()),
+        None => (
+            format!("{scheme}://{user}:{fresh}@{host}"),
+            fresh.to_owned(),
+        ),
+    }
 }
 
 /// Fails if `secret` appears in either of `process`'s streams.
@@ -58,7 +74,7 @@ async fn wait_serving(coordinator: &mut Launched, addr: std::net::SocketAddr, to
 }
 
 #[tokio::test]
-async fn api_key_and_bearer_token_stay_out_of_trace_logs() {
+async fn no_secret_reaches_the_trace_logs_of_coordinator_worker_or_client() {
     taskwire_test_support::init_tracing();
     let launcher = Launcher::locate().expect("taskwire binary");
     let nats = NatsServer::start().expect("nats");
@@ -67,6 +83,7 @@ async fn api_key_and_bearer_token_stay_out_of_trace_logs() {
     let workspace = tempfile::tempdir().expect("workspace");
     let api_key = secret("sk-model");
     let token = secret("tw-bearer");
+    let nats_token = secret("nats-token");
     let mut tokens = tempfile::NamedTempFile::new().expect("tokens file");
     writeln!(
         tokens,
@@ -75,15 +92,15 @@ async fn api_key_and_bearer_token_stay_out_of_trace_logs() {
     .expect("write tokens");
 
     let addr = free_addr().expect("port");
-    let (nats_url, model_url, listen) = (nats.url(), model.base_url(), addr.to_string());
+    let (database_url, db_password) = with_password(db.url(), &secret("db-password"));
+    let nats_url = nats.url();
+    let (model_url, listen) = (model.base_url(), addr.to_string());
     let tokens_path = tokens.path().to_string_lossy().into_owned();
     let mut coordinator = launcher
         .spawn(
             "coordinator",
             &[
                 "coordinator",
-                "--database-url",
-                db.url(),
                 "--nats-url",
                 &nats_url,
                 "--listen",
@@ -91,7 +108,11 @@ async fn api_key_and_bearer_token_stay_out_of_trace_logs() {
                 "--auth-tokens-file",
                 &tokens_path,
             ],
-            &[TRACE],
+            &[
+                TRACE,
+                ("TASKWIRE_DATABASE_URL", &database_url),
+                ("TASKWIRE_NATS_TOKEN", &nats_token),
+            ],
         )
         .expect("start coordinator");
     wait_serving(&mut coordinator, addr, &token).await;
@@ -167,8 +188,14 @@ async fn api_key_and_bearer_token_stay_out_of_trace_logs() {
             "{name} logged nothing at trace level:\n{}",
             process.tail(10)
         );
-        assert_not_leaked(process, name, &api_key, "model api key");
-        assert_not_leaked(process, name, &token, "bearer token");
+        for (secret, what) in [
+            (&api_key, "model api key"),
+            (&token, "bearer token"),
+            (&nats_token, "nats token"),
+            (&db_password, "database password"),
+        ] {
+            assert_not_leaked(process, name, secret, what);
+        }
     }
 }
 
@@ -301,4 +328,48 @@ async fn print_config_redacts_secrets_from_flags_and_env() {
         .await
         .expect("coordinator help");
     assert_not_leaked(&help, "coordinator --help", &nats_token, "nats token");
+}
+
+/// async-nats 0.51 logs each connection attempt at debug level with the server's
+/// address in `Debug` form, which includes a password embedded in the URL
+/// (`async_nats::connector: attempting connection ... password: Some("...")`); it also
+/// never sends those credentials (nats-io/nats.rs#1623).
+#[tokio::test]
+async fn a_password_in_the_nats_url_stays_out_of_debug_logs() {
+    let launcher = Launcher::locate().expect("taskwire binary");
+    let nats = NatsServer::start().expect("nats");
+    let workspace = tempfile::tempdir().expect("workspace");
+    let password = secret("nats-password");
+    // The test server has no users: the password is carried, never checked.
+    let url = nats
+        .url()
+        .replace("nats://", &format!("nats://worker:{password}@"));
+    let workspace_arg = workspace.path().to_string_lossy().into_owned();
+    let mut worker = launcher
+        .spawn(
+            "worker",
+            &[
+                "worker",
+                "--nats-url",
+                &url,
+                "--model-base-url",
+                "http://127.0.0.1:9/v1",
+                "--workspace",
+                &workspace_arg,
+            ],
+            &[("RUST_LOG", "debug")],
+        )
+        .expect("start worker");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !worker.stderr().contains("worker pulling tasks") {
+        worker.check_running().expect("worker running");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "worker never connected:\n{}",
+            worker.tail(30)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    worker.terminate().await.expect("worker stops");
+    assert_not_leaked(&worker, "worker", &password, "nats password");
 }

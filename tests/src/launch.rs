@@ -5,6 +5,7 @@
 //! variable; this finds the binary the same way (`$TASKWIRE_BIN`, or `taskwire` next to
 //! the test executable's directory; `cargo build -p taskwire-cli`). Children are
 //! killed (SIGKILL) when dropped; [`Launched::terminate`] stops one with SIGTERM.
+//! `TASKWIRE_KEEP_LOGS=1` keeps the output files and prints where they are.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -39,10 +40,15 @@ impl Launcher {
                 bin.display()
             );
         }
-        let out = tempfile::Builder::new()
+        let mut out = tempfile::Builder::new()
             .prefix("taskwire-output-")
             .tempdir()
             .context("failed to create an output dir")?;
+        if std::env::var_os("TASKWIRE_KEEP_LOGS").is_some() {
+            // Kept for a look after the test; the path is printed.
+            out.disable_cleanup(true);
+            eprintln!("taskwire process output: {}", out.path().display());
+        }
         Ok(Self { bin, out })
     }
 

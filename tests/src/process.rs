@@ -3,7 +3,8 @@
 //! The binary is `$TASKWIRE_BIN`, or `taskwire` next to the test executable's
 //! directory (`target/debug/deps/e2e-*` → `target/debug/taskwire`); build it with
 //! `cargo build -p taskwire-cli`. Each child's stdout and stderr go to a log file, whose
-//! tail failure messages quote. Children are killed (SIGKILL) when dropped.
+//! tail failure messages quote (`TASKWIRE_KEEP_LOGS=1` keeps the files and prints where).
+//! Children are killed (SIGKILL) when dropped.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -115,7 +116,8 @@ impl Taskwire {
     }
 
     /// Starts `taskwire <args>`; its environment has no inherited `TASKWIRE_*` settings
-    /// (the flags say everything) and logs at info level.
+    /// (the flags say everything) and logs at info level (`TASKWIRE_CHILD_LOG` overrides
+    /// the filter).
     pub fn spawn(&self, name: &str, args: &[&str]) -> anyhow::Result<Process> {
         let log = self.logs.path().join(format!("{name}.log"));
         let out = std::fs::File::create(&log)
@@ -127,7 +129,7 @@ impl Taskwire {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", child_log_filter());
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("TASKWIRE_") {
                 command.env_remove(key);
@@ -142,6 +144,10 @@ impl Taskwire {
             log,
         })
     }
+}
+
+fn child_log_filter() -> String {
+    std::env::var("TASKWIRE_CHILD_LOG").unwrap_or_else(|_| "info".to_owned())
 }
 
 /// What a worker process is started with.

@@ -55,12 +55,33 @@ pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusErr
     connect_with(url, name, &NatsOptions::default()).await
 }
 
+/// Splits `user:password@` (or `token@`) out of a NATS URL: the client does not send
+/// URL credentials itself, and the bare URL is what may appear in errors and logs.
+fn split_credentials(url: &str) -> (String, Option<(String, Option<String>)>) {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return (url.to_owned(), None);
+    };
+    let rest = &url[start..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..end].rfind('@') else {
+        return (url.to_owned(), None);
+    };
+    let bare = format!("{}{}", &url[..start], &rest[at + 1..]);
+    let credentials = match rest[..at].split_once(':') {
+        Some((user, password)) => (user.to_owned(), Some(password.to_owned())),
+        None => (rest[..at].to_owned(), None),
+    };
+    (bare, Some(credentials))
+}
+
 /// [`connect`] with authentication and TLS settings.
 pub async fn connect_with(
     url: &str,
     name: &str,
     opts: &NatsOptions,
 ) -> Result<async_nats::Client, BusError> {
+    let (url, url_credentials) = split_credentials(url);
+    let url = url.as_str();
     let fail = |reason: String| BusError::Connect {
         url: url.to_owned(),
         reason,
@@ -76,8 +97,11 @@ pub async fn connect_with(
             })?,
         None => async_nats::ConnectOptions::new(),
     };
-    if let Some(token) = &opts.token {
-        options = options.token(token.clone());
+    match (url_credentials, &opts.token) {
+        (_, Some(token)) => options = options.token(token.clone()),
+        (Some((user, Some(password))), None) => options = options.user_and_password(user, password),
+        (Some((token, None)), None) => options = options.token(token),
+        (None, None) => {}
     }
     if let Some(ca) = &opts.tls_ca {
         options = options.add_root_certificates(ca.clone());
@@ -91,4 +115,31 @@ pub async fn connect_with(
         .connect(url)
         .await
         .map_err(|e| fail(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_split_out_of_nats_urls() {
+        assert_eq!(
+            split_credentials("nats://u:p@127.0.0.1:4222"),
+            (
+                "nats://127.0.0.1:4222".to_owned(),
+                Some(("u".to_owned(), Some("p".to_owned())))
+            )
+        );
+        assert_eq!(
+            split_credentials("tls://tok@host:4222/x"),
+            (
+                "tls://host:4222/x".to_owned(),
+                Some(("tok".to_owned(), None))
+            )
+        );
+        assert_eq!(
+            split_credentials("nats://127.0.0.1:4222"),
+            ("nats://127.0.0.1:4222".to_owned(), None)
+        );
+    }
 }

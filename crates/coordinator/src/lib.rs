@@ -3,6 +3,7 @@
 //! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`submit`]: validation and the group-commit submit batcher.
+//! - [`batch`]: the group-commit loop shared by submits and transcript saves.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
 //! - [`claims`]: answers workers' claims with a fencing epoch.
 //! - [`worker_rpc`]: workers' other requests: child tasks, lookups, sessions, approvals.
@@ -21,6 +22,7 @@ pub mod aggregator;
 pub mod api;
 pub mod auth;
 pub mod backpressure;
+pub mod batch;
 pub mod claims;
 pub mod commands;
 pub mod config;
@@ -61,6 +63,8 @@ pub struct State {
     pub relay_wake: Arc<Notify>,
     /// Tasks waiting in the tasks stream (sampled).
     pub queue_depth: backpressure::QueueDepth,
+    /// Group commit of transcript saves.
+    pub session_saver: batch::Batcher<taskwire_store::sessions::SessionWrite, Result<bool, String>>,
 }
 
 impl State {
@@ -169,6 +173,7 @@ pub async fn serve(
         submitter,
         relay_wake: relay_wake.clone(),
         queue_depth: backpressure::QueueDepth::default(),
+        session_saver: worker_rpc::session_saver(store.clone(), loops.clone()),
     });
 
     let mut tasks = tokio::task::JoinSet::new();

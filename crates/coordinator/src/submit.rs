@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use futures::StreamExt;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use taskwire_agent::agent::AgentName;
@@ -17,9 +16,10 @@ use taskwire_protocol::{
     Attachment, ContextRef, SessionId, TaskId, TaskRequest, TraceId, pb, time, value,
 };
 use taskwire_store::{InsertOutcome, NewTask, Store};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::batch::Batcher;
 use crate::{CoordinatorConfig, CoordinatorError};
 
 /// Most submits written in one transaction.
@@ -29,66 +29,57 @@ const CONCURRENT_BATCHES: usize = 4;
 /// Largest attempt budget a submit may ask for.
 const MAX_ATTEMPTS_LIMIT: u32 = 20;
 
-type Reply = oneshot::Sender<Result<InsertOutcome, CoordinatorError>>;
-
-/// Hands validated submits to the batcher.
+/// Hands validated submits to the group-commit loop.
 #[derive(Clone)]
 pub struct Submitter {
-    tx: mpsc::Sender<(NewTask, Reply)>,
+    batcher: Batcher<NewTask, Result<InsertOutcome, CoordinatorError>>,
 }
 
 impl Submitter {
-    /// Starts the batcher loop; it stops when `shutdown` fires and the queue drains.
+    /// Starts the loop; it stops when `shutdown` fires.
     pub fn start(store: Store, relay_wake: Arc<Notify>, shutdown: CancellationToken) -> Self {
-        let (tx, rx) = mpsc::channel::<(NewTask, Reply)>(8 * MAX_BATCH);
-        tokio::spawn(async move {
-            tokio_stream::wrappers::ReceiverStream::new(rx)
-                .take_until(shutdown.cancelled_owned())
-                .ready_chunks(MAX_BATCH)
-                .for_each_concurrent(CONCURRENT_BATCHES, |batch| {
-                    let store = store.clone();
-                    let relay_wake = relay_wake.clone();
-                    async move {
-                        let (tasks, replies): (Vec<NewTask>, Vec<Reply>) = batch.into_iter().unzip();
-                        match store.insert_tasks(&tasks).await {
-                            Ok(outcomes) => {
-                                relay_wake.notify_one();
-                                for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                                    let _ = reply.send(Ok(outcome));
-                                }
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, batch = tasks.len(), "submit batch failed");
-                                let unavailable = e.is_unavailable();
-                                let msg = e.to_string();
-                                for reply in replies {
-                                    // Store errors are not `Clone`: each waiter gets the message.
-                                    let err = if unavailable {
+        let batcher = Batcher::start(
+            "submit batcher",
+            MAX_BATCH,
+            CONCURRENT_BATCHES,
+            shutdown,
+            move |tasks: Vec<NewTask>| {
+                let (store, relay_wake) = (store.clone(), relay_wake.clone());
+                async move {
+                    match store.insert_tasks(&tasks).await {
+                        Ok(outcomes) => {
+                            relay_wake.notify_one();
+                            outcomes.into_iter().map(Ok).collect()
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, batch = tasks.len(), "submit batch failed");
+                            // Store errors are not `Clone`: each waiter gets the message.
+                            let (unavailable, msg) = (e.is_unavailable(), e.to_string());
+                            tasks
+                                .iter()
+                                .map(|_| {
+                                    Err(if unavailable {
                                         CoordinatorError::Unavailable(msg.clone())
                                     } else {
                                         CoordinatorError::Internal(msg.clone())
-                                    };
-                                    let _ = reply.send(Err(err));
-                                }
-                            }
+                                    })
+                                })
+                                .collect()
                         }
                     }
-                })
-                .await;
-            tracing::debug!("submit batcher stopped");
-        });
-        Self { tx }
+                }
+            },
+        );
+        Self { batcher }
     }
 
     /// Writes one task (with whatever else is waiting) and returns its outcome.
     pub async fn submit(&self, task: NewTask) -> Result<InsertOutcome, CoordinatorError> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send((task, reply))
-            .await
-            .map_err(|_| CoordinatorError::Internal("coordinator is shutting down".to_owned()))?;
-        rx.await
-            .map_err(|_| CoordinatorError::Internal("coordinator is shutting down".to_owned()))?
+        self.batcher.call(task).await.unwrap_or_else(|| {
+            Err(CoordinatorError::Unavailable(
+                "coordinator is shutting down".to_owned(),
+            ))
+        })
     }
 }
 
@@ -250,6 +241,7 @@ pub fn build_task(
         auth_scope,
         idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
         deadline,
+        new_session: req.resume_token.is_empty(),
         // Every task runs in a session: the one it resumes, or a new one.
         resume_token: Some(match req.resume_token.as_str() {
             "" => SessionId::generate(),

@@ -259,3 +259,40 @@ async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
         },
     }
 }
+
+/// The group-commit loop for transcript saves.
+pub fn session_saver(
+    store: taskwire_store::Store,
+    shutdown: CancellationToken,
+) -> crate::batch::Batcher<taskwire_store::sessions::SessionWrite, Result<bool, String>> {
+    crate::batch::Batcher::start(
+        "session saver",
+        256,
+        4,
+        shutdown,
+        move |writes: Vec<taskwire_store::sessions::SessionWrite>| {
+            let store = store.clone();
+            async move {
+                let distinct: std::collections::HashSet<_> = writes.iter().map(|w| w.0).collect();
+                let saved = if distinct.len() == writes.len() {
+                    store.save_sessions(&writes).await
+                } else {
+                    // One statement cannot write a row twice: save a batch with a repeated
+                    // session one by one, in order.
+                    let mut out = Vec::with_capacity(writes.len());
+                    for w in &writes {
+                        match store.save_sessions(std::slice::from_ref(w)).await {
+                            Ok(v) => out.extend(v),
+                            Err(e) => return writes.iter().map(|_| Err(e.to_string())).collect(),
+                        }
+                    }
+                    Ok(out)
+                };
+                match saved {
+                    Ok(v) => v.into_iter().map(Ok).collect(),
+                    Err(e) => writes.iter().map(|_| Err(e.to_string())).collect(),
+                }
+            }
+        },
+    )
+}

@@ -63,6 +63,8 @@ pub struct TaskRequest {
     pub max_depth: u32,
     /// Agents the `task` tool may start: `(name, description)`.
     pub subagents: Vec<(String, String)>,
+    /// The session is new (no transcript to load).
+    pub new_session: bool,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -162,6 +164,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
                 .into_iter()
                 .map(|a| (a.name, a.description))
                 .collect(),
+            new_session: r.new_session,
         })
     }
 }
@@ -211,6 +214,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
                     description: description.clone(),
                 })
                 .collect(),
+            new_session: r.new_session,
         }
     }
 }
@@ -447,6 +451,7 @@ mod tests {
             subtask: None,
             max_depth: 1,
             subagents: vec![("explore".into(), "searches code".into())],
+            new_session: true,
         }
     }
 

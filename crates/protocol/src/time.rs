@@ -5,9 +5,11 @@ use chrono::{DateTime, Utc};
 use crate::ProtocolError;
 
 pub fn to_wire(t: DateTime<Utc>) -> prost_types::Timestamp {
+    // chrono reports a leap second as nanos >= 1e9; the wire format has no room for it.
+    let nanos = t.timestamp_subsec_nanos().min(999_999_999);
     prost_types::Timestamp {
         seconds: t.timestamp(),
-        nanos: t.timestamp_subsec_nanos() as i32,
+        nanos: i32::try_from(nanos).unwrap_or(999_999_999),
     }
 }
 
@@ -15,8 +17,10 @@ pub fn from_wire(
     field: &'static str,
     t: &prost_types::Timestamp,
 ) -> Result<DateTime<Utc>, ProtocolError> {
-    let nanos =
-        u32::try_from(t.nanos).map_err(|_| ProtocolError::invalid(field, "negative nanos"))?;
+    let nanos = u32::try_from(t.nanos)
+        .ok()
+        .filter(|n| *n < 1_000_000_000)
+        .ok_or_else(|| ProtocolError::invalid(field, "nanos outside 0..=999999999"))?;
     DateTime::from_timestamp(t.seconds, nanos)
         .ok_or_else(|| ProtocolError::invalid(field, "timestamp out of range"))
 }

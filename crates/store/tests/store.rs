@@ -48,6 +48,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         subtask: None,
         max_depth: 1,
         subagents: vec![],
+        new_session: true,
     };
     NewTask {
         request,

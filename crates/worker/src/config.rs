@@ -9,6 +9,8 @@ use std::time::Duration;
 pub struct WorkerConfig {
     /// NATS URL. Default `nats://127.0.0.1:4222`.
     pub nats_url: String,
+    /// NATS connection security (TLS, credentials).
+    pub nats: taskwire_bus::NatsOptions,
     /// Subject prefix of the deployment. Default `taskwire`.
     pub prefix: String,
     /// Queue to serve. Default `default`.
@@ -82,6 +84,7 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
             nats_url: "nats://127.0.0.1:4222".to_owned(),
+            nats: taskwire_bus::NatsOptions::default(),
             prefix: "taskwire".to_owned(),
             queue: "default".to_owned(),
             concurrency: 16,

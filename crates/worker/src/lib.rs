@@ -91,7 +91,8 @@ pub async fn run_with_provider(
         .worker_id
         .clone()
         .map_or_else(WorkerId::generate, WorkerId::new);
-    let client = taskwire_bus::connect(&config.nats_url, worker_id.as_str()).await?;
+    let client =
+        taskwire_bus::connect_with(&config.nats_url, worker_id.as_str(), &config.nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
     let bus = BusConfig {

@@ -49,7 +49,11 @@ pub async fn run(
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
-    let mut history = load_transcript(ctx, session_id).await?;
+    let mut history = if request.new_session {
+        Transcript::new(session_id.to_string())
+    } else {
+        load_transcript(ctx, session_id).await?
+    };
 
     let (sink, publisher) = ProgressPublisher::start(
         ctx.js.clone(),

@@ -161,9 +161,9 @@ async fn connect(addr: std::net::SocketAddr) -> TaskServiceClient<tonic::transpo
 }
 
 /// The coordinator's database goes away between a claim and the session's transcript
-/// load: the load is answered `Unavailable`. The attempt must end retryable (a retry is
-/// scheduled), not as a final error. The test plays the coordinator over NATS, so the
-/// moment is exact.
+/// load: the load is answered `Unavailable`. That is no reason to fail the task: the
+/// worker must offer it again (a new claim), and publish no final result meanwhile.
+/// The test plays the coordinator over NATS, so the moment is exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_failed() {
     use futures::StreamExt;
@@ -199,7 +199,7 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
     worker_config.model.default_model = "scripted".to_owned();
     let worker = InProcess::worker(worker_config);
 
-    let new = taskwire_coordinator::submit::build_task(
+    let mut new = taskwire_coordinator::submit::build_task(
         &taskwire_coordinator::CoordinatorConfig::default(),
         &taskwire_agent::builtin::AgentRegistry::builtin(),
         &subjects,
@@ -207,6 +207,8 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         None,
     )
     .expect("a valid task");
+    // A resumed session: the worker has a transcript to load.
+    new.request.new_session = false;
     let js = async_nats::jetstream::new(client.clone());
     // The worker creates the streams; publish once they exist.
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -262,15 +264,22 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         )
         .await
         .expect("answer the load");
-    let result = tokio::time::timeout(PATIENCE, results.next())
+
+    // Offered again: a second claim of the same task.
+    let again = tokio::time::timeout(PATIENCE, claims.next())
         .await
-        .expect("a result")
-        .expect("result");
-    let result = pb::TaskResult::decode(result.payload.as_ref()).expect("a task result");
-    assert!(
-        result.retry_scheduled && result.errors.iter().all(|e| e.retryable),
-        "a transient load failure ended the task: {result:?}"
-    );
-    assert_eq!(model.request_count(), 0);
+        .expect("the task offered again")
+        .expect("claim");
+    let again = pb::ClaimRequest::decode(again.payload.as_ref()).expect("a claim request");
+    assert_eq!(again.task_id, new.request.task_id.to_string());
+    // Any result published for the refused attempt schedules a retry; none is final.
+    while let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(100), results.next()).await {
+        let r = pb::TaskResult::decode(r.payload.as_ref()).expect("a task result");
+        assert!(
+            r.retry_scheduled,
+            "a transient load failure ended the task: {r:?}"
+        );
+    }
+    assert_eq!(model.request_count(), 0, "no session ran");
     worker.stop().await;
 }

@@ -97,6 +97,48 @@ pub struct WorkerSettings {
     #[arg(long, env = "TASKWIRE_APPROVAL_TIMEOUT", value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_timeout: Option<HumanDuration>,
+    /// Anthropic Messages endpoint for models named `anthropic/<model>`, e.g. https://api.anthropic.com
+    #[arg(long, env = "TASKWIRE_ANTHROPIC_BASE_URL", value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anthropic_base_url: Option<String>,
+    /// Anthropic API key; never printed
+    #[arg(
+        long,
+        env = "TASKWIRE_ANTHROPIC_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anthropic_api_key: Option<String>,
+    /// NATS credentials file (JWT and NKey seed)
+    #[arg(long, env = "TASKWIRE_NATS_CREDENTIALS_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_credentials_file: Option<PathBuf>,
+    /// NATS token; never printed
+    #[arg(
+        long,
+        env = "TASKWIRE_NATS_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_token: Option<String>,
+    /// PEM root certificates to trust for the NATS server
+    #[arg(long, env = "TASKWIRE_NATS_TLS_CA", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_tls_ca: Option<PathBuf>,
+    /// Refuse to connect to NATS without TLS [default: false]
+    #[arg(
+        long,
+        env = "TASKWIRE_NATS_REQUIRE_TLS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_require_tls: Option<bool>,
 }
 
 impl WorkerSettings {
@@ -106,6 +148,8 @@ impl WorkerSettings {
             nats_url, prefix, queue, concurrency, workspace, worker_id, model_base_url,
             model_api_key, model, no_stream, model_timeout, model_max_retries, ack_wait,
             claim_timeout, shutdown_grace, retry_base_delay, retry_max_delay, approval_timeout,
+            anthropic_base_url, anthropic_api_key, nats_credentials_file, nats_token, nats_tls_ca,
+            nats_require_tls,
         )
     }
 
@@ -133,6 +177,12 @@ impl WorkerSettings {
         set(&mut c.retry_base_delay, self.retry_base_delay.map(|d| d.0));
         set(&mut c.retry_max_delay, self.retry_max_delay.map(|d| d.0));
         set(&mut c.approval_timeout, self.approval_timeout.map(|d| d.0));
+        set_some(&mut c.model.anthropic_base_url, self.anthropic_base_url);
+        set_some(&mut c.model.anthropic_api_key, self.anthropic_api_key);
+        set_some(&mut c.nats.credentials_file, self.nats_credentials_file);
+        set_some(&mut c.nats.token, self.nats_token);
+        set_some(&mut c.nats.tls_ca, self.nats_tls_ca);
+        set(&mut c.nats.require_tls, self.nats_require_tls);
         c
     }
 
@@ -157,6 +207,20 @@ impl WorkerSettings {
             retry_base_delay: Some(HumanDuration(c.retry_base_delay)),
             retry_max_delay: Some(HumanDuration(c.retry_max_delay)),
             approval_timeout: Some(HumanDuration(c.approval_timeout)),
+            anthropic_base_url: c
+                .model
+                .anthropic_base_url
+                .as_deref()
+                .map(redact_url_password),
+            anthropic_api_key: c
+                .model
+                .anthropic_api_key
+                .as_ref()
+                .map(|_| REDACTED.to_owned()),
+            nats_credentials_file: c.nats.credentials_file.clone(),
+            nats_token: c.nats.token.as_ref().map(|_| REDACTED.to_owned()),
+            nats_tls_ca: c.nats.tls_ca.clone(),
+            nats_require_tls: Some(c.nats.require_tls),
         }
     }
 }

@@ -181,6 +181,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
         option::of((text(), text(), text(), text())),
         vec((text(), text()), 0..3),
         text(),
+        any::<bool>(),
     );
     (ids, texts, payload, times, numbers, spec)
         .prop_map(
@@ -190,7 +191,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (agent_spec, same_name, subtask, subagents, parent_model),
+                (agent_spec, same_name, subtask, subagents, parent_model, new_session),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
                     if same_name {
@@ -234,6 +235,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                         .into_iter()
                         .map(|(name, description)| pb::AgentRef { name, description })
                         .collect(),
+                    new_session,
                 }
             },
         )

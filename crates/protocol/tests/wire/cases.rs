@@ -129,7 +129,6 @@ fn timestamps_outside_a_date_are_errors_naming_the_field() {
 /// Protobuf's `Timestamp` allows nanos in `0..=999_999_999` only; chrono reads
 /// `nanos >= 1e9` at second 59 of a minute as a leap second.
 #[test]
-#[ignore = "bug: time::from_wire accepts nanos >= 1e9 at a minute's 59th second (leap second); see the report"]
 fn leap_second_nanos_are_refused_like_any_nanos_beyond_a_second() {
     let wire = pb::TaskRequest {
         created_at: Some(prost_types::Timestamp {

@@ -166,6 +166,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         option::of(non_empty()),
         option::of((text(), text(), text(), text())),
         vec((text(), text()), 0..3),
+        any::<bool>(),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -175,7 +176,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (spec, parent_model, subtask, subagents),
+                (spec, parent_model, subtask, subagents, new_session),
             )| TaskRequest {
                 task_id,
                 parent_task_id,
@@ -209,6 +210,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 }),
                 max_depth,
                 subagents,
+                new_session,
             },
         )
         .boxed()
