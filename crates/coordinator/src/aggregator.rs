@@ -75,6 +75,18 @@ where
     }
 }
 
+/// The messages of the durable consumer `name` on `stream`.
+async fn consume(
+    js: &jetstream::Context,
+    stream: &str,
+    name: &str,
+) -> Result<jetstream::consumer::pull::Stream, String> {
+    let consumer = taskwire_bus::coordinator_consumer(js, stream, name, Duration::from_secs(30))
+        .await
+        .map_err(|e| e.to_string())?;
+    consumer.messages().await.map_err(|e| e.to_string())
+}
+
 async fn results_once(
     client: async_nats::Client,
     js: jetstream::Context,
@@ -82,15 +94,7 @@ async fn results_once(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let consumer = taskwire_bus::coordinator_consumer(
-        &js,
-        &subjects.results_stream(),
-        "aggregator",
-        Duration::from_secs(30),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let messages = consume(&js, &subjects.results_stream(), "aggregator").await?;
     let mut chunks = std::pin::pin!(
         messages
             .take_until(shutdown.cancelled_owned())
@@ -161,15 +165,7 @@ async fn dead_letters_once(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let consumer = taskwire_bus::coordinator_consumer(
-        &js,
-        &subjects.dead_letter_stream(),
-        "dead-letters",
-        Duration::from_secs(30),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let messages = consume(&js, &subjects.dead_letter_stream(), "dead-letters").await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;
