@@ -71,7 +71,16 @@ async fn wait_finished(
     client: &mut TaskServiceClient<Channel>,
     task_id: &str,
 ) -> anyhow::Result<pb::Task> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
+    wait_finished_within(client, task_id, PATIENCE).await
+}
+
+/// [`wait_finished`] with a patience of its own.
+async fn wait_finished_within(
+    client: &mut TaskServiceClient<Channel>,
+    task_id: &str,
+    patience: Duration,
+) -> anyhow::Result<pb::Task> {
+    let deadline = tokio::time::Instant::now() + patience;
     loop {
         let last = match client
             .get(pb::GetRequest {
@@ -89,7 +98,7 @@ async fn wait_finished(
             Err(status) => format!("get failed: {status}"),
         };
         if tokio::time::Instant::now() > deadline {
-            bail!("task {task_id} did not finish within {PATIENCE:?}; last seen: {last}");
+            bail!("task {task_id} did not finish within {patience:?}; last seen: {last}");
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

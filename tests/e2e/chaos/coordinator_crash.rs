@@ -12,13 +12,19 @@ use taskwire_e2e::process::{Process, Taskwire, WorkerOptions, free_addr, wait_se
 use taskwire_protocol::pb;
 use taskwire_test_support::{NatsServer, TestDatabase};
 
-use super::{echo_of, eventually, prompts_seen, slow_echo, task, wait_finished};
+use super::{
+    echo_of, eventually, prompts_seen, slow_echo, task, wait_finished, wait_finished_within,
+};
 
 const ACK_WAIT: Duration = Duration::from_secs(5);
 const SUBMITS: usize = 300;
 const IN_FLIGHT: usize = 24;
 /// Acknowledged submits after which the coordinator is killed.
 const KILL_AFTER: usize = 80;
+/// How long the first task may take to complete after the restart. Results the killed
+/// coordinator had pulled but not yet recorded come back only after its results
+/// consumer's ack wait (30 s, fixed in the aggregator).
+const RECOVERY_PATIENCE: Duration = Duration::from_secs(45);
 
 fn prompt(i: usize) -> String {
     format!("burst task {i}")
