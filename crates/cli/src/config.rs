@@ -53,13 +53,96 @@ impl FileConfig {
     }
 }
 
-/// `Self { f: upper.f.or(lower.f), .. }` for the listed fields; as a struct literal, it
-/// fails to compile when a settings field is left out.
-macro_rules! layer_fields {
-    ($upper:expr, $lower:expr; $($field:ident),+ $(,)?) => {{
-        let (upper, lower) = ($upper, $lower);
-        Self { $($field: upper.$field.or(lower.$field)),+ }
-    }};
+/// Declares a settings struct and its `over`: the fields written in the invocation, then
+/// the NATS connection options the coordinator and the worker share
+/// (`nats_credentials_file`, `nats_token`, `nats_tls_ca`, `nats_require_tls`). Every field
+/// is an `Option`, left out of `--print-config` when unset. `for Config` names the
+/// section's library config, whose `nats` options `apply_nats` and `printable_nats` write
+/// and read.
+///
+/// The NATS fields are pasted in rather than kept in a struct both sections flatten:
+/// serde's `flatten` does not work with `deny_unknown_fields`, and the flags, env variables
+/// and file keys must stay flat (`--nats-token`, `TASKWIRE_NATS_TOKEN`, `nats_token`).
+macro_rules! settings {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident for $config:ty { $($fields:tt)+ }
+    ) => {
+        settings! {
+            @struct $(#[$meta])* $name { $($fields)+
+                /// NATS credentials file (JWT and NKey seed)
+                #[arg(long, env = "TASKWIRE_NATS_CREDENTIALS_FILE", value_name = "FILE")]
+                pub nats_credentials_file: Option<std::path::PathBuf>,
+                /// NATS token; never printed
+                #[arg(
+                    long,
+                    env = "TASKWIRE_NATS_TOKEN",
+                    value_name = "TOKEN",
+                    hide_env_values = true
+                )]
+                pub nats_token: Option<String>,
+                /// PEM root certificates to trust for the NATS server
+                #[arg(long, env = "TASKWIRE_NATS_TLS_CA", value_name = "FILE")]
+                pub nats_tls_ca: Option<std::path::PathBuf>,
+                /// Refuse to connect to NATS without TLS [default: false]
+                #[arg(
+                    long,
+                    env = "TASKWIRE_NATS_REQUIRE_TLS",
+                    value_name = "BOOL",
+                    num_args = 0..=1,
+                    require_equals = true,
+                    default_missing_value = "true",
+                    value_parser = clap::builder::BoolishValueParser::new()
+                )]
+                pub nats_require_tls: Option<bool>,
+            }
+        }
+
+        impl $name {
+            /// Puts the NATS options set here in `c.nats`.
+            fn apply_nats(&self, c: &mut $config) {
+                use $crate::config::{set, set_some};
+                set_some(&mut c.nats.credentials_file, self.nats_credentials_file.clone());
+                set_some(&mut c.nats.token, self.nats_token.clone());
+                set_some(&mut c.nats.tls_ca, self.nats_tls_ca.clone());
+                set(&mut c.nats.require_tls, self.nats_require_tls);
+            }
+
+            /// The NATS options of `c`, the token redacted; the other fields unset.
+            fn printable_nats(c: &$config) -> Self {
+                Self {
+                    nats_credentials_file: c.nats.credentials_file.clone(),
+                    nats_token: $crate::config::redacted(c.nats.token.as_deref()),
+                    nats_tls_ca: c.nats.tls_ca.clone(),
+                    nats_require_tls: Some(c.nats.require_tls),
+                    ..Self::default()
+                }
+            }
+        }
+    };
+    (
+        @struct $(#[$meta:meta])* $name:ident {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Clone, PartialEq, clap::Args, serde::Deserialize, serde::Serialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $(
+                $(#[$field_meta])*
+                #[serde(skip_serializing_if = "Option::is_none")]
+                pub $field: $ty,
+            )+
+        }
+
+        impl $name {
+            /// Layers `self` over `lower`: a field set in `self` wins.
+            pub fn over(self, lower: Self) -> Self {
+                Self { $($field: self.$field.or(lower.$field)),+ }
+            }
+        }
+    };
 }
 
 mod coordinator;
@@ -69,9 +152,9 @@ pub use coordinator::CoordinatorSettings;
 pub use worker::WorkerSettings;
 
 /// Puts a set value in its slot.
-fn set<T>(slot: &mut T, value: Option<T>) {
+fn set<T>(slot: &mut T, value: Option<impl Into<T>>) {
     if let Some(value) = value {
-        *slot = value;
+        *slot = value.into();
     }
 }
 
@@ -80,6 +163,11 @@ fn set_some<T>(slot: &mut Option<T>, value: Option<T>) {
     if value.is_some() {
         *slot = value;
     }
+}
+
+/// What `--print-config` shows for a secret: [`REDACTED`] when it is set.
+fn redacted(secret: Option<&str>) -> Option<String> {
+    secret.map(|_| REDACTED.to_owned())
 }
 
 /// The effective coordinator config: `flags` (flags and env, as clap read them) over the

@@ -23,6 +23,12 @@ impl FromStr for HumanDuration {
     }
 }
 
+impl From<HumanDuration> for Duration {
+    fn from(d: HumanDuration) -> Self {
+        d.0
+    }
+}
+
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_duration(self.0))
