@@ -6,6 +6,7 @@
 //! `[coordinator]` or `[worker]` table, whose keys are the flag names in snake_case. The
 //! layers are merged with [`CoordinatorSettings::over`] and put on the library's
 //! defaults with `apply`, so the defaults live in one place: the library config types.
+//! Both structs are declared with `settings!`, which writes the NATS options they share.
 //!
 //! ```toml
 //! [coordinator]
@@ -57,8 +58,8 @@ impl FileConfig {
 /// the NATS connection options the coordinator and the worker share
 /// (`nats_credentials_file`, `nats_token`, `nats_tls_ca`, `nats_require_tls`). Every field
 /// is an `Option`, left out of `--print-config` when unset. `for Config` names the
-/// section's library config, whose `nats` options `apply_nats` and `printable_nats` write
-/// and read.
+/// section's library config, whose `nats` options `apply_nats` writes and
+/// `printable_nats` reads; `apply` and `printable`, written per section, call them.
 ///
 /// The NATS fields are pasted in rather than kept in a struct both sections flatten:
 /// serde's `flatten` does not work with `deny_unknown_fields`, and the flags, env variables
@@ -370,6 +371,68 @@ mod tests {
         assert!(!printed.contains("s3cret"), "{printed}");
         assert!(printed.contains("nats_token = \"<redacted>\""), "{printed}");
         assert!(printed.contains("nats_require_tls = true"), "{printed}");
+    }
+
+    /// The flag names of a settings struct, which are its file keys.
+    fn keys_of<A: clap::Args>() -> Vec<String> {
+        let mut keys: Vec<String> = A::augment_args(clap::Command::new("probe"))
+            .get_arguments()
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The keys of `section` in a rendered config.
+    fn printed_keys(printed: &str, section: &str) -> Vec<String> {
+        let file: toml::Table = toml::from_str(printed).expect("renders valid toml");
+        let mut keys: Vec<String> = file[section]
+            .as_table()
+            .expect("a table per section")
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn print_config_shows_every_setting_once_all_are_set() {
+        let path = || Some(PathBuf::from("/file"));
+        let coordinator = CoordinatorSettings {
+            config_dir: path(),
+            max_running_per_tenant: Some(2),
+            auth_tokens_file: path(),
+            tls_cert: path(),
+            tls_key: path(),
+            nats_credentials_file: path(),
+            nats_token: Some("token".to_owned()),
+            nats_tls_ca: path(),
+            ..CoordinatorSettings::default()
+        };
+        let config = coordinator_config(coordinator, &FileConfig::default()).expect("valid");
+        let printed = render_coordinator(&config).expect("renders");
+        assert_eq!(
+            printed_keys(&printed, "coordinator"),
+            keys_of::<CoordinatorSettings>()
+        );
+
+        let worker = WorkerSettings {
+            worker_id: Some("w".to_owned()),
+            model_api_key: Some("key".to_owned()),
+            anthropic_base_url: Some("http://anthropic".to_owned()),
+            anthropic_api_key: Some("key".to_owned()),
+            nats_credentials_file: path(),
+            nats_token: Some("token".to_owned()),
+            nats_tls_ca: path(),
+            ..WorkerSettings::default()
+        };
+        let config = worker_config(worker, &FileConfig::default()).expect("valid");
+        let printed = render_worker(&config).expect("renders");
+        assert_eq!(
+            printed_keys(&printed, "worker"),
+            keys_of::<WorkerSettings>()
+        );
     }
 
     #[test]

@@ -55,16 +55,10 @@ impl ProgressPublisher {
                 }
                 // Bound the acks held in memory for chatty sessions.
                 if acks.len() >= 256 {
-                    for ack in acks.drain(..) {
-                        let _ = ack.await;
-                    }
+                    await_acks(task_id, std::mem::take(&mut acks)).await;
                 }
             }
-            for ack in acks {
-                if let Err(e) = ack.await {
-                    tracing::warn!(task.id = %task_id, error = %e, "progress event not stored");
-                }
-            }
+            await_acks(task_id, acks).await;
             seq
         });
         (ProgressSink { tx }, Self { handle })
@@ -153,6 +147,16 @@ fn progress_message(
         seq,
         at: Some(time::to_wire(chrono::Utc::now())),
         event: Some(event),
+    }
+}
+
+/// Waits for publish acks together: when a connection drop lost some, the wait is one
+/// ack timeout, not one per event.
+async fn await_acks(task_id: TaskId, acks: Vec<async_nats::jetstream::context::PublishAckFuture>) {
+    for result in futures::future::join_all(acks.into_iter().map(|a| a.into_future())).await {
+        if let Err(e) = result {
+            tracing::warn!(task.id = %task_id, error = %e, "progress event not stored");
+        }
     }
 }
 

@@ -6,134 +6,77 @@ use std::path::PathBuf;
 
 use taskwire_coordinator::CoordinatorConfig;
 
-use super::{REDACTED, redact_url_password, set, set_some};
+use super::{redact_url_password, set, set_some};
 use crate::duration::HumanDuration;
 
-/// Coordinator settings; each one also reads `TASKWIRE_<NAME>`.
-#[derive(Debug, Default, Clone, PartialEq, clap::Args, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoordinatorSettings {
-    /// Postgres URL, the source of truth [default: postgres://postgres@127.0.0.1:5432/taskwire]
-    #[arg(long, env = "TASKWIRE_DATABASE_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub database_url: Option<String>,
-    /// NATS URL [default: nats://127.0.0.1:4222]
-    #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_url: Option<String>,
-    /// gRPC listen address [default: 127.0.0.1:50051]
-    #[arg(long, env = "TASKWIRE_LISTEN", value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
-    /// Subject prefix of this deployment [default: taskwire]
-    #[arg(long, env = "TASKWIRE_PREFIX")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// Queue tasks are dispatched to [default: default]
-    #[arg(long, env = "TASKWIRE_QUEUE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
-    /// Largest accepted prompt, in bytes [default: 262144]
-    #[arg(long, env = "TASKWIRE_MAX_PROMPT_BYTES", value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_prompt_bytes: Option<usize>,
-    /// Largest accepted encoded request, in bytes; keep it below NATS's max_payload [default: 786432]
-    #[arg(long, env = "TASKWIRE_MAX_REQUEST_BYTES", value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_request_bytes: Option<usize>,
-    /// Most tasks waiting in the tasks stream [default: 1000000]
-    #[arg(long, env = "TASKWIRE_MAX_QUEUED_TASKS", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_queued_tasks: Option<i64>,
-    /// Workers' ack wait: redelivery after a silent worker, e.g. 30s [default: 30s]
-    #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ack_wait: Option<HumanDuration>,
-    /// Postgres connection pool size [default: 16]
-    #[arg(long, env = "TASKWIRE_DB_MAX_CONNECTIONS", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub db_max_connections: Option<u32>,
-    /// How often overdue tasks are looked for [default: 1s]
-    #[arg(long, env = "TASKWIRE_SWEEP_INTERVAL", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep_interval: Option<HumanDuration>,
-    /// Attempts a task gets when its submit does not say [default: 3]
-    #[arg(long, env = "TASKWIRE_DEFAULT_MAX_ATTEMPTS", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_max_attempts: Option<u32>,
-    /// Directory with agents/*.md and commands/*.md, reloaded on change [default: none, built-in agents only]
-    #[arg(long, env = "TASKWIRE_CONFIG_DIR", value_name = "DIR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub config_dir: Option<PathBuf>,
-    /// The primary agent slash commands run in [default: build]
-    #[arg(long, env = "TASKWIRE_DEFAULT_AGENT", value_name = "NAME")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_agent: Option<String>,
-    /// Deepest task tree: a task at this depth may not start children [default: 1]
-    #[arg(long, env = "TASKWIRE_MAX_DEPTH", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_depth: Option<u32>,
-    /// Most tasks one tenant may have running at once; more wait queued [default: no limit]
-    #[arg(long, env = "TASKWIRE_MAX_RUNNING_PER_TENANT", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_running_per_tenant: Option<u32>,
-    /// File of bearer tokens with their tenants and scopes [default: none, the API is open]
-    #[arg(long, env = "TASKWIRE_AUTH_TOKENS_FILE", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_tokens_file: Option<PathBuf>,
-    /// PEM certificate chain for gRPC over TLS, with --tls-key [default: plaintext]
-    #[arg(long, env = "TASKWIRE_TLS_CERT", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_cert: Option<PathBuf>,
-    /// PEM private key for gRPC over TLS, with --tls-cert
-    #[arg(long, env = "TASKWIRE_TLS_KEY", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_key: Option<PathBuf>,
-    /// NATS credentials file (JWT and NKey seed)
-    #[arg(long, env = "TASKWIRE_NATS_CREDENTIALS_FILE", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_credentials_file: Option<PathBuf>,
-    /// NATS token; never printed
-    #[arg(
-        long,
-        env = "TASKWIRE_NATS_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_token: Option<String>,
-    /// PEM root certificates to trust for the NATS server
-    #[arg(long, env = "TASKWIRE_NATS_TLS_CA", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_tls_ca: Option<PathBuf>,
-    /// Refuse to connect to NATS without TLS [default: false]
-    #[arg(
-        long,
-        env = "TASKWIRE_NATS_REQUIRE_TLS",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_require_tls: Option<bool>,
+settings! {
+    /// Coordinator settings; each one also reads `TASKWIRE_<NAME>`.
+    pub struct CoordinatorSettings for CoordinatorConfig {
+        /// Postgres URL, the source of truth [default: postgres://postgres@127.0.0.1:5432/taskwire]
+        #[arg(long, env = "TASKWIRE_DATABASE_URL", value_name = "URL")]
+        pub database_url: Option<String>,
+        /// NATS URL [default: nats://127.0.0.1:4222]
+        #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
+        pub nats_url: Option<String>,
+        /// gRPC listen address [default: 127.0.0.1:50051]
+        #[arg(long, env = "TASKWIRE_LISTEN", value_name = "ADDR")]
+        pub listen: Option<SocketAddr>,
+        /// Subject prefix of this deployment [default: taskwire]
+        #[arg(long, env = "TASKWIRE_PREFIX")]
+        pub prefix: Option<String>,
+        /// Queue tasks are dispatched to [default: default]
+        #[arg(long, env = "TASKWIRE_QUEUE")]
+        pub queue: Option<String>,
+        /// Largest accepted prompt, in bytes [default: 262144]
+        #[arg(long, env = "TASKWIRE_MAX_PROMPT_BYTES", value_name = "BYTES")]
+        pub max_prompt_bytes: Option<usize>,
+        /// Largest accepted encoded request, in bytes; keep it below NATS's max_payload [default: 786432]
+        #[arg(long, env = "TASKWIRE_MAX_REQUEST_BYTES", value_name = "BYTES")]
+        pub max_request_bytes: Option<usize>,
+        /// Most tasks waiting in the tasks stream [default: 1000000]
+        #[arg(long, env = "TASKWIRE_MAX_QUEUED_TASKS", value_name = "N")]
+        pub max_queued_tasks: Option<i64>,
+        /// Workers' ack wait: redelivery after a silent worker, e.g. 30s [default: 30s]
+        #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
+        pub ack_wait: Option<HumanDuration>,
+        /// Postgres connection pool size [default: 16]
+        #[arg(long, env = "TASKWIRE_DB_MAX_CONNECTIONS", value_name = "N")]
+        pub db_max_connections: Option<u32>,
+        /// How often overdue tasks are looked for [default: 1s]
+        #[arg(long, env = "TASKWIRE_SWEEP_INTERVAL", value_name = "DURATION")]
+        pub sweep_interval: Option<HumanDuration>,
+        /// Attempts a task gets when its submit does not say [default: 3]
+        #[arg(long, env = "TASKWIRE_DEFAULT_MAX_ATTEMPTS", value_name = "N")]
+        pub default_max_attempts: Option<u32>,
+        /// Directory with agents/*.md and commands/*.md, reloaded on change [default: none, built-in agents only]
+        #[arg(long, env = "TASKWIRE_CONFIG_DIR", value_name = "DIR")]
+        pub config_dir: Option<PathBuf>,
+        /// The primary agent slash commands run in [default: build]
+        #[arg(long, env = "TASKWIRE_DEFAULT_AGENT", value_name = "NAME")]
+        pub default_agent: Option<String>,
+        /// Deepest task tree: a task at this depth may not start children [default: 1]
+        #[arg(long, env = "TASKWIRE_MAX_DEPTH", value_name = "N")]
+        pub max_depth: Option<u32>,
+        /// Most tasks one tenant may have running at once; more wait queued [default: no limit]
+        #[arg(long, env = "TASKWIRE_MAX_RUNNING_PER_TENANT", value_name = "N")]
+        pub max_running_per_tenant: Option<u32>,
+        /// File of bearer tokens with their tenants and scopes [default: none, the API is open]
+        #[arg(long, env = "TASKWIRE_AUTH_TOKENS_FILE", value_name = "FILE")]
+        pub auth_tokens_file: Option<PathBuf>,
+        /// PEM certificate chain for gRPC over TLS, with --tls-key [default: plaintext]
+        #[arg(long, env = "TASKWIRE_TLS_CERT", value_name = "FILE")]
+        pub tls_cert: Option<PathBuf>,
+        /// PEM private key for gRPC over TLS, with --tls-cert
+        #[arg(long, env = "TASKWIRE_TLS_KEY", value_name = "FILE")]
+        pub tls_key: Option<PathBuf>,
+    }
 }
 
 impl CoordinatorSettings {
-    /// Layers `self` over `lower`: a field set in `self` wins.
-    pub fn over(self, lower: Self) -> Self {
-        layer_fields!(self, lower;
-            database_url, nats_url, listen, prefix, queue, max_prompt_bytes, max_request_bytes,
-            max_queued_tasks, ack_wait, db_max_connections, sweep_interval, default_max_attempts,
-            config_dir, default_agent, max_depth, max_running_per_tenant, auth_tokens_file,
-            tls_cert, tls_key, nats_credentials_file, nats_token, nats_tls_ca, nats_require_tls,
-        )
-    }
-
     /// `config` with every field set here replaced; fields the CLI has no flag for keep
     /// their value.
     pub fn apply(self, mut c: CoordinatorConfig) -> CoordinatorConfig {
+        self.apply_nats(&mut c);
         set(&mut c.database_url, self.database_url);
         set(&mut c.nats_url, self.nats_url);
         set(&mut c.listen, self.listen);
@@ -142,9 +85,9 @@ impl CoordinatorSettings {
         set(&mut c.max_prompt_bytes, self.max_prompt_bytes);
         set(&mut c.max_request_bytes, self.max_request_bytes);
         set(&mut c.max_queued_tasks, self.max_queued_tasks);
-        set(&mut c.ack_wait, self.ack_wait.map(|d| d.0));
+        set(&mut c.ack_wait, self.ack_wait);
         set(&mut c.db_max_connections, self.db_max_connections);
-        set(&mut c.sweep_interval, self.sweep_interval.map(|d| d.0));
+        set(&mut c.sweep_interval, self.sweep_interval);
         set(&mut c.default_max_attempts, self.default_max_attempts);
         set_some(&mut c.config_dir, self.config_dir);
         set(&mut c.default_agent, self.default_agent);
@@ -153,10 +96,6 @@ impl CoordinatorSettings {
         set_some(&mut c.auth_tokens_file, self.auth_tokens_file);
         set_some(&mut c.tls_cert, self.tls_cert);
         set_some(&mut c.tls_key, self.tls_key);
-        set_some(&mut c.nats.credentials_file, self.nats_credentials_file);
-        set_some(&mut c.nats.token, self.nats_token);
-        set_some(&mut c.nats.tls_ca, self.nats_tls_ca);
-        set(&mut c.nats.require_tls, self.nats_require_tls);
         c
     }
 
@@ -183,10 +122,7 @@ impl CoordinatorSettings {
             auth_tokens_file: c.auth_tokens_file.clone(),
             tls_cert: c.tls_cert.clone(),
             tls_key: c.tls_key.clone(),
-            nats_credentials_file: c.nats.credentials_file.clone(),
-            nats_token: c.nats.token.as_ref().map(|_| REDACTED.to_owned()),
-            nats_tls_ca: c.nats.tls_ca.clone(),
-            nats_require_tls: Some(c.nats.require_tls),
+            ..Self::printable_nats(c)
         }
     }
 }

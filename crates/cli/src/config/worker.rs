@@ -5,157 +5,98 @@ use std::path::PathBuf;
 
 use taskwire_worker::WorkerConfig;
 
-use super::{REDACTED, redact_url_password, set, set_some};
+use super::{redact_url_password, redacted, set, set_some};
 use crate::duration::HumanDuration;
 
-/// Worker settings; each one also reads `TASKWIRE_<NAME>`.
-#[derive(Debug, Default, Clone, PartialEq, clap::Args, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerSettings {
-    /// NATS URL [default: nats://127.0.0.1:4222]
-    #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_url: Option<String>,
-    /// Subject prefix of the deployment [default: taskwire]
-    #[arg(long, env = "TASKWIRE_PREFIX")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// Queue to serve [default: default]
-    #[arg(long, env = "TASKWIRE_QUEUE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
-    /// Sessions run at once [default: 16]
-    #[arg(long, env = "TASKWIRE_CONCURRENCY", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<usize>,
-    /// Root directory the file tools are confined to [default: .]
-    #[arg(long, env = "TASKWIRE_WORKSPACE", value_name = "DIR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<PathBuf>,
-    /// This worker's name in logs and results [default: worker-<random>]
-    #[arg(long, env = "TASKWIRE_WORKER_ID", value_name = "ID")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_id: Option<String>,
-    /// OpenAI-compatible model endpoint [default: http://127.0.0.1:8000/v1]
-    #[arg(long, env = "TASKWIRE_MODEL_BASE_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_base_url: Option<String>,
-    /// Bearer token of the model endpoint; never printed
-    #[arg(
-        long,
-        env = "TASKWIRE_MODEL_API_KEY",
-        value_name = "KEY",
-        hide_env_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_api_key: Option<String>,
-    /// Model used when neither the task nor its agent names one [default: default]
-    #[arg(long, env = "TASKWIRE_MODEL", value_name = "NAME")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Ask for whole answers instead of streamed ones (watchers then see no text deltas) [default: false]
-    #[arg(
-        long,
-        env = "TASKWIRE_NO_STREAM",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub no_stream: Option<bool>,
-    /// Timeout of one whole model call [default: 5m]
-    #[arg(long, env = "TASKWIRE_MODEL_TIMEOUT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_timeout: Option<HumanDuration>,
-    /// Retries of one model call on 429, 5xx or timeouts before the attempt fails [default: 3]
-    #[arg(long, env = "TASKWIRE_MODEL_MAX_RETRIES", value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_max_retries: Option<u32>,
-    /// Ack wait of the shared consumer, set when it is first created; match the coordinator's [default: 30s]
-    #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ack_wait: Option<HumanDuration>,
-    /// How long a claim may take before the task is retried [default: 5s]
-    #[arg(long, env = "TASKWIRE_CLAIM_TIMEOUT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub claim_timeout: Option<HumanDuration>,
-    /// On shutdown, how long running sessions may finish before their tasks are released [default: 30s]
-    #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shutdown_grace: Option<HumanDuration>,
-    /// Delay before the first retry of a retryable failure; doubles per attempt [default: 1s]
-    #[arg(long, env = "TASKWIRE_RETRY_BASE_DELAY", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_base_delay: Option<HumanDuration>,
-    /// Longest delay between retries [default: 1m]
-    #[arg(long, env = "TASKWIRE_RETRY_MAX_DELAY", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_max_delay: Option<HumanDuration>,
-    /// How long an `ask` permission waits for an answer before it counts as a deny [default: 10m]
-    #[arg(long, env = "TASKWIRE_APPROVAL_TIMEOUT", value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval_timeout: Option<HumanDuration>,
-    /// Anthropic Messages endpoint for models named `anthropic/<model>`, e.g. https://api.anthropic.com
-    #[arg(long, env = "TASKWIRE_ANTHROPIC_BASE_URL", value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anthropic_base_url: Option<String>,
-    /// Anthropic API key; never printed
-    #[arg(
-        long,
-        env = "TASKWIRE_ANTHROPIC_API_KEY",
-        value_name = "KEY",
-        hide_env_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub anthropic_api_key: Option<String>,
-    /// NATS credentials file (JWT and NKey seed)
-    #[arg(long, env = "TASKWIRE_NATS_CREDENTIALS_FILE", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_credentials_file: Option<PathBuf>,
-    /// NATS token; never printed
-    #[arg(
-        long,
-        env = "TASKWIRE_NATS_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_token: Option<String>,
-    /// PEM root certificates to trust for the NATS server
-    #[arg(long, env = "TASKWIRE_NATS_TLS_CA", value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_tls_ca: Option<PathBuf>,
-    /// Refuse to connect to NATS without TLS [default: false]
-    #[arg(
-        long,
-        env = "TASKWIRE_NATS_REQUIRE_TLS",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nats_require_tls: Option<bool>,
+settings! {
+    /// Worker settings; each one also reads `TASKWIRE_<NAME>`.
+    pub struct WorkerSettings for WorkerConfig {
+        /// NATS URL [default: nats://127.0.0.1:4222]
+        #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
+        pub nats_url: Option<String>,
+        /// Subject prefix of the deployment [default: taskwire]
+        #[arg(long, env = "TASKWIRE_PREFIX")]
+        pub prefix: Option<String>,
+        /// Queue to serve [default: default]
+        #[arg(long, env = "TASKWIRE_QUEUE")]
+        pub queue: Option<String>,
+        /// Sessions run at once [default: 16]
+        #[arg(long, env = "TASKWIRE_CONCURRENCY", value_name = "N")]
+        pub concurrency: Option<usize>,
+        /// Root directory the file tools are confined to [default: .]
+        #[arg(long, env = "TASKWIRE_WORKSPACE", value_name = "DIR")]
+        pub workspace: Option<PathBuf>,
+        /// This worker's name in logs and results [default: worker-<random>]
+        #[arg(long, env = "TASKWIRE_WORKER_ID", value_name = "ID")]
+        pub worker_id: Option<String>,
+        /// OpenAI-compatible model endpoint [default: http://127.0.0.1:8000/v1]
+        #[arg(long, env = "TASKWIRE_MODEL_BASE_URL", value_name = "URL")]
+        pub model_base_url: Option<String>,
+        /// Bearer token of the model endpoint; never printed
+        #[arg(
+            long,
+            env = "TASKWIRE_MODEL_API_KEY",
+            value_name = "KEY",
+            hide_env_values = true
+        )]
+        pub model_api_key: Option<String>,
+        /// Model used when neither the task nor its agent names one [default: default]
+        #[arg(long, env = "TASKWIRE_MODEL", value_name = "NAME")]
+        pub model: Option<String>,
+        /// Ask for whole answers instead of streamed ones (watchers then see no text deltas) [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_NO_STREAM",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub no_stream: Option<bool>,
+        /// Timeout of one whole model call [default: 5m]
+        #[arg(long, env = "TASKWIRE_MODEL_TIMEOUT", value_name = "DURATION")]
+        pub model_timeout: Option<HumanDuration>,
+        /// Retries of one model call on 429, 5xx or timeouts before the attempt fails [default: 3]
+        #[arg(long, env = "TASKWIRE_MODEL_MAX_RETRIES", value_name = "N")]
+        pub model_max_retries: Option<u32>,
+        /// Ack wait of the shared consumer, set when it is first created; match the coordinator's [default: 30s]
+        #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
+        pub ack_wait: Option<HumanDuration>,
+        /// How long a claim may take before the task is retried [default: 5s]
+        #[arg(long, env = "TASKWIRE_CLAIM_TIMEOUT", value_name = "DURATION")]
+        pub claim_timeout: Option<HumanDuration>,
+        /// On shutdown, how long running sessions may finish before their tasks are released [default: 30s]
+        #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION")]
+        pub shutdown_grace: Option<HumanDuration>,
+        /// Delay before the first retry of a retryable failure; doubles per attempt [default: 1s]
+        #[arg(long, env = "TASKWIRE_RETRY_BASE_DELAY", value_name = "DURATION")]
+        pub retry_base_delay: Option<HumanDuration>,
+        /// Longest delay between retries [default: 1m]
+        #[arg(long, env = "TASKWIRE_RETRY_MAX_DELAY", value_name = "DURATION")]
+        pub retry_max_delay: Option<HumanDuration>,
+        /// How long an `ask` permission waits for an answer before it counts as a deny [default: 10m]
+        #[arg(long, env = "TASKWIRE_APPROVAL_TIMEOUT", value_name = "DURATION")]
+        pub approval_timeout: Option<HumanDuration>,
+        /// Anthropic Messages endpoint for models named `anthropic/<model>`, e.g. https://api.anthropic.com
+        #[arg(long, env = "TASKWIRE_ANTHROPIC_BASE_URL", value_name = "URL")]
+        pub anthropic_base_url: Option<String>,
+        /// Anthropic API key; never printed
+        #[arg(
+            long,
+            env = "TASKWIRE_ANTHROPIC_API_KEY",
+            value_name = "KEY",
+            hide_env_values = true
+        )]
+        pub anthropic_api_key: Option<String>,
+    }
 }
 
 impl WorkerSettings {
-    /// Layers `self` over `lower`: a field set in `self` wins.
-    pub fn over(self, lower: Self) -> Self {
-        layer_fields!(self, lower;
-            nats_url, prefix, queue, concurrency, workspace, worker_id, model_base_url,
-            model_api_key, model, no_stream, model_timeout, model_max_retries, ack_wait,
-            claim_timeout, shutdown_grace, retry_base_delay, retry_max_delay, approval_timeout,
-            anthropic_base_url, anthropic_api_key, nats_credentials_file, nats_token, nats_tls_ca,
-            nats_require_tls,
-        )
-    }
-
     /// `config` with every field set here replaced; fields the CLI has no flag for keep
     /// their value.
     pub fn apply(self, mut c: WorkerConfig) -> WorkerConfig {
+        self.apply_nats(&mut c);
         set(&mut c.nats_url, self.nats_url);
         set(&mut c.prefix, self.prefix);
         set(&mut c.queue, self.queue);
@@ -166,23 +107,16 @@ impl WorkerSettings {
         set_some(&mut c.model.api_key, self.model_api_key);
         set(&mut c.model.default_model, self.model);
         set(&mut c.model.stream, self.no_stream.map(|no| !no));
-        set(
-            &mut c.model.request_timeout,
-            self.model_timeout.map(|d| d.0),
-        );
+        set(&mut c.model.request_timeout, self.model_timeout);
         set(&mut c.model.max_retries, self.model_max_retries);
-        set(&mut c.ack_wait, self.ack_wait.map(|d| d.0));
-        set(&mut c.claim_timeout, self.claim_timeout.map(|d| d.0));
-        set(&mut c.shutdown_grace, self.shutdown_grace.map(|d| d.0));
-        set(&mut c.retry_base_delay, self.retry_base_delay.map(|d| d.0));
-        set(&mut c.retry_max_delay, self.retry_max_delay.map(|d| d.0));
-        set(&mut c.approval_timeout, self.approval_timeout.map(|d| d.0));
+        set(&mut c.ack_wait, self.ack_wait);
+        set(&mut c.claim_timeout, self.claim_timeout);
+        set(&mut c.shutdown_grace, self.shutdown_grace);
+        set(&mut c.retry_base_delay, self.retry_base_delay);
+        set(&mut c.retry_max_delay, self.retry_max_delay);
+        set(&mut c.approval_timeout, self.approval_timeout);
         set_some(&mut c.model.anthropic_base_url, self.anthropic_base_url);
         set_some(&mut c.model.anthropic_api_key, self.anthropic_api_key);
-        set_some(&mut c.nats.credentials_file, self.nats_credentials_file);
-        set_some(&mut c.nats.token, self.nats_token);
-        set_some(&mut c.nats.tls_ca, self.nats_tls_ca);
-        set(&mut c.nats.require_tls, self.nats_require_tls);
         c
     }
 
@@ -196,7 +130,7 @@ impl WorkerSettings {
             workspace: Some(c.workspace.clone()),
             worker_id: c.worker_id.clone(),
             model_base_url: Some(redact_url_password(&c.model.base_url)),
-            model_api_key: c.model.api_key.as_ref().map(|_| REDACTED.to_owned()),
+            model_api_key: redacted(c.model.api_key.as_deref()),
             model: Some(c.model.default_model.clone()),
             no_stream: Some(!c.model.stream),
             model_timeout: Some(HumanDuration(c.model.request_timeout)),
@@ -212,15 +146,8 @@ impl WorkerSettings {
                 .anthropic_base_url
                 .as_deref()
                 .map(redact_url_password),
-            anthropic_api_key: c
-                .model
-                .anthropic_api_key
-                .as_ref()
-                .map(|_| REDACTED.to_owned()),
-            nats_credentials_file: c.nats.credentials_file.clone(),
-            nats_token: c.nats.token.as_ref().map(|_| REDACTED.to_owned()),
-            nats_tls_ca: c.nats.tls_ca.clone(),
-            nats_require_tls: Some(c.nats.require_tls),
+            anthropic_api_key: redacted(c.model.anthropic_api_key.as_deref()),
+            ..Self::printable_nats(c)
         }
     }
 }
