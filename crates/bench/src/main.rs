@@ -20,6 +20,10 @@ use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 use taskwire_test_support::{NatsServer, ScriptedModel, TestDatabase};
 use tokio_util::sync::CancellationToken;
 
+/// The same allocator as the `taskwire` binary, so the figures are the product's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     tasks: usize,
     worker_concurrency: usize,

@@ -3,7 +3,7 @@
 //! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`submit`]: validation and the group-commit submit batcher.
-//! - [`batch`]: the group-commit loop shared by submits and transcript saves.
+//! - [`batch`]: the group-commit loop behind submits.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
 //! - [`claims`]: answers workers' claims with a fencing epoch.
 //! - [`worker_rpc`]: workers' other requests: child tasks, lookups, sessions, approvals.
@@ -63,8 +63,6 @@ pub struct State {
     pub relay_wake: Arc<Notify>,
     /// Tasks waiting in the tasks stream (sampled).
     pub queue_depth: backpressure::QueueDepth,
-    /// Group commit of transcript saves.
-    pub session_saver: batch::Batcher<taskwire_store::sessions::SessionWrite, Result<bool, String>>,
 }
 
 impl State {
@@ -173,7 +171,6 @@ pub async fn serve(
         submitter,
         relay_wake: relay_wake.clone(),
         queue_depth: backpressure::QueueDepth::default(),
-        session_saver: worker_rpc::session_saver(store.clone(), loops.clone()),
     });
 
     let mut tasks = tokio::task::JoinSet::new();

@@ -204,12 +204,17 @@ async fn session_save(state: &State, payload: &[u8]) -> pb::SessionSaveReply {
         let req = decode::<pb::SessionSave>("session save", payload)?;
         let session = SessionId::parse_field("session_id", &req.session_id)?;
         let task = TaskId::parse_field("task_id", &req.task_id)?;
-        let transcript: serde_json::Value = serde_json::from_slice(&req.transcript_json)
+        // Checked, not built: Postgres stores the text as jsonb.
+        serde_json::from_slice::<serde::de::IgnoredAny>(&req.transcript_json)
             .map_err(|e| CoordinatorError::invalid("transcript_json", e.to_string()))?;
+        let transcript = String::from_utf8(req.transcript_json)
+            .map_err(|_| CoordinatorError::invalid("transcript_json", "is not UTF-8"))?;
+        // Rare (transcripts normally travel with the result), so not batched.
+        let write = (session, task, ClaimEpoch(req.claim_epoch), transcript);
         if !state
             .store
-            .save_session(session, task, ClaimEpoch(req.claim_epoch), &transcript)
-            .await?
+            .save_sessions(std::slice::from_ref(&write))
+            .await?[0]
         {
             return Err(CoordinatorError::FailedPrecondition(format!(
                 "task {task} is no longer run by this attempt; transcript not saved"
@@ -258,41 +263,4 @@ async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
             status: status_of(&e),
         },
     }
-}
-
-/// The group-commit loop for transcript saves.
-pub fn session_saver(
-    store: taskwire_store::Store,
-    shutdown: CancellationToken,
-) -> crate::batch::Batcher<taskwire_store::sessions::SessionWrite, Result<bool, String>> {
-    crate::batch::Batcher::start(
-        "session saver",
-        256,
-        4,
-        shutdown,
-        move |writes: Vec<taskwire_store::sessions::SessionWrite>| {
-            let store = store.clone();
-            async move {
-                let distinct: std::collections::HashSet<_> = writes.iter().map(|w| w.0).collect();
-                let saved = if distinct.len() == writes.len() {
-                    store.save_sessions(&writes).await
-                } else {
-                    // One statement cannot write a row twice: save a batch with a repeated
-                    // session one by one, in order.
-                    let mut out = Vec::with_capacity(writes.len());
-                    for w in &writes {
-                        match store.save_sessions(std::slice::from_ref(w)).await {
-                            Ok(v) => out.extend(v),
-                            Err(e) => return writes.iter().map(|_| Err(e.to_string())).collect(),
-                        }
-                    }
-                    Ok(out)
-                };
-                match saved {
-                    Ok(v) => v.into_iter().map(Ok).collect(),
-                    Err(e) => writes.iter().map(|_| Err(e.to_string())).collect(),
-                }
-            }
-        },
-    )
 }

@@ -284,6 +284,8 @@ pub struct TaskResult {
     pub worker_id: Option<WorkerId>,
     /// The attempt failed retryably and the worker scheduled another one.
     pub retry_scheduled: bool,
+    /// The session transcript (JSON text), saved with the result when present.
+    pub transcript_json: Option<String>,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -338,6 +340,13 @@ impl TryFrom<pb::TaskResult> for TaskResult {
                 .transpose()?,
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
             retry_scheduled: r.retry_scheduled,
+            transcript_json: match r.transcript_json.is_empty() {
+                true => None,
+                false => Some(
+                    String::from_utf8(r.transcript_json)
+                        .map_err(|_| ProtocolError::invalid("transcript_json", "is not UTF-8"))?,
+                ),
+            },
         })
     }
 }
@@ -395,6 +404,11 @@ impl From<&TaskResult> for pb::TaskResult {
                 .map(|w| w.to_string())
                 .unwrap_or_default(),
             retry_scheduled: r.retry_scheduled,
+            transcript_json: r
+                .transcript_json
+                .clone()
+                .map(String::into_bytes)
+                .unwrap_or_default(),
         }
     }
 }

@@ -35,9 +35,16 @@ impl Store {
             })
             .collect();
         let finals: Vec<bool> = results.iter().map(|r| !r.retry_scheduled).collect();
+        // The stored result leaves the transcript out: it lives in `sessions`.
         let payloads: Vec<Option<Vec<u8>>> = results
             .iter()
-            .map(|r| (!r.retry_scheduled).then(|| pb::TaskResult::from(r).encode_to_vec()))
+            .map(|r| {
+                (!r.retry_scheduled).then(|| {
+                    let mut wire = pb::TaskResult::from(r);
+                    wire.transcript_json.clear();
+                    wire.encode_to_vec()
+                })
+            })
             .collect();
         let errors: Vec<Option<String>> = results
             .iter()
@@ -86,6 +93,10 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("record attempt outcomes", e))?;
+        // Transcripts are fenced by their attempt's claim, not by the task's status: a
+        // session cancelled mid-way keeps what it did, for a resume.
+        let writes = transcripts(results);
+        crate::sessions::upsert(&mut tx, &writes.iter().collect::<Vec<_>>()).await?;
         tx.commit()
             .await
             .map_err(|e| StoreError::from_sqlx("commit results", e))?;
@@ -96,4 +107,30 @@ impl Store {
             .map(|(id, e)| recorded.contains(&(*id, *e)))
             .collect())
     }
+}
+
+/// The transcripts carried by `results`, one per session (the newest claim's).
+fn transcripts(results: &[TaskResult]) -> Vec<crate::sessions::SessionWrite> {
+    let mut by_session: std::collections::HashMap<uuid::Uuid, crate::sessions::SessionWrite> =
+        std::collections::HashMap::new();
+    for r in results {
+        let (Some(session), Some(json)) = (r.session_id, &r.transcript_json) else {
+            continue;
+        };
+        // One malformed transcript must not fail the batch: check it without building it.
+        if serde_json::from_str::<serde::de::IgnoredAny>(json).is_err() {
+            tracing::warn!(task.id = %r.task_id, "ignoring a transcript that is not json");
+            continue;
+        }
+        let newer = by_session
+            .get(&session.as_uuid())
+            .is_none_or(|w| w.2 < r.claim_epoch);
+        if newer {
+            by_session.insert(
+                session.as_uuid(),
+                (session, r.task_id, r.claim_epoch, json.clone()),
+            );
+        }
+    }
+    by_session.into_values().collect()
 }

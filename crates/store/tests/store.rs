@@ -77,6 +77,7 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         session_id: None,
         worker_id: None,
         retry_scheduled: false,
+        transcript_json: None,
     }
 }
 
@@ -415,18 +416,16 @@ async fn a_second_task_on_a_busy_session_waits_for_the_first() {
     };
 
     let transcript = serde_json::json!({"messages": [{"role": "user", "text": "hi"}]});
-    assert!(
-        store
-            .save_session(session, a, epoch, &transcript)
-            .await
-            .expect("save")
+    let write = |epoch| vec![(session, a, epoch, transcript.to_string())];
+    assert_eq!(
+        store.save_sessions(&write(epoch)).await.expect("save"),
+        vec![true]
     );
-    assert!(
-        !store
-            .save_session(session, a, ClaimEpoch(epoch.0 + 7), &transcript)
-            .await
-            .expect("stale save")
-    );
+    let stale = store
+        .save_sessions(&write(ClaimEpoch(epoch.0 + 7)))
+        .await
+        .expect("stale save");
+    assert_eq!(stale, vec![false]);
     let (tenant, loaded) = store
         .load_session(session)
         .await

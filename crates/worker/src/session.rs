@@ -1,5 +1,5 @@
 //! One attempt's agent session: resolve the agent and model, load the transcript,
-//! run a slash command's subtask if there is one, run the loop, save the transcript.
+//! run a slash command's subtask if there is one, run the loop, hand back the transcript.
 
 use prost::Message as _;
 use taskwire_agent::command::run_subtask;
@@ -23,14 +23,15 @@ pub enum StartError {
     Unavailable(String),
 }
 
-/// Runs the attempt's session to its end, or says why it could not start.
+/// Runs the attempt's session to its end, or says why it could not start. Returns the
+/// outcome and the transcript to send with the result (when it was not saved already).
 pub async fn run(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
     stop: &StopHandle,
-) -> Result<SessionOutcome, StartError> {
+) -> Result<(SessionOutcome, Option<String>), StartError> {
     let agent = AgentSpec::try_from(&request.agent_spec)
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     let model = resolve_model(
@@ -104,16 +105,18 @@ pub async fn run(
         )
         .await;
         outcome.usage += subtask_usage;
-        // Saved while in-progress acks still flow: a slow or unreachable coordinator
-        // must not let the message's ack wait run out (another worker would run the
-        // task again).
-        save_transcript(ctx, request, claim, session_id, &outcome.transcript).await;
         outcome
     };
     let outcome = supervise(run, request.deadline, stop).await;
     publisher.finish(sink).await;
-    Ok(outcome)
+    let transcript =
+        transcript_for_result(ctx, request, claim, session_id, &outcome.transcript).await;
+    Ok((outcome, transcript))
 }
+
+/// Transcripts up to this size travel with the result (saved in its transaction);
+/// larger ones are saved on their own, before the result, through the coordinator.
+const TRANSCRIPT_WITH_RESULT: usize = 256 * 1024;
 
 async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcript, StartError> {
     let unavailable =
@@ -137,22 +140,27 @@ async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcr
     })
 }
 
-/// Saves the transcript; a failure is logged, not fatal: the result still counts, only
-/// a later resume would miss this run.
-async fn save_transcript(
+/// The transcript as JSON to send with the result, or `None` after saving a large one
+/// on its own. A failure is logged, not fatal: the result still counts, only a later
+/// resume would miss this run. (Called under the attempt's in-progress acks.)
+async fn transcript_for_result(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
     transcript: &Transcript,
-) {
-    let body = match serde_json::to_vec(transcript) {
+) -> Option<String> {
+    let body = match serde_json::to_string(transcript) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(task.id = %request.task_id, error = %e, "failed to encode the transcript");
-            return;
+            return None;
         }
     };
+    if body.len() <= TRANSCRIPT_WITH_RESULT {
+        return Some(body);
+    }
+    let body = body.into_bytes();
     let save = pb::SessionSave {
         session_id: session_id.to_string(),
         task_id: request.task_id.to_string(),
@@ -167,4 +175,5 @@ async fn save_transcript(
         }
         Err(e) => tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved"),
     }
+    None
 }

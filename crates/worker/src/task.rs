@@ -169,15 +169,18 @@ async fn run_claimed(
         return Disposition::Retry { delay: None };
     }
     let result = match outcome {
-        Ok(outcome) => result_of(
-            &request,
-            claim,
-            session_id,
-            &ctx.worker_id,
-            outcome,
-            stop.reason(),
-            started,
-        ),
+        Ok((outcome, transcript)) => TaskResult {
+            transcript_json: transcript,
+            ..result_of(
+                &request,
+                claim,
+                session_id,
+                &ctx.worker_id,
+                outcome,
+                stop.reason(),
+                started,
+            )
+        },
         Err(StartError::Unavailable(reason)) => {
             let delivered = msg.info().map_or(1, |i| i.delivered);
             tracing::warn!(task.id = %task_id, reason = %reason, "session could not start, retrying later");
@@ -322,6 +325,7 @@ fn result_of(
         session_id: Some(session_id),
         worker_id: Some(worker_id.clone()),
         retry_scheduled,
+        transcript_json: None,
     }
 }
 

@@ -301,6 +301,7 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 session_id,
                 worker_id,
                 retry_scheduled: retry,
+                transcript_json: Vec::new(),
             },
         )
         .boxed()

@@ -290,6 +290,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 session_id,
                 worker_id,
                 retry_scheduled,
+                transcript_json: None,
             },
         )
         .boxed()
