@@ -81,7 +81,9 @@ async fn consume(
     stream: &str,
     name: &str,
 ) -> Result<jetstream::consumer::pull::Stream, String> {
-    let consumer = taskwire_bus::coordinator_consumer(js, stream, name, Duration::from_secs(30))
+    // A short ack wait: results a killed coordinator had prefetched come back quickly;
+    // a slow write that outlives it is redelivered and then found already recorded.
+    let consumer = taskwire_bus::coordinator_consumer(js, stream, name, Duration::from_secs(10))
         .await
         .map_err(|e| e.to_string())?;
     consumer.messages().await.map_err(|e| e.to_string())

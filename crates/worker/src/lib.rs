@@ -23,6 +23,7 @@ pub mod session;
 pub mod task;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -43,6 +44,8 @@ use crate::cancel::{Running, StopReason};
 
 /// Longest a pull request waits for messages before it is renewed.
 const PULL_EXPIRES: Duration = Duration::from_secs(5);
+/// How often a waiting pull checks whether the connection was re-established.
+const RECONNECT_CHECK: Duration = Duration::from_millis(200);
 
 /// Runs a worker with the model clients from `config.model` until `shutdown`: the
 /// OpenAI-compatible endpoint for every model, except `anthropic/<model>` when an
@@ -150,6 +153,10 @@ pub async fn run_with_provider(
         while let Ok(p) = permits.clone().try_acquire_owned() {
             slots.push(p);
         }
+        // A pull request dies with the server it was sent to; the client would only give
+        // up on it `expires` plus a margin later. Noticing a reconnect pulls again at once.
+        let connects = client.statistics().connects.load(Ordering::Relaxed);
+        let mut reconnect_check = tokio::time::interval(RECONNECT_CHECK);
         let batch = consumer
             .batch()
             .max_messages(slots.len())
@@ -171,6 +178,13 @@ pub async fn run_with_provider(
             let next = tokio::select! {
                 _ = shutdown.cancelled() => break 'pull,
                 m = batch.next() => m,
+                _ = reconnect_check.tick() => {
+                    if client.statistics().connects.load(Ordering::Relaxed) != connects {
+                        tracing::debug!("reconnected since the pull request, pulling again");
+                        break;
+                    }
+                    continue;
+                }
             };
             let Some(msg) = next else { break };
             let msg = match msg {
