@@ -12,6 +12,8 @@
 //! - `<P>_EVENTS` (Limits, max age): `TaskProgress` per task subject, kept for `Watch` replay.
 //! - `<P>_RESULTS` (WorkQueue): `TaskResult`s for the coordinator's aggregator.
 //! - `<P>_DLQ` (WorkQueue): `DeadLetter`s reported by workers, recorded by the coordinator.
+//! - `<P>_ADVISORIES` (WorkQueue): JetStream's max-deliveries advisories for the tasks
+//!   stream, kept until a coordinator has handled them.
 //!
 //! Request/reply (core NATS): claims. Fire-and-forget (core NATS): cancel notices and
 //! "task finished" notices that wake watchers.

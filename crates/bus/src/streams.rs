@@ -64,6 +64,13 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
             ..Default::default()
         },
         stream::Config {
+            name: s.advisories_stream(),
+            subjects: vec![s.max_deliveries_advisories()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            ..Default::default()
+        },
+        stream::Config {
             name: s.dead_letter_stream(),
             subjects: vec![s.dead_letters()],
             retention: stream::RetentionPolicy::WorkQueue,

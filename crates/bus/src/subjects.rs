@@ -95,6 +95,18 @@ impl Subjects {
     pub fn results_stream(&self) -> String {
         format!("{}_RESULTS", self.stream_prefix)
     }
+    /// JetStream's max-deliveries advisories for the tasks stream.
+    pub fn max_deliveries_advisories(&self) -> String {
+        format!(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{}.*",
+            self.tasks_stream()
+        )
+    }
+    /// Keeps those advisories until a coordinator has handled them (they are plain
+    /// NATS messages, lost when no coordinator is listening).
+    pub fn advisories_stream(&self) -> String {
+        format!("{}_ADVISORIES", self.stream_prefix)
+    }
     pub fn dead_letter_stream(&self) -> String {
         format!("{}_DLQ", self.stream_prefix)
     }

@@ -1,10 +1,10 @@
 //! JetStream's max-deliveries advisory: a task message delivered `max_deliver` times
 //! without being settled stays in the WorkQueue stream forever unless someone acts.
 //! The coordinator records the task as dead-lettered (with a dead-letter row holding
-//! the message) and deletes the message. Failure policy: log and keep listening; the
-//! message stays in the stream, so nothing is lost.
+//! the message) and deletes the message. The advisories themselves are kept in a
+//! stream until handled. Failure policy: nak and retry; the loop restarts with backoff.
 
-use async_nats::jetstream;
+use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
 use taskwire_bus::Subjects;
 use taskwire_protocol::{TaskId, pb, task::decode};
@@ -18,38 +18,58 @@ struct MaxDeliveries {
     deliveries: u64,
 }
 
-/// Listens for max-deliveries advisories on the tasks stream until `shutdown`.
+/// Handles max-deliveries advisories (kept in the advisories stream, so none is lost
+/// while no coordinator runs) until `shutdown`; each is acknowledged once handled and
+/// redelivered if handling failed (Postgres down, say).
 pub async fn run(
-    client: async_nats::Client,
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
     shutdown: CancellationToken,
 ) {
-    let subject = format!(
-        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{}.*",
-        subjects.tasks_stream()
-    );
-    let sub = match client.subscribe(subject.clone()).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, subject = %subject, "failed to subscribe to max-deliveries advisories");
-            return;
-        }
-    };
-    let mut sub = std::pin::pin!(sub.take_until(shutdown.cancelled_owned()));
-    while let Some(msg) = sub.next().await {
+    crate::aggregator::supervise("max-deliveries advisories", shutdown.clone(), || {
+        advisories_once(
+            js.clone(),
+            store.clone(),
+            subjects.clone(),
+            shutdown.clone(),
+        )
+    })
+    .await
+}
+
+async fn advisories_once(
+    js: jetstream::Context,
+    store: Store,
+    subjects: Subjects,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let messages =
+        crate::aggregator::consume(&js, &subjects.advisories_stream(), "advisories").await?;
+    let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
+    while let Some(msg) = messages.next().await {
+        let msg = msg.map_err(|e| e.to_string())?;
         let advisory: MaxDeliveries = match serde_json::from_slice(&msg.payload) {
             Ok(a) => a,
             Err(e) => {
-                tracing::warn!(error = %e, "ignoring malformed max-deliveries advisory");
+                tracing::warn!(error = %e, "dropping a malformed max-deliveries advisory");
+                let _ = msg.ack_with(AckKind::Term).await;
                 continue;
             }
         };
-        if let Err(e) = handle(&js, &store, &subjects, &advisory).await {
-            tracing::warn!(error = %e, seq = advisory.stream_seq, "failed to handle a max-deliveries advisory");
+        match handle(&js, &store, &subjects, &advisory).await {
+            Ok(()) => {
+                let _ = msg.double_ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, seq = advisory.stream_seq, "failed to handle a max-deliveries advisory, retrying");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(std::time::Duration::from_secs(1))))
+                    .await;
+            }
         }
     }
+    Ok(())
 }
 
 async fn handle(

@@ -56,7 +56,7 @@ pub async fn run_dead_letters(
     .await
 }
 
-async fn supervise<F, Fut>(name: &'static str, shutdown: CancellationToken, mut start: F)
+pub(crate) async fn supervise<F, Fut>(name: &'static str, shutdown: CancellationToken, mut start: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,
@@ -76,7 +76,7 @@ where
 }
 
 /// The messages of the durable consumer `name` on `stream`.
-async fn consume(
+pub(crate) async fn consume(
     js: &jetstream::Context,
     stream: &str,
     name: &str,

@@ -220,7 +220,6 @@ pub async fn serve(
         }
     });
     tasks.spawn(advisories::run(
-        client.clone(),
         js.clone(),
         store.clone(),
         subjects.clone(),
