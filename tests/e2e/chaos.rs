@@ -26,8 +26,6 @@ use taskwire_e2e::PATIENCE;
 use taskwire_protocol::pb;
 use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 /// A `general` task with this prompt.
@@ -101,63 +99,6 @@ async fn wait_finished_within(
             bail!("task {task_id} did not finish within {patience:?}; last seen: {last}");
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-/// A coordinator or worker running in this process through its library `run`.
-struct InProcess {
-    token: CancellationToken,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl InProcess {
-    fn coordinator(
-        config: taskwire_coordinator::CoordinatorConfig,
-        listener: tokio::net::TcpListener,
-    ) -> Self {
-        let token = CancellationToken::new();
-        let handle = tokio::spawn({
-            let token = token.clone();
-            async move {
-                if let Err(e) = taskwire_coordinator::serve(config, listener, token).await {
-                    tracing::error!(error = %e, "coordinator failed");
-                }
-            }
-        });
-        Self {
-            token,
-            handle: Some(handle),
-        }
-    }
-
-    fn worker(config: taskwire_worker::WorkerConfig) -> Self {
-        let token = CancellationToken::new();
-        let handle = tokio::spawn({
-            let token = token.clone();
-            async move {
-                if let Err(e) = taskwire_worker::run(config, token).await {
-                    tracing::error!(error = %e, "worker failed");
-                }
-            }
-        });
-        Self {
-            token,
-            handle: Some(handle),
-        }
-    }
-
-    /// Stops it gracefully and waits until it has.
-    async fn stop(mut self) {
-        self.token.cancel();
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.await;
-        }
-    }
-}
-
-impl Drop for InProcess {
-    fn drop(&mut self) {
-        self.token.cancel();
     }
 }
 

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use taskwire_e2e::{Cluster, PATIENCE, start, wait_for};
 use taskwire_protocol::pb;
+use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+use tonic::transport::Channel;
 
 fn in_secs(secs: f64) -> prost_types::Timestamp {
     let t = std::time::SystemTime::now() + Duration::from_secs_f64(secs);
@@ -24,6 +26,17 @@ fn slow_or_echo(req: &SeenRequest) -> ScriptedReply {
     } else {
         ScriptedReply::text(format!("echo: {user}"))
     }
+}
+
+/// A deployment whose model answers with `script`.
+async fn start_scripted(
+    script: fn(&SeenRequest) -> ScriptedReply,
+    workers: usize,
+    concurrency: usize,
+) -> Cluster {
+    start(ScriptedModel::start(script).await, workers, concurrency)
+        .await
+        .expect("cluster")
 }
 
 async fn submit(
@@ -46,20 +59,51 @@ async fn submit(
         .task_id
 }
 
-async fn wait_model_saw(cluster: &Cluster, prompt: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !cluster
+/// Cancels `task_id`; returns the status the coordinator answers with.
+async fn cancel(
+    client: &mut TaskServiceClient<Channel>,
+    task_id: &str,
+    reason: &str,
+) -> pb::TaskStatus {
+    client
+        .cancel(pb::CancelRequest {
+            task_id: task_id.into(),
+            reason: reason.into(),
+        })
+        .await
+        .expect("cancel")
+        .into_inner()
+        .status()
+}
+
+/// Whether the model has been asked `prompt`.
+fn model_saw(cluster: &Cluster, prompt: &str) -> bool {
+    cluster
         .model
         .requests()
         .iter()
         .any(|r| r.last_user_message() == Some(prompt))
-    {
+}
+
+async fn wait_model_saw(cluster: &Cluster, prompt: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !model_saw(cluster, prompt) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the model never saw {prompt:?}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Waits until the task's first attempt has ended: the worker reports that on the
+/// attempt, not the task.
+async fn wait_attempt_ended(cluster: &Cluster, task_id: &str) -> pb::Task {
+    wait_for(cluster, task_id, "stopped", |t| {
+        t.attempts.first().is_some_and(|a| a.finished_at.is_some())
+    })
+    .await
+    .expect("the session stopped")
 }
 
 /// Runs one more task to completion: once it is done, the worker has also taken (and
@@ -78,9 +122,7 @@ async fn drain(cluster: &Cluster) {
 
 #[tokio::test]
 async fn the_worker_stops_a_session_at_its_deadline() {
-    let cluster = start(ScriptedModel::start(slow_or_echo).await, 1, 2)
-        .await
-        .expect("cluster");
+    let cluster = start_scripted(slow_or_echo, 1, 2).await;
     let started = Instant::now();
     let id = submit(&cluster, "general", "slow work", Some(in_secs(1.0))).await;
     let task = cluster.wait_finished(&id).await.expect("finished");
@@ -94,9 +136,7 @@ async fn the_worker_stops_a_session_at_its_deadline() {
 
 #[tokio::test]
 async fn a_task_still_queued_past_its_deadline_never_starts() {
-    let mut cluster = start(ScriptedModel::start(slow_or_echo).await, 0, 1)
-        .await
-        .expect("cluster");
+    let mut cluster = start_scripted(slow_or_echo, 0, 1).await;
     let id = submit(
         &cluster,
         "general",
@@ -113,11 +153,7 @@ async fn a_task_still_queued_past_its_deadline_never_starts() {
     cluster.add_worker("late", 2);
     drain(&cluster).await;
     assert!(
-        !cluster
-            .model
-            .requests()
-            .iter()
-            .any(|r| r.last_user_message() == Some("expired before it ran")),
+        !model_saw(&cluster, "expired before it ran"),
         "an expired task never reaches the model"
     );
     cluster.shutdown().await;
@@ -125,40 +161,16 @@ async fn a_task_still_queued_past_its_deadline_never_starts() {
 
 #[tokio::test]
 async fn a_cancelled_queued_task_never_runs_and_cancelling_twice_is_harmless() {
-    let mut cluster = start(ScriptedModel::start(slow_or_echo).await, 0, 1)
-        .await
-        .expect("cluster");
+    let mut cluster = start_scripted(slow_or_echo, 0, 1).await;
     let id = submit(&cluster, "general", "never run me", None).await;
     let mut client = cluster.client().await.expect("client");
-    let first = client
-        .cancel(pb::CancelRequest {
-            task_id: id.clone(),
-            reason: "changed my mind".into(),
-        })
-        .await;
-    assert_eq!(
-        first.expect("cancel").into_inner().status(),
-        pb::TaskStatus::Cancelled
-    );
-    let again = client
-        .cancel(pb::CancelRequest {
-            task_id: id.clone(),
-            reason: String::new(),
-        })
-        .await;
-    assert_eq!(
-        again.expect("cancel again").into_inner().status(),
-        pb::TaskStatus::Cancelled
-    );
+    let first = cancel(&mut client, &id, "changed my mind").await;
+    assert_eq!(first, pb::TaskStatus::Cancelled);
+    let again = cancel(&mut client, &id, "").await;
+    assert_eq!(again, pb::TaskStatus::Cancelled);
     cluster.add_worker("late", 2);
     drain(&cluster).await;
-    assert!(
-        !cluster
-            .model
-            .requests()
-            .iter()
-            .any(|r| r.last_user_message() == Some("never run me"))
-    );
+    assert!(!model_saw(&cluster, "never run me"));
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(
         (task.status(), task.attempt),
@@ -169,26 +181,13 @@ async fn a_cancelled_queued_task_never_runs_and_cancelling_twice_is_harmless() {
 
 #[tokio::test]
 async fn cancelling_a_running_task_stops_its_session_within_a_second() {
-    let cluster = start(ScriptedModel::start(slow_or_echo).await, 1, 2)
-        .await
-        .expect("cluster");
+    let cluster = start_scripted(slow_or_echo, 1, 2).await;
     let id = submit(&cluster, "general", "slow and cancelled", None).await;
     wait_model_saw(&cluster, "slow and cancelled").await;
     let mut client = cluster.client().await.expect("client");
     let cancelled_at = Instant::now();
-    client
-        .cancel(pb::CancelRequest {
-            task_id: id.clone(),
-            reason: String::new(),
-        })
-        .await
-        .expect("cancel");
-    // The worker reports the attempt's end (recorded on the attempt, not the task).
-    let task = wait_for(&cluster, &id, "stopped", |t| {
-        t.attempts.first().is_some_and(|a| a.finished_at.is_some())
-    })
-    .await
-    .expect("session stopped");
+    cancel(&mut client, &id, "").await;
+    let task = wait_attempt_ended(&cluster, &id).await;
     assert!(
         cancelled_at.elapsed() < Duration::from_secs(1),
         "stopped in {:?}",
@@ -213,9 +212,7 @@ fn long_bash(req: &SeenRequest) -> ScriptedReply {
 
 #[tokio::test]
 async fn cancelling_a_task_kills_its_running_bash_command() {
-    let cluster = start(ScriptedModel::start(long_bash).await, 1, 2)
-        .await
-        .expect("cluster");
+    let cluster = start_scripted(long_bash, 1, 2).await;
     let id = submit(&cluster, "build", "run the long command", None).await;
     let pid_file = cluster.workspace.path().join("pid.txt");
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -236,13 +233,7 @@ async fn cancelling_a_task_kills_its_running_bash_command() {
     assert!(alive(pid));
     let mut client = cluster.client().await.expect("client");
     let cancelled_at = Instant::now();
-    client
-        .cancel(pb::CancelRequest {
-            task_id: id,
-            reason: String::new(),
-        })
-        .await
-        .expect("cancel");
+    cancel(&mut client, &id, "").await;
     while alive(pid) {
         assert!(
             cancelled_at.elapsed() < Duration::from_secs(1),
@@ -273,19 +264,11 @@ fn parent_with_stuck_child(req: &SeenRequest) -> ScriptedReply {
 
 #[tokio::test]
 async fn cancelling_a_parent_cancels_its_running_child() {
-    let cluster = start(ScriptedModel::start(parent_with_stuck_child).await, 2, 1)
-        .await
-        .expect("cluster");
+    let cluster = start_scripted(parent_with_stuck_child, 2, 1).await;
     let parent = submit(&cluster, "general", "delegate", None).await;
     wait_model_saw(&cluster, "stuck child").await;
     let mut client = cluster.client().await.expect("client");
-    client
-        .cancel(pb::CancelRequest {
-            task_id: parent.clone(),
-            reason: String::new(),
-        })
-        .await
-        .expect("cancel");
+    cancel(&mut client, &parent, "").await;
     let children = client
         .list(pb::ListRequest {
             parent_task_id: parent.clone(),
@@ -296,11 +279,7 @@ async fn cancelling_a_parent_cancels_its_running_child() {
         .into_inner()
         .tasks;
     assert_eq!(children.len(), 1);
-    let child = wait_for(&cluster, &children[0].task_id, "stopped", |t| {
-        t.attempts.first().is_some_and(|a| a.finished_at.is_some())
-    })
-    .await
-    .expect("the child's session stopped");
+    let child = wait_attempt_ended(&cluster, &children[0].task_id).await;
     assert_eq!(child.status(), pb::TaskStatus::Cancelled);
     assert_eq!(
         cluster

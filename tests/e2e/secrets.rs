@@ -4,12 +4,10 @@
 //! process's output, and `--print-config` redacts them.
 
 use std::io::Write;
+use std::time::Duration;
 
 use taskwire_e2e::PATIENCE;
-use taskwire_e2e::launch::{Launched, Launcher};
-use taskwire_e2e::process::free_addr;
-use taskwire_protocol::pb;
-use taskwire_protocol::pb::task_service_client::TaskServiceClient;
+use taskwire_e2e::process::{Process, Taskwire, WorkerOptions, free_addr, wait_serving};
 use taskwire_test_support::{NatsServer, ScriptedModel, TestDatabase};
 
 const TRACE: (&str, &str) = ("RUST_LOG", "trace");
@@ -35,7 +33,7 @@ fn with_password(url: &str, fresh: &str) -> (String, String) {
 }
 
 /// Fails if `secret` appears in either of `process`'s streams.
-fn assert_not_leaked(process: &Launched, name: &str, secret: &str, what: &str) {
+fn assert_not_leaked(process: &Process, name: &str, secret: &str, what: &str) {
     for (stream, text) in [("stdout", process.stdout()), ("stderr", process.stderr())] {
         if let Some(at) = text.find(secret) {
             let line = text[..at].lines().count().max(1);
@@ -49,34 +47,10 @@ fn assert_not_leaked(process: &Launched, name: &str, secret: &str, what: &str) {
     }
 }
 
-/// Waits until the coordinator at `addr` answers an authenticated call.
-async fn wait_serving(coordinator: &mut Launched, addr: std::net::SocketAddr, token: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        coordinator.check_running().expect("coordinator running");
-        if let Ok(mut client) = TaskServiceClient::connect(format!("http://{addr}")).await {
-            let mut request = tonic::Request::new(pb::ListAgentsRequest::default());
-            request.metadata_mut().insert(
-                "authorization",
-                format!("Bearer {token}").parse().expect("ascii"),
-            );
-            if client.list_agents(request).await.is_ok() {
-                return;
-            }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "coordinator did not serve:\n{}",
-            coordinator.tail(30)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn no_secret_reaches_the_trace_logs_of_coordinator_worker_or_client() {
     taskwire_test_support::init_tracing();
-    let launcher = Launcher::locate().expect("taskwire binary");
+    let taskwire = Taskwire::locate().expect("taskwire binary");
     let nats = NatsServer::start().expect("nats");
     let db = TestDatabase::create().await.expect("database");
     let model = ScriptedModel::echo().await;
@@ -96,8 +70,8 @@ async fn no_secret_reaches_the_trace_logs_of_coordinator_worker_or_client() {
     let nats_url = nats.url();
     let (model_url, listen) = (model.base_url(), addr.to_string());
     let tokens_path = tokens.path().to_string_lossy().into_owned();
-    let mut coordinator = launcher
-        .spawn(
+    let mut coordinator = taskwire
+        .spawn_with_env(
             "coordinator",
             &[
                 "coordinator",
@@ -115,32 +89,22 @@ async fn no_secret_reaches_the_trace_logs_of_coordinator_worker_or_client() {
             ],
         )
         .expect("start coordinator");
-    wait_serving(&mut coordinator, addr, &token).await;
+    wait_serving(&mut coordinator, addr, Some(&token))
+        .await
+        .expect("coordinator serving");
 
-    let workspace_arg = workspace.path().to_string_lossy().into_owned();
-    let mut worker = launcher
-        .spawn(
-            "worker",
-            &[
-                "worker",
-                "--nats-url",
-                &nats_url,
-                "--model-base-url",
-                &model_url,
-                "--model",
-                "scripted",
-                "--workspace",
-                &workspace_arg,
-                "--worker-id",
-                "secret-keeper",
-            ],
+    let options = WorkerOptions::new(&nats_url, &model_url, workspace.path());
+    let mut worker = taskwire
+        .worker_with_env(
+            "secret-keeper",
+            &options,
             &[TRACE, ("TASKWIRE_MODEL_API_KEY", &api_key)],
         )
         .expect("start worker");
 
     // A client process too: it sends the bearer token on every call.
     let coordinator_url = format!("http://{addr}");
-    let submit = launcher
+    let submit = taskwire
         .run(
             "submit",
             &[
@@ -201,7 +165,7 @@ async fn no_secret_reaches_the_trace_logs_of_coordinator_worker_or_client() {
 
 #[tokio::test]
 async fn print_config_redacts_secrets_from_flags_and_env() {
-    let launcher = Launcher::locate().expect("taskwire binary");
+    let taskwire = Taskwire::locate().expect("taskwire binary");
     let api_key = secret("sk-model");
     let nats_token = secret("nats-token");
     let db_password = secret("db-password");
@@ -209,10 +173,10 @@ async fn print_config_redacts_secrets_from_flags_and_env() {
     let database_url = format!("postgres://tw:{db_password}@db.internal:5432/taskwire");
     let nats_url = format!("nats://app:{nats_password}@nats.internal:4222");
 
-    let coordinator = launcher
-        .run(
+    for (name, args, env) in [
+        (
             "coordinator-flags",
-            &[
+            vec![
                 "coordinator",
                 "--database-url",
                 &database_url,
@@ -224,56 +188,37 @@ async fn print_config_redacts_secrets_from_flags_and_env() {
                 "/etc/taskwire/tokens.toml",
                 "--print-config",
             ],
-            &[TRACE],
-        )
-        .await
-        .expect("print coordinator config");
-    let printed = coordinator.stdout();
-    assert!(printed.contains("[coordinator]"), "{printed}");
-    assert!(printed.contains("nats_token = \"<redacted>\""), "{printed}");
-    assert!(
-        printed.contains("postgres://tw:<redacted>@db.internal:5432/taskwire"),
-        "{printed}"
-    );
-    for (secret, what) in [
-        (&nats_token, "nats token"),
-        (&db_password, "database password"),
-        (&nats_password, "nats password"),
-    ] {
-        assert_not_leaked(&coordinator, "coordinator --print-config", secret, what);
-    }
-
-    let coordinator_env = launcher
-        .run(
+            vec![TRACE],
+        ),
+        (
             "coordinator-env",
-            &["coordinator", "--print-config"],
-            &[
+            vec!["coordinator", "--print-config"],
+            vec![
                 TRACE,
                 ("TASKWIRE_NATS_TOKEN", &nats_token),
                 ("TASKWIRE_DATABASE_URL", &database_url),
             ],
-        )
-        .await
-        .expect("print coordinator config");
-    assert!(
-        coordinator_env
-            .stdout()
-            .contains("nats_token = \"<redacted>\""),
-        "{}",
-        coordinator_env.stdout()
-    );
-    assert_not_leaked(
-        &coordinator_env,
-        "coordinator (env)",
-        &nats_token,
-        "nats token",
-    );
-    assert_not_leaked(
-        &coordinator_env,
-        "coordinator (env)",
-        &db_password,
-        "database password",
-    );
+        ),
+    ] {
+        let coordinator = taskwire
+            .run(name, &args, &env)
+            .await
+            .expect("print coordinator config");
+        let printed = coordinator.stdout();
+        assert!(printed.contains("[coordinator]"), "{printed}");
+        assert!(printed.contains("nats_token = \"<redacted>\""), "{printed}");
+        assert!(
+            printed.contains("postgres://tw:<redacted>@db.internal:5432/taskwire"),
+            "{printed}"
+        );
+        for (secret, what) in [
+            (&nats_token, "nats token"),
+            (&db_password, "database password"),
+            (&nats_password, "nats password"),
+        ] {
+            assert_not_leaked(&coordinator, name, secret, what);
+        }
+    }
 
     for (name, args, env) in [
         (
@@ -292,7 +237,7 @@ async fn print_config_redacts_secrets_from_flags_and_env() {
             vec![TRACE, ("TASKWIRE_MODEL_API_KEY", api_key.as_str())],
         ),
     ] {
-        let worker = launcher
+        let worker = taskwire
             .run(name, &args, &env)
             .await
             .expect("print worker config");
@@ -305,29 +250,28 @@ async fn print_config_redacts_secrets_from_flags_and_env() {
     }
 
     // `--help` shows which variables are read, never their values.
-    let help = launcher
-        .run(
-            "worker-help",
-            &["worker", "--help"],
-            &[("TASKWIRE_MODEL_API_KEY", &api_key)],
-        )
-        .await
-        .expect("worker help");
-    assert!(
-        help.stdout().contains("TASKWIRE_MODEL_API_KEY"),
-        "{}",
-        help.stdout()
-    );
-    assert_not_leaked(&help, "worker --help", &api_key, "model api key");
-    let help = launcher
-        .run(
-            "coordinator-help",
-            &["coordinator", "--help"],
-            &[("TASKWIRE_NATS_TOKEN", &nats_token)],
-        )
-        .await
-        .expect("coordinator help");
-    assert_not_leaked(&help, "coordinator --help", &nats_token, "nats token");
+    for (command, variable, secret, what) in [
+        (
+            "worker",
+            "TASKWIRE_MODEL_API_KEY",
+            &api_key,
+            "model api key",
+        ),
+        (
+            "coordinator",
+            "TASKWIRE_NATS_TOKEN",
+            &nats_token,
+            "nats token",
+        ),
+    ] {
+        let name = format!("{command}-help");
+        let help = taskwire
+            .run(&name, &[command, "--help"], &[(variable, secret)])
+            .await
+            .expect("help");
+        assert!(help.stdout().contains(variable), "{}", help.stdout());
+        assert_not_leaked(&help, &name, secret, what);
+    }
 }
 
 /// async-nats 0.51 logs each connection attempt at debug level with the server's
@@ -336,7 +280,7 @@ async fn print_config_redacts_secrets_from_flags_and_env() {
 /// never sends those credentials (nats-io/nats.rs#1623).
 #[tokio::test]
 async fn a_password_in_the_nats_url_stays_out_of_debug_logs() {
-    let launcher = Launcher::locate().expect("taskwire binary");
+    let taskwire = Taskwire::locate().expect("taskwire binary");
     let nats = NatsServer::start().expect("nats");
     let workspace = tempfile::tempdir().expect("workspace");
     let password = secret("nats-password");
@@ -344,21 +288,9 @@ async fn a_password_in_the_nats_url_stays_out_of_debug_logs() {
     let url = nats
         .url()
         .replace("nats://", &format!("nats://worker:{password}@"));
-    let workspace_arg = workspace.path().to_string_lossy().into_owned();
-    let mut worker = launcher
-        .spawn(
-            "worker",
-            &[
-                "worker",
-                "--nats-url",
-                &url,
-                "--model-base-url",
-                "http://127.0.0.1:9/v1",
-                "--workspace",
-                &workspace_arg,
-            ],
-            &[("RUST_LOG", "debug")],
-        )
+    let options = WorkerOptions::new(&url, "http://127.0.0.1:9/v1", workspace.path());
+    let mut worker = taskwire
+        .worker_with_env("worker", &options, &[("RUST_LOG", "debug")])
         .expect("start worker");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while !worker.stderr().contains("worker pulling tasks") {
@@ -368,7 +300,7 @@ async fn a_password_in_the_nats_url_stays_out_of_debug_logs() {
             "worker never connected:\n{}",
             worker.tail(30)
         );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     worker.terminate().await.expect("worker stops");
     assert_not_leaked(&worker, "worker", &password, "nats password");

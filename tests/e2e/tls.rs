@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use taskwire_e2e::PATIENCE;
-use taskwire_e2e::launch::Launcher;
+use taskwire_e2e::process::{Taskwire, WorkerOptions};
 use taskwire_e2e::tls::start_tls;
 use taskwire_protocol::pb;
 use taskwire_protocol::pb::task_service_client::TaskServiceClient;
@@ -44,7 +44,7 @@ async fn clients_trusting_the_ca_use_the_grpc_api_over_tls_and_plaintext_clients
     assert_eq!(text.as_deref(), Some("echo: over tls"));
 
     // The same address in plaintext: the TLS listener never speaks HTTP/2 to it.
-    let plaintext = format!("http://{}", cluster.cluster.addr);
+    let plaintext = format!("http://{}", cluster.addr);
     let refused = match TaskServiceClient::connect(plaintext).await {
         Err(_) => true,
         Ok(mut c) => c.submit(request("in the clear")).await.is_err(),
@@ -78,7 +78,7 @@ async fn clients_trusting_the_ca_use_the_grpc_api_over_tls_and_plaintext_clients
 async fn coordinator_and_worker_run_a_task_over_a_tls_only_nats_server() {
     taskwire_test_support::init_tracing();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let launcher = Launcher::locate().expect("taskwire binary");
+    let taskwire = Taskwire::locate().expect("taskwire binary");
     let pki = TestPki::generate().expect("test pki");
     let nats = TlsNatsServer::start(&pki).expect("tls nats-server");
     let db = TestDatabase::create().await.expect("database");
@@ -114,26 +114,12 @@ async fn coordinator_and_worker_run_a_task_over_a_tls_only_nats_server() {
     let coordinator = tokio::spawn(taskwire_coordinator::serve(config, listener, stop.clone()));
 
     let (nats_url, model_url) = (nats.url(), model.base_url());
-    let workspace_arg = workspace.path().to_string_lossy().into_owned();
+    let options = WorkerOptions::new(&nats_url, &model_url, workspace.path());
     let ca = pki.ca_cert().to_string_lossy().into_owned();
-    let mut worker = launcher
-        .spawn(
-            "worker",
-            &[
-                "worker",
-                "--nats-url",
-                &nats_url,
-                "--model-base-url",
-                &model_url,
-                "--model",
-                "scripted",
-                "--workspace",
-                &workspace_arg,
-                "--worker-id",
-                "tls-worker",
-                "--ack-wait",
-                "10s",
-            ],
+    let mut worker = taskwire
+        .worker_with_env(
+            "tls-worker",
+            &options,
             &[("SSL_CERT_FILE", &ca), ("RUST_LOG", "info")],
         )
         .expect("start worker");

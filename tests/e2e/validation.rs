@@ -94,7 +94,9 @@ fn prost_types_now_minus(secs: i64) -> prost_types::Timestamp {
 
 #[tokio::test]
 async fn concurrent_submits_with_one_idempotency_key_create_one_task() {
-    let cluster = start(ScriptedModel::echo().await, 1, 2).await.expect("cluster");
+    let cluster = start(ScriptedModel::echo().await, 1, 2)
+        .await
+        .expect("cluster");
     let client = cluster.client().await.expect("client");
     let keyed = |prompt: &str| pb::SubmitRequest {
         agent: "general".into(),
@@ -108,15 +110,30 @@ async fn concurrent_submits_with_one_idempotency_key_create_one_task() {
         async move { client.submit(req).await.map(|r| r.into_inner()) }
     });
     let replies = futures::future::join_all(submits).await;
-    let ids: std::collections::HashSet<String> =
-        replies.iter().map(|r| r.as_ref().expect("accepted").task_id.clone()).collect();
+    let ids: std::collections::HashSet<String> = replies
+        .iter()
+        .map(|r| r.as_ref().expect("accepted").task_id.clone())
+        .collect();
     assert_eq!(ids.len(), 1, "one task for one key: {ids:?}");
-    assert_eq!(replies.iter().filter(|r| r.as_ref().is_ok_and(|r| r.created)).count(), 1);
+    assert_eq!(
+        replies
+            .iter()
+            .filter(|r| r.as_ref().is_ok_and(|r| r.created))
+            .count(),
+        1
+    );
 
     let mut client = client.clone();
-    let err = client.submit(keyed("a different request")).await.expect_err("same key, other request");
+    let err = client
+        .submit(keyed("a different request"))
+        .await
+        .expect_err("same key, other request");
     assert_eq!(err.code(), Code::AlreadyExists);
-    let listed = client.list(pb::ListRequest::default()).await.expect("list").into_inner();
+    let listed = client
+        .list(pb::ListRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
     assert_eq!(listed.tasks.len(), 1);
     cluster.shutdown().await;
 }

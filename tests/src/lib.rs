@@ -1,8 +1,11 @@
 //! A whole taskwire deployment inside one test: a nats-server of its own, a fresh
 //! Postgres database, the scripted model over HTTP, a coordinator and workers started
 //! through their library `run()` functions.
+//!
+//! - [`process`]: `taskwire` as child processes, for tests that kill them or read their
+//!   output.
+//! - [`tls`]: a deployment whose coordinator serves gRPC over TLS.
 
-pub mod launch;
 pub mod process;
 pub mod tls;
 
@@ -16,22 +19,26 @@ use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 use taskwire_test_support::{NatsServer, ScriptedModel, TestDatabase};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 /// How long any single wait in a test may take before it fails.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A running deployment; everything stops when it drops.
 pub struct Cluster {
+    // Fields drop in order: the workers and the coordinator are told to stop before
+    // NATS and the database go away.
+    workers: Vec<InProcess>,
+    coordinator: InProcess,
     /// The API needs a token: readiness is then checked with the health service.
     authenticated: bool,
+    /// Set when the coordinator serves gRPC over TLS: what clients trust.
+    client_tls: Option<ClientTlsConfig>,
     pub nats: NatsServer,
     pub db: TestDatabase,
     pub model: ScriptedModel,
     pub workspace: tempfile::TempDir,
     pub addr: SocketAddr,
-    coordinator: (CancellationToken, Option<JoinHandle<()>>),
-    workers: Vec<(CancellationToken, JoinHandle<()>)>,
 }
 
 /// Starts a deployment with `workers` workers of `concurrency` sessions each.
@@ -50,6 +57,18 @@ pub async fn start_with(
     concurrency: usize,
     configure: impl FnOnce(&mut taskwire_coordinator::CoordinatorConfig),
 ) -> anyhow::Result<Cluster> {
+    start_cluster(model, workers, concurrency, None, configure).await
+}
+
+/// [`start_with`]; clients connect with `client_tls` when it is set, so `configure`
+/// should then give the coordinator a certificate they trust.
+async fn start_cluster(
+    model: ScriptedModel,
+    workers: usize,
+    concurrency: usize,
+    client_tls: Option<ClientTlsConfig>,
+    configure: impl FnOnce(&mut taskwire_coordinator::CoordinatorConfig),
+) -> anyhow::Result<Cluster> {
     taskwire_test_support::init_tracing();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let nats = NatsServer::start()?;
@@ -65,25 +84,16 @@ pub async fn start_with(
         ..Default::default()
     };
     configure(&mut config);
-    let authenticated = config.auth_tokens_file.is_some();
-    let token = CancellationToken::new();
-    let handle = tokio::spawn({
-        let token = token.clone();
-        async move {
-            if let Err(e) = taskwire_coordinator::serve(config, listener, token).await {
-                tracing::error!(error = %e, "coordinator failed");
-            }
-        }
-    });
     let mut cluster = Cluster {
-        authenticated,
+        workers: Vec::new(),
+        authenticated: config.auth_tokens_file.is_some(),
+        coordinator: InProcess::coordinator(config, listener),
+        client_tls,
         nats,
         db,
         model,
         workspace,
         addr,
-        coordinator: (token, Some(handle)),
-        workers: Vec::new(),
     };
     cluster.wait_ready().await?;
     for i in 0..workers {
@@ -126,20 +136,26 @@ impl Cluster {
     ) {
         let mut config = self.worker_config(name, concurrency);
         configure(&mut config);
-        let token = CancellationToken::new();
-        let handle = tokio::spawn({
-            let token = token.clone();
-            async move {
-                if let Err(e) = taskwire_worker::run(config, token).await {
-                    tracing::error!(error = %e, "worker failed");
-                }
-            }
-        });
-        self.workers.push((token, handle));
+        self.workers.push(InProcess::worker(config));
     }
 
+    /// The coordinator's URL: `https://127.0.0.1:PORT` when it serves TLS, else `http://`.
+    pub fn url(&self) -> String {
+        let scheme = if self.client_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// A client of the coordinator (over TLS, trusting the test CA, when it serves TLS).
     pub async fn client(&self) -> anyhow::Result<TaskServiceClient<Channel>> {
-        Ok(TaskServiceClient::connect(format!("http://{}", self.addr)).await?)
+        let mut endpoint = Endpoint::from_shared(self.url())?;
+        if let Some(tls) = &self.client_tls {
+            endpoint = endpoint.tls_config(tls.clone())?;
+        }
+        Ok(TaskServiceClient::new(endpoint.connect().await?))
     }
 
     async fn wait_ready(&self) -> anyhow::Result<()> {
@@ -155,7 +171,7 @@ impl Cluster {
                 }
             }
             if tokio::time::Instant::now() > deadline {
-                bail!("coordinator did not become ready");
+                bail!("coordinator at {} did not become ready", self.url());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -177,26 +193,7 @@ impl Cluster {
 
     /// Polls `Get` until the task is finished.
     pub async fn wait_finished(&self, task_id: &str) -> anyhow::Result<pb::Task> {
-        let mut client = self.client().await?;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let task = client
-                .get(pb::GetRequest {
-                    task_id: task_id.into(),
-                })
-                .await?
-                .into_inner();
-            if task.result.is_some() {
-                return Ok(task);
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!(
-                    "task {task_id} did not finish; last seen {:?}",
-                    task.status()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for(self, task_id, "finished", |task| task.result.is_some()).await
     }
 
     /// Reads a whole `Watch` stream (progress events, then the result).
@@ -223,24 +220,67 @@ impl Cluster {
     }
 
     /// Stops the workers and the coordinator gracefully.
-    pub async fn shutdown(mut self) {
-        for (token, handle) in self.workers.drain(..) {
-            token.cancel();
-            let _ = handle.await;
+    pub async fn shutdown(self) {
+        for worker in self.workers {
+            worker.stop().await;
         }
-        self.coordinator.0.cancel();
-        if let Some(h) = self.coordinator.1.take() {
-            let _ = h.await;
+        self.coordinator.stop().await;
+    }
+}
+
+/// A coordinator or worker running in this process through its library `run`; told to
+/// stop when dropped.
+pub struct InProcess {
+    token: CancellationToken,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// `taskwire_coordinator::serve` on `listener`.
+    pub fn coordinator(
+        config: taskwire_coordinator::CoordinatorConfig,
+        listener: tokio::net::TcpListener,
+    ) -> Self {
+        Self::spawn(|token| async move {
+            if let Err(e) = taskwire_coordinator::serve(config, listener, token).await {
+                tracing::error!(error = %e, "coordinator failed");
+            }
+        })
+    }
+
+    /// `taskwire_worker::run`.
+    pub fn worker(config: taskwire_worker::WorkerConfig) -> Self {
+        Self::spawn(|token| async move {
+            if let Err(e) = taskwire_worker::run(config, token).await {
+                tracing::error!(error = %e, "worker failed");
+            }
+        })
+    }
+
+    fn spawn<F>(run: impl FnOnce(CancellationToken) -> F) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let token = CancellationToken::new();
+        let handle = tokio::spawn(run(token.clone()));
+        Self {
+            token,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops it gracefully and waits until it has.
+    pub async fn stop(mut self) {
+        self.token.cancel();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.await;
         }
     }
 }
 
-impl Drop for Cluster {
+impl Drop for InProcess {
     fn drop(&mut self) {
-        for (token, _) in &self.workers {
-            token.cancel();
-        }
-        self.coordinator.0.cancel();
+        self.token.cancel();
     }
 }
 

@@ -1,14 +1,17 @@
-//! Coordinators and workers as real `taskwire` processes, for tests that kill them.
+//! `taskwire` as real child processes: coordinators and workers for tests that kill
+//! them, and any command started with an environment of the test's choosing (a log
+//! level, a trust store, secrets), whose stdout and stderr a test reads back.
 //!
 //! The binary is `$TASKWIRE_BIN`, or `taskwire` next to the test executable's
 //! directory (`target/debug/deps/e2e-*` → `target/debug/taskwire`); build it with
-//! `cargo build -p taskwire-cli`. Each child's stdout and stderr go to a log file, whose
-//! tail failure messages quote (`TASKWIRE_KEEP_LOGS=1` keeps the files and prints where).
-//! Children are killed (SIGKILL) when dropped.
+//! `cargo build -p taskwire-cli`. Each child's stdout and stderr go to files, whose
+//! tails failure messages quote (`TASKWIRE_KEEP_LOGS=1` keeps them and prints where).
+//! Children are killed (SIGKILL) when dropped; [`Process::terminate`] stops one with
+//! SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -17,7 +20,7 @@ use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 
 use crate::PATIENCE;
 
-/// Where the `taskwire` binary is, and where its children's logs go.
+/// Where the `taskwire` binary is, and where its children's output goes.
 pub struct Taskwire {
     bin: PathBuf,
     logs: tempfile::TempDir,
@@ -44,6 +47,7 @@ impl Taskwire {
                 bin.display()
             );
         }
+        warn_if_stale(&bin);
         let mut logs = tempfile::Builder::new()
             .prefix("taskwire-logs-")
             .tempdir()
@@ -83,13 +87,23 @@ impl Taskwire {
         )
     }
 
-    /// `taskwire worker` named `name`, running one session at a time per `concurrency`
-    /// against the model at `model_base_url` (model name `scripted`).
+    /// `taskwire worker` named `name` (its worker id too), logging like [`Taskwire::spawn`].
     pub fn worker(&self, name: &str, options: &WorkerOptions<'_>) -> anyhow::Result<Process> {
+        self.worker_with_env(name, options, &[("RUST_LOG", &child_log_filter())])
+    }
+
+    /// `taskwire worker` named `name` (its worker id too), with `env` added to a cleaned
+    /// environment as in [`Taskwire::spawn_with_env`].
+    pub fn worker_with_env(
+        &self,
+        name: &str,
+        options: &WorkerOptions<'_>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
         let concurrency = options.concurrency.to_string();
         let ack_wait = format!("{}ms", options.ack_wait.as_millis());
         let workspace = options.workspace.to_string_lossy();
-        self.spawn(
+        self.spawn_with_env(
             name,
             &[
                 "worker",
@@ -112,42 +126,89 @@ impl Taskwire {
                 "--shutdown-grace",
                 "1s",
             ],
+            env,
         )
     }
 
-    /// Starts `taskwire <args>`; its environment has no inherited `TASKWIRE_*` settings
-    /// (the flags say everything) and logs at info level (`TASKWIRE_CHILD_LOG` overrides
-    /// the filter).
+    /// Starts `taskwire <args>` logging at info level (`TASKWIRE_CHILD_LOG` overrides
+    /// the filter), in an environment cleaned as in [`Taskwire::spawn_with_env`].
     pub fn spawn(&self, name: &str, args: &[&str]) -> anyhow::Result<Process> {
-        let log = self.logs.path().join(format!("{name}.log"));
-        let out = std::fs::File::create(&log)
-            .with_context(|| format!("failed to create {}", log.display()))?;
-        let err = out.try_clone().context("failed to share the log file")?;
+        self.spawn_with_env(name, args, &[("RUST_LOG", &child_log_filter())])
+    }
+
+    /// Starts `taskwire <args>` with `env` added to an environment that has none of
+    /// the test's `TASKWIRE_*` settings, log filter or trust store (`SSL_CERT_*`).
+    pub fn spawn_with_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
+        let stdout = self.logs.path().join(format!("{name}.stdout"));
+        let stderr = self.logs.path().join(format!("{name}.stderr"));
+        let create = |p: &Path| {
+            std::fs::File::create(p).with_context(|| format!("failed to create {}", p.display()))
+        };
         let mut command = Command::new(&self.bin);
         command
             .args(args)
             .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .env("RUST_LOG", child_log_filter());
+            .stdout(create(&stdout)?)
+            .stderr(create(&stderr)?);
         for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TASKWIRE_") {
-                command.env_remove(key);
+            let key_text = key.to_string_lossy();
+            if key_text.starts_with("TASKWIRE_")
+                || key_text == "RUST_LOG"
+                || key_text.starts_with("SSL_CERT_")
+            {
+                command.env_remove(&key);
             }
         }
+        command.envs(env.iter().copied());
         let child = command
             .spawn()
             .with_context(|| format!("failed to start {} {}", self.bin.display(), args[0]))?;
         Ok(Process {
             name: name.to_owned(),
             child: Some(child),
-            log,
+            stdout,
+            stderr,
         })
+    }
+
+    /// Runs `taskwire <args>` as [`Taskwire::spawn_with_env`] does, to its end (within
+    /// [`PATIENCE`]).
+    pub async fn run(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
+        let mut process = self.spawn_with_env(name, args, env)?;
+        process.wait().await?;
+        Ok(process)
     }
 }
 
 fn child_log_filter() -> String {
     std::env::var("TASKWIRE_CHILD_LOG").unwrap_or_else(|_| "info".to_owned())
+}
+
+/// Warns when the binary is older than this test executable: it may predate the code
+/// under test (`cargo test -p taskwire-e2e` does not rebuild it).
+fn warn_if_stale(bin: &Path) {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let test_exe = std::env::current_exe().ok();
+    if let (Some(bin_time), Some(exe_time)) =
+        (modified(bin), test_exe.as_deref().and_then(modified))
+        && bin_time < exe_time
+    {
+        eprintln!(
+            "warning: {} is older than the test executable; run `cargo build -p taskwire-cli` \
+             if the coordinator or worker changed",
+            bin.display()
+        );
+    }
 }
 
 /// What a worker process is started with.
@@ -161,11 +222,25 @@ pub struct WorkerOptions<'a> {
     pub ack_wait: Duration,
 }
 
-/// A running child process; killed (SIGKILL) when dropped.
+impl<'a> WorkerOptions<'a> {
+    /// One session at a time and a 10 s ack wait.
+    pub fn new(nats_url: &'a str, model_base_url: &'a str, workspace: &'a Path) -> Self {
+        Self {
+            nats_url,
+            model_base_url,
+            workspace,
+            concurrency: 1,
+            ack_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A child process and its captured output; killed (SIGKILL) when dropped.
 pub struct Process {
     name: String,
     child: Option<Child>,
-    log: PathBuf,
+    stdout: PathBuf,
+    stderr: PathBuf,
 }
 
 impl Process {
@@ -186,22 +261,61 @@ impl Process {
             bail!(
                 "{} exited with {status}; log:\n{}",
                 self.name,
-                self.log_tail(30)
+                self.tail(30)
             );
         }
         Ok(())
     }
 
-    /// The last `lines` lines of its output.
-    pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+    /// Waits (polling, within [`PATIENCE`]) for the process to exit.
+    pub async fn wait(&mut self) -> anyhow::Result<ExitStatus> {
+        let Some(child) = self.child.as_mut() else {
+            bail!("{} was killed", self.name)
+        };
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = child.try_wait().context("failed to poll a child")? {
+                return Ok(status);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "{} did not exit within {PATIENCE:?}:\n{}",
+                    self.name,
+                    self.tail(30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
-    /// Its whole output so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+    /// Asks the process to stop (SIGTERM) and waits for it to exit.
+    pub async fn terminate(&mut self) -> anyhow::Result<ExitStatus> {
+        let Some(child) = self.child.as_ref() else {
+            bail!("{} was killed", self.name)
+        };
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(child),
+            rustix::process::Signal::TERM,
+        )
+        .with_context(|| format!("failed to send SIGTERM to {}", self.name))?;
+        self.wait().await
+    }
+
+    /// Everything it wrote to stdout so far.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Everything it wrote to stderr (its log) so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The last `lines` lines of its stderr.
+    pub fn tail(&self, lines: usize) -> String {
+        let text = self.stderr();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 }
 
@@ -218,27 +332,32 @@ pub fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(listener.local_addr()?)
 }
 
-/// Waits until the coordinator at `addr` answers `ListAgents`, failing early (with its
-/// log) if `process` exits.
+/// Waits until the coordinator at `addr` answers `ListAgents` (sent with `token` as its
+/// bearer token, when there is one), failing early (with its log) if `process` exits.
 pub async fn wait_serving(
     process: &mut Process,
     addr: SocketAddr,
+    token: Option<&str>,
 ) -> anyhow::Result<TaskServiceClient<tonic::transport::Channel>> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         process.check_running()?;
-        if let Ok(mut client) = TaskServiceClient::connect(format!("http://{addr}")).await
-            && client
-                .list_agents(pb::ListAgentsRequest::default())
-                .await
-                .is_ok()
-        {
-            return Ok(client);
+        if let Ok(mut client) = TaskServiceClient::connect(format!("http://{addr}")).await {
+            let mut request = tonic::Request::new(pb::ListAgentsRequest::default());
+            if let Some(token) = token {
+                let bearer = format!("Bearer {token}")
+                    .parse()
+                    .context("a bearer token is ascii")?;
+                request.metadata_mut().insert("authorization", bearer);
+            }
+            if client.list_agents(request).await.is_ok() {
+                return Ok(client);
+            }
         }
         if tokio::time::Instant::now() > deadline {
             bail!(
                 "coordinator at {addr} did not serve within {PATIENCE:?}; log:\n{}",
-                process.log_tail(30)
+                process.tail(30)
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

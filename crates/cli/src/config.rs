@@ -373,18 +373,12 @@ mod tests {
         assert!(printed.contains("nats_require_tls = true"), "{printed}");
     }
 
-    /// The flag names of a settings struct, which are its file keys.
-    fn keys_of<A: clap::Args>() -> Vec<String> {
-        let mut keys: Vec<String> = A::augment_args(clap::Command::new("probe"))
+    /// Asserts that `section` of a rendered config has a key for every flag of `A`.
+    fn assert_prints_every_setting<A: clap::Args>(printed: &str, section: &str) {
+        let mut flags: Vec<String> = A::augment_args(clap::Command::new("probe"))
             .get_arguments()
             .map(|arg| arg.get_id().to_string())
             .collect();
-        keys.sort();
-        keys
-    }
-
-    /// The keys of `section` in a rendered config.
-    fn printed_keys(printed: &str, section: &str) -> Vec<String> {
         let file: toml::Table = toml::from_str(printed).expect("renders valid toml");
         let mut keys: Vec<String> = file[section]
             .as_table()
@@ -392,8 +386,9 @@ mod tests {
             .keys()
             .cloned()
             .collect();
+        flags.sort();
         keys.sort();
-        keys
+        assert_eq!(keys, flags, "{printed}");
     }
 
     #[test]
@@ -412,10 +407,7 @@ mod tests {
         };
         let config = coordinator_config(coordinator, &FileConfig::default()).expect("valid");
         let printed = render_coordinator(&config).expect("renders");
-        assert_eq!(
-            printed_keys(&printed, "coordinator"),
-            keys_of::<CoordinatorSettings>()
-        );
+        assert_prints_every_setting::<CoordinatorSettings>(&printed, "coordinator");
 
         let worker = WorkerSettings {
             worker_id: Some("w".to_owned()),
@@ -429,10 +421,7 @@ mod tests {
         };
         let config = worker_config(worker, &FileConfig::default()).expect("valid");
         let printed = render_worker(&config).expect("renders");
-        assert_eq!(
-            printed_keys(&printed, "worker"),
-            keys_of::<WorkerSettings>()
-        );
+        assert_prints_every_setting::<WorkerSettings>(&printed, "worker");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A `nats-server` with JetStream per test: its own free port and its own temp store.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,8 @@ pub struct NatsServer {
     child: Option<Child>,
     dir: tempfile::TempDir,
     port: u16,
+    /// Flags beyond JetStream, port and store, given again on restart.
+    args: Vec<OsString>,
 }
 
 impl NatsServer {
@@ -19,13 +22,28 @@ impl NatsServer {
     /// The binary is `$TASKWIRE_NATS_SERVER` or `nats-server` on `PATH`; install it with
     /// `apt-get install -y nats-server`.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_with_args(Vec::<OsString>::new())
+    }
+
+    /// [`NatsServer::start`] with more flags, such as `--tls`; [`NatsServer::restart`]
+    /// passes them again.
+    pub fn start_with_args(
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> anyhow::Result<Self> {
+        let args = args.into_iter().map(Into::into).collect::<Vec<_>>();
         let dir = tempfile::tempdir().context("failed to create nats store directory")?;
-        let (child, port) = spawn(dir.path(), None)?;
+        let (child, port) = spawn(dir.path(), None, &args)?;
         Ok(Self {
             child: Some(child),
             dir,
             port,
+            args,
         })
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -41,10 +59,10 @@ impl NatsServer {
         }
     }
 
-    /// Starts the server again on the same port with the same store.
+    /// Starts the server again on the same port with the same store and flags.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill();
-        let (child, _) = spawn(self.dir.path(), Some(self.port))?;
+        let (child, _) = spawn(self.dir.path(), Some(self.port), &self.args)?;
         self.child = Some(child);
         Ok(())
     }
@@ -60,7 +78,10 @@ fn binary() -> String {
     std::env::var("TASKWIRE_NATS_SERVER").unwrap_or_else(|_| "nats-server".to_owned())
 }
 
-fn spawn(dir: &Path, port: Option<u16>) -> anyhow::Result<(Child, u16)> {
+/// Starts nats-server with its store in `dir` on `port` (a free one when `None`) and
+/// returns it with its client port once it listens; a server that does not come up is
+/// killed.
+fn spawn(dir: &Path, port: Option<u16>, args: &[OsString]) -> anyhow::Result<(Child, u16)> {
     let ports_dir = dir.join("ports");
     std::fs::create_dir_all(&ports_dir).context("failed to create ports directory")?;
     let port_arg = port.map_or_else(|| "-1".to_owned(), |p| p.to_string());
@@ -69,6 +90,7 @@ fn spawn(dir: &Path, port: Option<u16>) -> anyhow::Result<(Child, u16)> {
         .arg(dir.join("store"))
         .arg("--ports_file_dir")
         .arg(&ports_dir)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -78,20 +100,30 @@ fn spawn(dir: &Path, port: Option<u16>) -> anyhow::Result<(Child, u16)> {
                 binary()
             )
         })?;
-    let ports_file: PathBuf = ports_dir.join(format!("nats-server_{}.ports", child.id()));
+    match wait_for_port(&mut child, &ports_dir) {
+        Ok(port) => Ok((child, port)),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+/// Waits for the ports file nats-server writes once its listener is up.
+fn wait_for_port(child: &mut Child, ports_dir: &Path) -> anyhow::Result<u16> {
+    let ports_file = ports_dir.join(format!("nats-server_{}.ports", child.id()));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(text) = std::fs::read_to_string(&ports_file)
             && let Some(port) = parse_port(&text)
         {
-            // The ports file is written once the listener is up.
-            return Ok((child, port));
+            return Ok(port);
         }
         if let Some(status) = child.try_wait().context("failed to poll nats-server")? {
             bail!("nats-server exited during start-up with {status}");
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
             bail!(
                 "nats-server did not write {} within 10s",
                 ports_file.display()
@@ -101,6 +133,7 @@ fn spawn(dir: &Path, port: Option<u16>) -> anyhow::Result<(Child, u16)> {
     }
 }
 
+/// The client port in a ports file: `{"nats":["nats://127.0.0.1:40123"], ...}`.
 fn parse_port(text: &str) -> Option<u16> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let url = v.get("nats")?.as_array()?.first()?.as_str()?;
@@ -114,6 +147,34 @@ mod tests {
     #[test]
     fn ports_file_yields_the_client_port() {
         let text = r#"{"nats":["nats://127.0.0.1:40123"],"monitoring":[]}"#;
+        assert_eq!(parse_port(text), Some(40123));
+    }
+
+    /// The first line a client gets: `INFO {...}`, which names the server.
+    fn info_line(server: &NatsServer) -> String {
+        use std::io::BufRead;
+        let stream = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connects");
+        let mut line = String::new();
+        std::io::BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("reads INFO");
+        line
+    }
+
+    #[test]
+    fn restart_keeps_the_port_and_the_extra_flags() {
+        let mut server =
+            NatsServer::start_with_args(["--server_name", "probe-server"]).expect("starts");
+        let port = server.port();
+        assert!(info_line(&server).contains(r#""server_name":"probe-server""#));
+        server.restart().expect("restarts");
+        assert_eq!(server.port(), port);
+        assert!(info_line(&server).contains(r#""server_name":"probe-server""#));
+    }
+
+    #[test]
+    fn a_tls_ports_file_yields_the_client_port() {
+        let text = r#"{"nats":["tls://127.0.0.1:40123"],"monitoring":[]}"#;
         assert_eq!(parse_port(text), Some(40123));
     }
 }

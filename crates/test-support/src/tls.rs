@@ -6,15 +6,15 @@
 //! [`TlsNatsServer`] is [`crate::NatsServer`] with `--tls`: JetStream on a free port and
 //! its own store, killed on drop.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
 };
+
+use crate::NatsServer;
 
 /// A CA and one server certificate it signed, as PEM files; deleted on drop.
 pub struct TestPki {
@@ -81,99 +81,27 @@ impl TestPki {
 }
 
 /// A `nats-server` with JetStream that requires TLS of every client; killed on drop.
-///
-/// This repeats the start-up of [`crate::NatsServer`] with TLS flags added, because that
-/// type's fields and spawn function are private to its module.
 pub struct TlsNatsServer {
-    child: Option<Child>,
-    port: u16,
-    _dir: tempfile::TempDir,
+    server: NatsServer,
 }
 
 impl TlsNatsServer {
     /// Starts `nats-server -js --tls` on a free port with `pki`'s server certificate.
     pub fn start(pki: &TestPki) -> anyhow::Result<Self> {
-        let dir = tempfile::tempdir().context("failed to create nats store directory")?;
-        let ports_dir = dir.path().join("ports");
-        std::fs::create_dir_all(&ports_dir).context("failed to create ports directory")?;
-        let binary =
-            std::env::var("TASKWIRE_NATS_SERVER").unwrap_or_else(|_| "nats-server".to_owned());
-        let mut child = Command::new(&binary)
-            .args(["-js", "-a", "127.0.0.1", "-p", "-1", "-sd"])
-            .arg(dir.path().join("store"))
-            .arg("--ports_file_dir")
-            .arg(&ports_dir)
-            .arg("--tls")
-            .arg("--tlscert")
-            .arg(pki.server_cert())
-            .arg("--tlskey")
-            .arg(pki.server_key())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "failed to start {binary} (install it with `apt-get install -y nats-server`)"
-                )
-            })?;
-        let port = match wait_for_port(&mut child, &ports_dir) {
-            Ok(port) => port,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
-            }
-        };
-        Ok(Self {
-            child: Some(child),
-            port,
-            _dir: dir,
-        })
+        let server = NatsServer::start_with_args([
+            "--tls".into(),
+            "--tlscert".into(),
+            pki.server_cert().into_os_string(),
+            "--tlskey".into(),
+            pki.server_key().into_os_string(),
+        ])?;
+        Ok(Self { server })
     }
 
     /// `tls://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("tls://127.0.0.1:{}", self.port)
+        format!("tls://127.0.0.1:{}", self.server.port())
     }
-}
-
-impl Drop for TlsNatsServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Waits for the ports file nats-server writes once its listener is up.
-fn wait_for_port(child: &mut Child, ports_dir: &Path) -> anyhow::Result<u16> {
-    let ports_file = ports_dir.join(format!("nats-server_{}.ports", child.id()));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&ports_file)
-            && let Some(port) = parse_port(&text)
-        {
-            return Ok(port);
-        }
-        if let Some(status) = child.try_wait().context("failed to poll nats-server")? {
-            bail!("nats-server exited during start-up with {status}");
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "nats-server did not write {} within 10s",
-                ports_file.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The client port in a ports file: `{"nats":["tls://127.0.0.1:40123"], ...}`.
-fn parse_port(text: &str) -> Option<u16> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let url = v.get("nats")?.as_array()?.first()?.as_str()?;
-    url.rsplit(':').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -188,11 +116,5 @@ mod tests {
         assert_eq!(read(pki.ca_cert()), pki.ca_pem());
         assert!(read(pki.server_cert()).starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(read(pki.server_key()).starts_with("-----BEGIN PRIVATE KEY-----"));
-    }
-
-    #[test]
-    fn a_tls_ports_file_yields_the_client_port() {
-        let text = r#"{"nats":["tls://127.0.0.1:40123"],"monitoring":[]}"#;
-        assert_eq!(parse_port(text), Some(40123));
     }
 }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use taskwire_e2e::process::{Process, Taskwire, WorkerOptions, free_addr, wait_serving};
 use taskwire_protocol::pb;
-use taskwire_test_support::{NatsServer, TestDatabase};
+use taskwire_protocol::pb::task_service_client::TaskServiceClient;
+use taskwire_test_support::{NatsServer, ScriptedModel, TestDatabase};
+use tonic::transport::Channel;
 
 use super::{
     echo_of, eventually, prompts_seen, slow_echo, task, wait_finished, wait_finished_within,
@@ -30,30 +32,60 @@ fn prompt(i: usize) -> String {
     format!("burst task {i}")
 }
 
+/// NATS, a database and a slow echo model, which `taskwire coordinator` and
+/// `taskwire worker` processes are started on.
+struct Deployment {
+    taskwire: Taskwire,
+    nats: NatsServer,
+    db: TestDatabase,
+    model: ScriptedModel,
+    workspace: tempfile::TempDir,
+}
+
+impl Deployment {
+    async fn start() -> Self {
+        taskwire_test_support::init_tracing();
+        Self {
+            taskwire: Taskwire::locate().expect("taskwire binary"),
+            nats: NatsServer::start().expect("nats"),
+            db: TestDatabase::create().await.expect("database"),
+            model: slow_echo(Duration::from_millis(20)).await,
+            workspace: tempfile::tempdir().expect("workspace"),
+        }
+    }
+
+    /// A coordinator process named `name` on a free port, and a client once it serves.
+    async fn coordinator(&self, name: &str) -> (Process, TaskServiceClient<Channel>) {
+        let addr = free_addr().expect("port");
+        let mut coordinator = self
+            .taskwire
+            .coordinator(name, self.db.url(), &self.nats.url(), addr, ACK_WAIT)
+            .unwrap_or_else(|e| panic!("failed to start {name}: {e:#}"));
+        let client = wait_serving(&mut coordinator, addr, None)
+            .await
+            .unwrap_or_else(|e| panic!("{name} is not serving: {e:#}"));
+        (coordinator, client)
+    }
+
+    /// A worker process named `worker` that runs `concurrency` sessions at once.
+    fn worker(&self, concurrency: usize) -> Process {
+        let (nats_url, model_url) = (self.nats.url(), self.model.base_url());
+        let options = WorkerOptions {
+            concurrency,
+            ack_wait: ACK_WAIT,
+            ..WorkerOptions::new(&nats_url, &model_url, self.workspace.path())
+        };
+        self.taskwire
+            .worker("worker", &options)
+            .expect("start worker")
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after_restart() {
-    taskwire_test_support::init_tracing();
-    let taskwire = Taskwire::locate().expect("taskwire binary");
-    let nats = NatsServer::start().expect("nats");
-    let db = TestDatabase::create().await.expect("database");
-    let model = slow_echo(Duration::from_millis(20)).await;
-    let workspace = tempfile::tempdir().expect("workspace");
-    let (nats_url, model_url) = (nats.url(), model.base_url());
-    let addr = free_addr().expect("port");
-    let mut coordinator = taskwire
-        .coordinator("coordinator-1", db.url(), &nats_url, addr, ACK_WAIT)
-        .expect("start");
-    let client = wait_serving(&mut coordinator, addr)
-        .await
-        .expect("coordinator serving");
-    let options = WorkerOptions {
-        nats_url: &nats_url,
-        model_base_url: &model_url,
-        workspace: workspace.path(),
-        concurrency: 8,
-        ack_wait: ACK_WAIT,
-    };
-    let mut worker = taskwire.worker("worker", &options).expect("start worker");
+    let deployment = Deployment::start().await;
+    let (mut coordinator, client) = deployment.coordinator("coordinator-1").await;
+    let mut worker = deployment.worker(8);
 
     let acked = Arc::new(AtomicUsize::new(0));
     let burst = tokio::spawn({
@@ -103,18 +135,12 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
         acknowledged.len()
     );
 
-    let addr = free_addr().expect("port");
-    let mut coordinator = taskwire
-        .coordinator("coordinator-2", db.url(), &nats_url, addr, ACK_WAIT)
-        .expect("restart");
-    let mut client = wait_serving(&mut coordinator, addr)
-        .await
-        .expect("restarted coordinator serving");
+    let (coordinator, mut client) = deployment.coordinator("coordinator-2").await;
     let logs = |coordinator: &Process, worker: &Process| {
         format!(
             "coordinator log:\n{}\nworker log:\n{}",
-            coordinator.log_tail(20),
-            worker.log_tail(20)
+            coordinator.tail(20),
+            worker.tail(20)
         )
     };
     for (i, id) in &acknowledged {
@@ -148,7 +174,7 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     }
     let stored = eventually_all_finished(&mut client).await;
     assert_eq!(stored, SUBMITS, "one task per idempotency key");
-    let seen = prompts_seen(&model);
+    let seen = prompts_seen(&deployment.model);
     for i in 0..SUBMITS {
         let runs = seen.get(&prompt(i)).copied().unwrap_or(0);
         assert_eq!(
@@ -219,27 +245,18 @@ const LONG_OUTAGE: Duration = Duration::from_secs(14);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_tasks_survive_a_coordinator_outage_longer_than_the_delivery_budget() {
-    taskwire_test_support::init_tracing();
-    let taskwire = Taskwire::locate().expect("taskwire binary");
-    let nats = NatsServer::start().expect("nats");
-    let db = TestDatabase::create().await.expect("database");
-    let model = slow_echo(Duration::from_millis(20)).await;
-    let workspace = tempfile::tempdir().expect("workspace");
-    let (nats_url, model_url) = (nats.url(), model.base_url());
-    let addr = free_addr().expect("port");
-    let mut coordinator = taskwire
-        .coordinator("coordinator-1", db.url(), &nats_url, addr, ACK_WAIT)
-        .expect("start");
-    let mut client = wait_serving(&mut coordinator, addr)
-        .await
-        .expect("coordinator serving");
+    let deployment = Deployment::start().await;
+    let (mut coordinator, mut client) = deployment.coordinator("coordinator-1").await;
     let mut ids = Vec::new();
     for i in 0..6 {
         let r = client.submit(task(&prompt(i))).await.expect("submit");
         ids.push(r.into_inner().task_id);
     }
     // Dispatched (in the tasks stream) before the coordinator goes away.
-    let js = async_nats::jetstream::new(async_nats::connect(&nats_url).await.expect("nats client"));
+    let nats = async_nats::connect(deployment.nats.url())
+        .await
+        .expect("nats client");
+    let js = async_nats::jetstream::new(nats);
     let deadline = tokio::time::Instant::now() + taskwire_e2e::PATIENCE;
     loop {
         let mut stream = js.get_stream("TASKWIRE_TASKS").await.expect("tasks stream");
@@ -255,29 +272,16 @@ async fn queued_tasks_survive_a_coordinator_outage_longer_than_the_delivery_budg
     coordinator.kill();
 
     // A worker starts while the coordinator is down: every claim it tries fails.
-    let options = WorkerOptions {
-        nats_url: &nats_url,
-        model_base_url: &model_url,
-        workspace: workspace.path(),
-        concurrency: 2,
-        ack_wait: ACK_WAIT,
-    };
-    let mut worker = taskwire.worker("worker", &options).expect("start worker");
+    let mut worker = deployment.worker(2);
     tokio::time::sleep(LONG_OUTAGE).await;
-    let addr = free_addr().expect("port");
-    let mut coordinator = taskwire
-        .coordinator("coordinator-2", db.url(), &nats_url, addr, ACK_WAIT)
-        .expect("restart");
     let restarted = Instant::now();
-    let mut client = wait_serving(&mut coordinator, addr)
-        .await
-        .expect("restarted coordinator serving");
+    let (coordinator, mut client) = deployment.coordinator("coordinator-2").await;
     for (i, id) in ids.iter().enumerate() {
         let task = wait_finished(&mut client, id).await.unwrap_or_else(|e| {
             panic!(
                 "task {i}: {e}\ncoordinator log:\n{}\nworker log:\n{}",
-                coordinator.log_tail(10),
-                worker.log_tail(10)
+                coordinator.tail(10),
+                worker.tail(10)
             )
         });
         assert_eq!(

@@ -3,14 +3,15 @@
 //! before the outage, some of them mid-session when it began, all complete.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use taskwire_e2e::PATIENCE;
+use taskwire_e2e::{InProcess, PATIENCE};
 use taskwire_protocol::pb;
 use taskwire_protocol::pb::task_service_client::TaskServiceClient;
-use taskwire_test_support::{NatsServer, PrivatePostgres};
+use taskwire_test_support::{NatsServer, PrivatePostgres, ScriptedModel};
 
-use super::{InProcess, echo_of, prompts_seen, slow_echo, task, wait_finished};
+use super::{echo_of, prompts_seen, slow_echo, task, wait_finished};
 
 const BEFORE: usize = 10;
 
@@ -37,19 +38,11 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
         },
         listener,
     );
-    let mut worker_config = taskwire_worker::WorkerConfig {
-        nats_url: nats.url(),
-        concurrency: 4,
-        workspace: workspace.path().to_owned(),
-        worker_id: Some("worker".to_owned()),
-        ack_wait: Duration::from_secs(10),
-        claim_timeout: Duration::from_secs(2),
-        shutdown_grace: Duration::from_secs(2),
-        ..Default::default()
-    };
-    worker_config.model.base_url = model.base_url();
-    worker_config.model.default_model = "scripted".to_owned();
-    let worker = InProcess::worker(worker_config);
+    let worker = start_worker(&nats, &model, workspace.path(), |config| {
+        config.concurrency = 4;
+        config.claim_timeout = Duration::from_secs(2);
+        config.shutdown_grace = Duration::from_secs(2);
+    });
     let mut client = connect(addr).await;
 
     let mut accepted = Vec::new();
@@ -142,6 +135,27 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     coordinator.stop().await;
 }
 
+/// A worker named `worker` in this process, serving `model` (as `scripted`) through
+/// `nats`, its configuration adjusted by `configure`.
+fn start_worker(
+    nats: &NatsServer,
+    model: &ScriptedModel,
+    workspace: &Path,
+    configure: impl FnOnce(&mut taskwire_worker::WorkerConfig),
+) -> InProcess {
+    let mut config = taskwire_worker::WorkerConfig {
+        nats_url: nats.url(),
+        workspace: workspace.to_owned(),
+        worker_id: Some("worker".to_owned()),
+        ack_wait: Duration::from_secs(10),
+        ..Default::default()
+    };
+    config.model.base_url = model.base_url();
+    config.model.default_model = "scripted".to_owned();
+    configure(&mut config);
+    InProcess::worker(config)
+}
+
 async fn connect(addr: std::net::SocketAddr) -> TaskServiceClient<tonic::transport::Channel> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
@@ -186,24 +200,20 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         .await
         .expect("results");
 
-    let mut worker_config = taskwire_worker::WorkerConfig {
-        nats_url: nats.url(),
-        concurrency: 1,
-        workspace: workspace.path().to_owned(),
-        worker_id: Some("worker".to_owned()),
-        ack_wait: Duration::from_secs(10),
-        shutdown_grace: Duration::from_secs(1),
-        ..Default::default()
-    };
-    worker_config.model.base_url = model.base_url();
-    worker_config.model.default_model = "scripted".to_owned();
-    let worker = InProcess::worker(worker_config);
+    let worker = start_worker(&nats, &model, workspace.path(), |config| {
+        config.concurrency = 1;
+        config.shutdown_grace = Duration::from_secs(1);
+    });
 
     let mut new = taskwire_coordinator::submit::build_task(
         &taskwire_coordinator::CoordinatorConfig::default(),
         &taskwire_agent::builtin::AgentRegistry::builtin(),
         &subjects,
-        task("load my transcript"),
+        // Resuming a session: its transcript is loaded before the session starts.
+        pb::SubmitRequest {
+            resume_token: taskwire_protocol::SessionId::generate().to_string(),
+            ..task("load my transcript")
+        },
         None,
     )
     .expect("a valid task");
@@ -228,10 +238,7 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let claim = tokio::time::timeout(PATIENCE, claims.next())
-        .await
-        .expect("a claim")
-        .expect("claim");
+    let claim = next_message(&mut claims, "a claim").await;
     let granted = pb::ClaimReply {
         verdict: pb::claim_reply::Verdict::Granted as i32,
         claim_epoch: 1,
@@ -239,17 +246,8 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         last_attempt: false,
         ..Default::default()
     };
-    client
-        .publish(
-            claim.reply.expect("a reply subject"),
-            granted.encode_to_vec().into(),
-        )
-        .await
-        .expect("grant");
-    let load = tokio::time::timeout(PATIENCE, loads.next())
-        .await
-        .expect("a transcript load")
-        .expect("load");
+    answer(&client, claim, &granted).await;
+    let load = next_message(&mut loads, "a transcript load").await;
     let unavailable = pb::SessionLoadReply {
         status: Some(pb::RpcStatus {
             code: "Unavailable".to_owned(),
@@ -257,19 +255,10 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         }),
         ..Default::default()
     };
-    client
-        .publish(
-            load.reply.expect("a reply subject"),
-            unavailable.encode_to_vec().into(),
-        )
-        .await
-        .expect("answer the load");
+    answer(&client, load, &unavailable).await;
 
     // Offered again: a second claim of the same task.
-    let again = tokio::time::timeout(PATIENCE, claims.next())
-        .await
-        .expect("the task offered again")
-        .expect("claim");
+    let again = next_message(&mut claims, "the task offered again").await;
     let again = pb::ClaimRequest::decode(again.payload.as_ref()).expect("a claim request");
     assert_eq!(again.task_id, new.request.task_id.to_string());
     // Any result published for the refused attempt schedules a retry; none is final.
@@ -282,4 +271,26 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
     }
     assert_eq!(model.request_count(), 0, "no session ran");
     worker.stop().await;
+}
+
+/// The next message on `subscriber`, within [`PATIENCE`].
+async fn next_message(subscriber: &mut async_nats::Subscriber, what: &str) -> async_nats::Message {
+    use futures::StreamExt;
+    tokio::time::timeout(PATIENCE, subscriber.next())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within {PATIENCE:?}"))
+        .unwrap_or_else(|| panic!("the subscription ended before {what}"))
+}
+
+/// Answers the request `message` with `reply`.
+async fn answer(
+    client: &async_nats::Client,
+    message: async_nats::Message,
+    reply: &impl prost::Message,
+) {
+    let subject = message.reply.expect("a reply subject");
+    client
+        .publish(subject, reply.encode_to_vec().into())
+        .await
+        .expect("answer");
 }

@@ -39,11 +39,8 @@ async fn a_worker_killed_mid_session_loses_the_task_to_another_worker_which_comp
         .expect("cluster");
     let (nats_url, model_url) = (cluster.nats.url(), cluster.model.base_url());
     let options = WorkerOptions {
-        nats_url: &nats_url,
-        model_base_url: &model_url,
-        workspace: cluster.workspace.path(),
-        concurrency: 1,
         ack_wait: ACK_WAIT,
+        ..WorkerOptions::new(&nats_url, &model_url, cluster.workspace.path())
     };
     let mut first = taskwire
         .worker("worker-a", &options)
@@ -77,7 +74,10 @@ async fn a_worker_killed_mid_session_loses_the_task_to_another_worker_which_comp
         .expect("start worker-b");
     eventually("worker-b to pull", || {
         second.check_running()?;
-        Ok(second.log().contains("worker pulling tasks").then_some(()))
+        Ok(second
+            .stderr()
+            .contains("worker pulling tasks")
+            .then_some(()))
     })
     .await
     .expect("worker-b ready");
