@@ -26,7 +26,10 @@ pub struct WorkerConfig {
     /// Ack wait of the shared consumer (set when the consumer is first created); the
     /// worker sends an in-progress ack every third of it. Default 30 s.
     pub ack_wait: Duration,
-    /// How long a claim request may take before the message is retried. Default 5 s.
+    /// How long a claim request may take before the message is retried. Default 10 s:
+    /// longer than the coordinator waits for a database connection (5 s), so a claim it
+    /// grants late is still received (a reply after the worker gave up strands the claim
+    /// until the message comes back).
     pub claim_timeout: Duration,
     /// On shutdown, how long running sessions may take to finish before they are
     /// stopped and their tasks released for another worker. Default 30 s.
@@ -101,7 +104,7 @@ impl Default for WorkerConfig {
                 anthropic_api_key: None,
             },
             ack_wait: Duration::from_secs(30),
-            claim_timeout: Duration::from_secs(5),
+            claim_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(30),
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(60),

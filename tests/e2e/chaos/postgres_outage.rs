@@ -40,7 +40,6 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     );
     let worker = start_worker(&nats, &model, workspace.path(), |config| {
         config.concurrency = 4;
-        config.claim_timeout = Duration::from_secs(2);
         config.shutdown_grace = Duration::from_secs(2);
     });
     let mut client = connect(addr).await;

@@ -63,7 +63,7 @@ settings! {
         /// Ack wait of the shared consumer, set when it is first created; match the coordinator's [default: 30s]
         #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
         pub ack_wait: Option<HumanDuration>,
-        /// How long a claim may take before the task is retried [default: 5s]
+        /// How long a claim may take before the task is retried [default: 10s]
         #[arg(long, env = "TASKWIRE_CLAIM_TIMEOUT", value_name = "DURATION")]
         pub claim_timeout: Option<HumanDuration>,
         /// On shutdown, how long running sessions may finish before their tasks are released [default: 30s]
