@@ -13,14 +13,12 @@ mod request;
 mod response;
 mod stream;
 
-use std::fmt;
-use std::time::Duration;
-
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::Provider;
+use crate::config::HttpConfig;
 use crate::error::LlmError;
-use crate::transport::{RetryPolicy, Settings, Transport, secret_header};
+use crate::transport::{Transport, secret_header};
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use request::MessagesRequest;
 use stream::StreamAssembler;
@@ -28,51 +26,26 @@ use stream::StreamAssembler;
 /// The API version this client speaks; later versions are opt-in per request.
 pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Settings of an [`AnthropicClient`].
-#[derive(Clone)]
+/// Settings of an [`AnthropicClient`]. `http.base_url` is the API base without the
+/// version, e.g. `https://api.anthropic.com` (the default); `/v1/messages` is appended,
+/// or only `/messages` when the base already ends in `/v1`. The key is sent as
+/// `x-api-key` (the API needs it; some gateways do not).
+#[derive(Clone, Debug)]
 pub struct AnthropicConfig {
-    /// API base without the version, e.g. `https://api.anthropic.com` (the default);
-    /// `/v1/messages` is appended, or only `/messages` when the base already ends in
-    /// `/v1`.
-    pub base_url: String,
-    /// Sent as `x-api-key` when set (the API needs it; some gateways do not). Never
-    /// logged.
-    pub api_key: Option<String>,
+    pub http: HttpConfig,
     /// Sent as `anthropic-version` (default [`DEFAULT_ANTHROPIC_VERSION`]).
     pub anthropic_version: String,
     /// `max_tokens` for requests that set none; the API requires one (default 4096).
     pub max_tokens: u32,
-    /// Limit for a whole attempt, from sending until the last byte of the answer
-    /// (default 300 s: long generations stream for minutes).
-    pub request_timeout: Duration,
-    /// Limit for establishing the connection (default 10 s).
-    pub connect_timeout: Duration,
-    /// Stream the answer as server-sent events (default true).
-    pub stream: bool,
-    /// Retries after the first attempt for retryable failures (default 3).
-    pub max_retries: u32,
-    /// Backoff before the first retry; doubles per retry (default 500 ms).
-    pub initial_backoff: Duration,
-    /// Cap on the backoff (default 30 s). A `Retry-After` longer than this is not
-    /// waited out here: the error is returned, with the wait in
-    /// [`LlmError::retry_after`], so the caller can reschedule the work instead.
-    pub max_backoff: Duration,
 }
 
 impl AnthropicConfig {
     /// Defaults for a server at `base_url`.
     pub fn new(base_url: impl Into<String>) -> Self {
         Self {
-            base_url: base_url.into(),
-            api_key: None,
+            http: HttpConfig::new(base_url),
             anthropic_version: DEFAULT_ANTHROPIC_VERSION.to_owned(),
             max_tokens: 4096,
-            request_timeout: Duration::from_secs(300),
-            connect_timeout: Duration::from_secs(10),
-            stream: true,
-            max_retries: 3,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(30),
         }
     }
 }
@@ -81,24 +54,6 @@ impl Default for AnthropicConfig {
     /// The public API.
     fn default() -> Self {
         Self::new("https://api.anthropic.com")
-    }
-}
-
-impl fmt::Debug for AnthropicConfig {
-    // Hand-written so the API key never reaches a log line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("anthropic_version", &self.anthropic_version)
-            .field("max_tokens", &self.max_tokens)
-            .field("request_timeout", &self.request_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("stream", &self.stream)
-            .field("max_retries", &self.max_retries)
-            .field("initial_backoff", &self.initial_backoff)
-            .field("max_backoff", &self.max_backoff)
-            .finish()
     }
 }
 
@@ -117,7 +72,7 @@ impl AnthropicClient {
     /// crypto provider; without one this returns [`LlmError::Config`].
     pub fn new(config: AnthropicConfig) -> Result<Self, LlmError> {
         let mut headers = HeaderMap::new();
-        if let Some(key) = &config.api_key {
+        if let Some(key) = &config.http.api_key {
             headers.insert(HeaderName::from_static("x-api-key"), secret_header(key)?);
         }
         let version = HeaderValue::from_str(&config.anthropic_version).map_err(|_| {
@@ -127,24 +82,12 @@ impl AnthropicClient {
             ))
         })?;
         headers.insert(HeaderName::from_static("anthropic-version"), version);
-        let path = if config.base_url.trim_end_matches('/').ends_with("/v1") {
+        let path = if config.http.base_url.trim_end_matches('/').ends_with("/v1") {
             "/messages"
         } else {
             "/v1/messages"
         };
-        let transport = Transport::new(Settings {
-            base_url: &config.base_url,
-            path,
-            headers,
-            request_timeout: config.request_timeout,
-            connect_timeout: config.connect_timeout,
-            stream: config.stream,
-            retry: RetryPolicy {
-                max_retries: config.max_retries,
-                initial_backoff: config.initial_backoff,
-                max_backoff: config.max_backoff,
-            },
-        })?;
+        let transport = config.http.transport(path, headers)?;
         Ok(Self { transport, config })
     }
 
@@ -166,7 +109,7 @@ impl Provider for AnthropicClient {
         request: &ChatRequest,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
-        let wire = MessagesRequest::new(request, self.config.max_tokens, self.config.stream)
+        let wire = MessagesRequest::new(request, self.config.max_tokens, self.config.http.stream)
             .map_err(LlmError::InvalidRequest)?;
         let body = serde_json::to_vec(&wire).map_err(|e| {
             LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
@@ -188,10 +131,8 @@ mod tests {
 
     #[test]
     fn debug_output_hides_the_api_key() {
-        let config = AnthropicConfig {
-            api_key: Some("sk-ant-secret".into()),
-            ..AnthropicConfig::default()
-        };
+        let mut config = AnthropicConfig::default();
+        config.http.api_key = Some("sk-ant-secret".into());
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-ant-secret"), "{shown}");
         assert!(shown.contains("<redacted>"));
@@ -212,11 +153,9 @@ mod tests {
     #[test]
     fn rejects_a_key_that_cannot_be_a_header() {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let error = AnthropicClient::new(AnthropicConfig {
-            api_key: Some("line\nbreak-secret".into()),
-            ..AnthropicConfig::default()
-        })
-        .expect_err("newline refused");
+        let mut config = AnthropicConfig::default();
+        config.http.api_key = Some("line\nbreak-secret".into());
+        let error = AnthropicClient::new(config).expect_err("newline refused");
         assert!(matches!(error, LlmError::Config(_)), "{error}");
         assert!(!error.to_string().contains("secret"), "{error}");
     }

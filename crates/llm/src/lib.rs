@@ -7,6 +7,7 @@
 //! - [`error`]: [`LlmError`], with a `retryable` verdict per variant.
 //! - [`openai`]: OpenAI-compatible chat completions (vLLM, Ollama, llama.cpp, gateways),
 //!   streaming SSE with tool-call chunk assembly.
+//! - [`config`]: [`HttpConfig`], the endpoint, timeout and retry settings both clients share.
 //! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
 //! - [`router`]: [`resolve_model`] (which model a session uses) and [`ModelRouter`]
 //!   (which provider serves a model id, by its prefix).
@@ -14,6 +15,7 @@
 //!   share.
 
 pub mod anthropic;
+pub mod config;
 pub mod error;
 pub mod openai;
 pub mod router;
@@ -21,6 +23,7 @@ mod transport;
 pub mod types;
 
 pub use anthropic::{AnthropicClient, AnthropicConfig};
+pub use config::HttpConfig;
 pub use error::LlmError;
 pub use openai::{OpenAiClient, OpenAiConfig};
 pub use router::{ModelRouter, RouterConfig, resolve_model};

@@ -9,78 +9,24 @@
 mod stream;
 mod wire;
 
-use std::fmt;
-use std::time::Duration;
-
 use reqwest::header::{self, HeaderMap};
 
 use crate::Provider;
+use crate::config::HttpConfig;
 use crate::error::LlmError;
-use crate::transport::{RetryPolicy, Settings, Transport, secret_header};
+use crate::transport::{Transport, secret_header};
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use stream::StreamAssembler;
 
-/// Settings of an [`OpenAiClient`].
-#[derive(Clone)]
-pub struct OpenAiConfig {
-    /// API base up to and including the version, e.g. `http://127.0.0.1:8080/v1`;
-    /// `/chat/completions` is appended.
-    pub base_url: String,
-    /// Sent as `Authorization: Bearer <key>` when set. Never logged.
-    pub api_key: Option<String>,
-    /// Limit for a whole attempt, from sending until the last byte of the answer
-    /// (default 300 s: long generations stream for minutes).
-    pub request_timeout: Duration,
-    /// Limit for establishing the connection (default 10 s).
-    pub connect_timeout: Duration,
-    /// Stream the answer as server-sent events (default true).
-    pub stream: bool,
-    /// Retries after the first attempt for retryable failures (default 3).
-    pub max_retries: u32,
-    /// Backoff before the first retry; doubles per retry (default 500 ms).
-    pub initial_backoff: Duration,
-    /// Cap on the backoff (default 30 s). A `Retry-After` longer than this is not
-    /// waited out here: the error is returned, with the wait in
-    /// [`LlmError::retry_after`], so the caller can reschedule the work instead.
-    pub max_backoff: Duration,
-}
+/// Settings of an [`OpenAiClient`]: `base_url` is the API base up to and including the
+/// version, e.g. `http://127.0.0.1:8080/v1` (`/chat/completions` is appended); the key
+/// is sent as `Authorization: Bearer <key>`.
+pub type OpenAiConfig = HttpConfig;
 
-impl OpenAiConfig {
-    /// Defaults for a server at `base_url`.
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            api_key: None,
-            request_timeout: Duration::from_secs(300),
-            connect_timeout: Duration::from_secs(10),
-            stream: true,
-            max_retries: 3,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(30),
-        }
-    }
-}
-
-impl Default for OpenAiConfig {
-    /// A local server such as llama.cpp's on its default port.
+/// A local server such as llama.cpp's on its default port.
+impl Default for HttpConfig {
     fn default() -> Self {
         Self::new("http://127.0.0.1:8080/v1")
-    }
-}
-
-impl fmt::Debug for OpenAiConfig {
-    // Hand-written so the API key never reaches a log line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("request_timeout", &self.request_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("stream", &self.stream)
-            .field("max_retries", &self.max_retries)
-            .field("initial_backoff", &self.initial_backoff)
-            .field("max_backoff", &self.max_backoff)
-            .finish()
     }
 }
 
@@ -107,19 +53,7 @@ impl OpenAiClient {
                 secret_header(&format!("Bearer {key}"))?,
             );
         }
-        let transport = Transport::new(Settings {
-            base_url: &config.base_url,
-            path: "/chat/completions",
-            headers,
-            request_timeout: config.request_timeout,
-            connect_timeout: config.connect_timeout,
-            stream: config.stream,
-            retry: RetryPolicy {
-                max_retries: config.max_retries,
-                initial_backoff: config.initial_backoff,
-                max_backoff: config.max_backoff,
-            },
-        })?;
+        let transport = config.transport("/chat/completions", headers)?;
         Ok(Self { transport, config })
     }
 

@@ -27,13 +27,12 @@ transport_suite!(make_client);
 
 fn config(model: &ScriptedModel, stream: bool) -> AnthropicConfig {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    AnthropicConfig {
-        api_key: Some("sk-ant-test".into()),
-        stream,
-        // Keeps retry tests fast; the schedule itself is unit-tested.
-        initial_backoff: Duration::from_millis(10),
-        ..AnthropicConfig::new(model.anthropic_base_url())
-    }
+    let mut config = AnthropicConfig::new(model.anthropic_base_url());
+    config.http.api_key = Some("sk-ant-test".into());
+    config.http.stream = stream;
+    // Keeps retry tests fast; the schedule itself is unit-tested.
+    config.http.initial_backoff = Duration::from_millis(10);
+    config
 }
 
 fn client(config: AnthropicConfig) -> AnthropicClient {
@@ -41,11 +40,10 @@ fn client(config: AnthropicConfig) -> AnthropicClient {
 }
 
 fn make_client(model: &ScriptedModel, knobs: Knobs) -> Box<dyn Provider> {
-    Box::new(client(AnthropicConfig {
-        max_retries: knobs.max_retries,
-        request_timeout: knobs.request_timeout,
-        ..config(model, knobs.stream)
-    }))
+    let mut config = config(model, knobs.stream);
+    config.http.max_retries = knobs.max_retries;
+    config.http.request_timeout = knobs.request_timeout;
+    Box::new(client(config))
 }
 
 /// A request with a system prompt, which the client must hoist to `system`.

@@ -64,10 +64,10 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
     );
     if let Some(base_url) = &m.anthropic_base_url {
         let mut anthropic = AnthropicConfig::new(base_url.clone());
-        anthropic.api_key = m.anthropic_api_key.clone();
-        anthropic.stream = m.stream;
-        anthropic.request_timeout = m.request_timeout;
-        anthropic.max_retries = m.max_retries;
+        anthropic.http.api_key = m.anthropic_api_key.clone();
+        anthropic.http.stream = m.stream;
+        anthropic.http.request_timeout = m.request_timeout;
+        anthropic.http.max_retries = m.max_retries;
         providers.insert(
             ANTHROPIC_PREFIX.to_owned(),
             Arc::new(AnthropicClient::new(anthropic)?),

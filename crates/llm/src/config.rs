@@ -1,0 +1,82 @@
+//! Settings every HTTP model client shares: where, how long, how often to retry.
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+
+use crate::error::LlmError;
+use crate::transport::{RetryPolicy, Settings, Transport};
+
+/// Connection, timeout and retry settings of a model endpoint.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// The API base; each client documents what it appends.
+    pub base_url: String,
+    /// The credential, sent the way the API wants it. Never logged.
+    pub api_key: Option<String>,
+    /// Limit for a whole attempt, from sending until the last byte of the answer
+    /// (default 300 s: long generations stream for minutes).
+    pub request_timeout: Duration,
+    /// Limit for establishing the connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Stream the answer as server-sent events (default true).
+    pub stream: bool,
+    /// Retries after the first attempt for retryable failures (default 3).
+    pub max_retries: u32,
+    /// Backoff before the first retry; doubles per retry (default 500 ms).
+    pub initial_backoff: Duration,
+    /// Cap on the backoff (default 30 s). A `Retry-After` longer than this is not
+    /// waited out here: the error is returned, with the wait in
+    /// [`LlmError::retry_after`], so the caller can reschedule the work instead.
+    pub max_backoff: Duration,
+}
+
+impl HttpConfig {
+    /// Defaults for a server at `base_url`.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            request_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+            stream: true,
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+
+    /// The transport for `path` under the base, sending `headers` with every request.
+    pub(crate) fn transport(&self, path: &str, headers: HeaderMap) -> Result<Transport, LlmError> {
+        Transport::new(Settings {
+            base_url: &self.base_url,
+            path,
+            headers,
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            stream: self.stream,
+            retry: RetryPolicy {
+                max_retries: self.max_retries,
+                initial_backoff: self.initial_backoff,
+                max_backoff: self.max_backoff,
+            },
+        })
+    }
+}
+
+impl fmt::Debug for HttpConfig {
+    // Hand-written so the API key never reaches a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("stream", &self.stream)
+            .field("max_retries", &self.max_retries)
+            .field("initial_backoff", &self.initial_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .finish()
+    }
+}
