@@ -118,6 +118,22 @@ async fn main() -> anyhow::Result<()> {
         "ratio taskwire/raw time:  {:.1}x",
         elapsed.as_secs_f64() / raw.as_secs_f64()
     );
+    // Idle latency: one task at a time, against one message at a time through JetStream.
+    let mut idle = Vec::with_capacity(IDLE_SAMPLES);
+    for _ in 0..IDLE_SAMPLES {
+        let (_, l) = run_tasks(&client, &nats.url(), 1, 1).await?;
+        idle.extend(l);
+    }
+    idle.sort();
+    let mut raw_idle = raw_jetstream_latency(&nats.url(), IDLE_SAMPLES).await?;
+    raw_idle.sort();
+    println!("one task at a time ({IDLE_SAMPLES}):");
+    println!("  submit→result p50:      {:.2} ms", pct(&idle, 0.50));
+    println!("  submit→result p99:      {:.2} ms", pct(&idle, 0.99));
+    println!(
+        "  raw jetstream publish→delivery p50: {:.2} ms",
+        pct(&raw_idle, 0.50)
+    );
     println!("model requests served:    {}", model.request_count());
 
     shutdown.cancel();
@@ -196,6 +212,45 @@ async fn run_tasks(
         .filter_map(|(id, end)| started.get(id).map(|s| *end - *s))
         .collect();
     Ok((elapsed, latencies))
+}
+
+/// Samples of the idle (one at a time) latency measurement.
+const IDLE_SAMPLES: usize = 100;
+
+/// Publish→delivery latency of single messages through a WorkQueue stream and a
+/// waiting pull consumer, one at a time.
+async fn raw_jetstream_latency(url: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
+    use async_nats::jetstream::{self, consumer, stream};
+    let client = async_nats::connect(url).await?;
+    let js = jetstream::new(client);
+    let s = js
+        .create_stream(stream::Config {
+            name: "BENCH_LATENCY".into(),
+            subjects: vec!["bench.latency".into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..Default::default()
+        })
+        .await?;
+    let c: consumer::PullConsumer = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("latency".into()),
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = c.messages().await?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        js.publish("bench.latency", format!("m{i}").into()).await?;
+        let m = messages
+            .next()
+            .await
+            .context("stream ended")?
+            .map_err(|e| anyhow::anyhow!(e))?;
+        out.push(t.elapsed());
+        m.ack().await.map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok(out)
 }
 
 /// Publishes `n` messages to a WorkQueue stream (pipelined) while a pull consumer takes
