@@ -9,7 +9,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 demo: ## a coordinator, a worker and one task, with live progress
 	scripts/demo.sh
 
-test: ## every test, against real Postgres and NATS
+test: ## every test, against real Postgres and NATS (installs what is missing first)
+	scripts/setup.sh
 	scripts/with-services.sh $(CARGO) test --workspace --locked
 
 lint: ## formatting and clippy, warnings as errors
