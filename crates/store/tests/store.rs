@@ -488,3 +488,71 @@ async fn an_approval_pauses_the_task_until_answered_once() {
         AnswerOutcome::NotPending
     );
 }
+
+/// The store's SQL against the pure state machine (`status::apply`) as its oracle:
+/// random sequences of claims, results (current and stale epochs, any status) and
+/// cancels leave the stored status, attempt and epoch exactly where `apply` says.
+#[tokio::test]
+async fn the_store_follows_the_task_state_machine() {
+    use taskwire_protocol::status::{TaskEvent, TaskState, Transition, apply};
+    let (_db, store) = store().await;
+    // A small deterministic generator: the sequences are the same on every run.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let finals = [
+        TaskStatus::Completed,
+        TaskStatus::Error,
+        TaskStatus::MaxSteps,
+        TaskStatus::Cancelled,
+    ];
+    for sequence in 0..25 {
+        let mut t = task(None, "d");
+        t.request.max_attempts = 20; // the budget is another test's subject
+        let id = t.request.task_id;
+        store.insert_tasks(&[t]).await.expect("insert");
+        let mut model = TaskState::queued();
+        for step in 0..8 {
+            let event = match next(4) {
+                0 | 1 => TaskEvent::Claim,
+                2 => TaskEvent::Finish {
+                    // Mostly the current epoch, sometimes a stale or a future one.
+                    epoch: ClaimEpoch(model.epoch.0.saturating_add(next(3)).saturating_sub(1)),
+                    status: finals[next(finals.len() as u64) as usize],
+                },
+                _ => TaskEvent::Cancel,
+            };
+            match event {
+                TaskEvent::Claim => {
+                    claim(&store, id).await;
+                }
+                TaskEvent::Finish { epoch, status } => {
+                    store
+                        .record_results(&[TaskResult {
+                            status,
+                            ..result(id, epoch, "r")
+                        }])
+                        .await
+                        .expect("record");
+                }
+                TaskEvent::Cancel => {
+                    store.cancel_tree(id).await.expect("cancel");
+                }
+                TaskEvent::Expire => unreachable!("not generated"),
+            }
+            if let Transition::Changed(s) = apply(model, event) {
+                model = s;
+            }
+            let rec = store.get_task(id).await.expect("get").expect("exists");
+            assert_eq!(
+                (rec.status, rec.attempt, rec.claim_epoch),
+                (model.status, model.attempt, model.epoch),
+                "sequence {sequence}, step {step}, after {event:?}"
+            );
+        }
+    }
+}
