@@ -78,8 +78,11 @@ async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, Str
     }
     let mut done = Vec::with_capacity(pending.len());
     let mut first_error = None;
-    for (id, ack) in pending {
-        match ack.await {
+    // Awaited together: acks lost to a reconnect cost one timeout, not one each.
+    let (ids, acks): (Vec<i64>, Vec<_>) = pending.into_iter().unzip();
+    let acks = futures::future::join_all(acks.into_iter().map(|a| a.into_future())).await;
+    for (id, ack) in ids.into_iter().zip(acks) {
+        match ack {
             Ok(_) => done.push(id),
             Err(e) => {
                 first_error.get_or_insert_with(|| e.to_string());
