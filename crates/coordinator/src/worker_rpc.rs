@@ -234,9 +234,21 @@ async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
     let run = async {
         let req = decode::<pb::ApprovalAsk>("approval", payload)?;
         let task = TaskId::parse_field("task_id", &req.task_id)?;
+        // A check, or a timeout that lost the race with an answer, gets the answer.
+        let answered = || async {
+            let answer = state.store.approval_answer(task, &req.request_id).await?;
+            Ok::<_, CoordinatorError>(
+                answer.map(|(answer, message)| decision(task, &req.request_id, answer, message)),
+            )
+        };
+        if req.check {
+            return answered().await;
+        }
         if req.timed_out {
-            state.store.time_out_approval(task, &req.request_id).await?;
-            return Ok(());
+            return match state.store.time_out_approval(task, &req.request_id).await? {
+                taskwire_store::AnswerOutcome::Answered => Ok(None),
+                taskwire_store::AnswerOutcome::NotPending => answered().await,
+            };
         }
         let asked = state
             .store
@@ -255,12 +267,37 @@ async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
             )));
         }
         tracing::info!(task.id = %task, request_id = %req.request_id, permission = %req.permission, "approval required");
-        Ok::<_, CoordinatorError>(())
+        Ok::<_, CoordinatorError>(None)
     };
     match run.await {
-        Ok(()) => pb::ApprovalAskReply { status: ok() },
+        Ok(decision) => pb::ApprovalAskReply {
+            status: ok(),
+            decision,
+        },
         Err(e) => pb::ApprovalAskReply {
+            decision: None,
             status: status_of(&e),
         },
+    }
+}
+
+/// The decision message for a stored answer.
+fn decision(
+    task: TaskId,
+    request_id: &str,
+    answer: taskwire_store::ApprovalAnswer,
+    message: Option<String>,
+) -> pb::ApprovalDecision {
+    use taskwire_store::ApprovalAnswer as A;
+    let answer = match answer {
+        A::Once => pb::ApprovalAnswer::Once,
+        A::Always => pb::ApprovalAnswer::Always,
+        A::Reject => pb::ApprovalAnswer::Reject,
+    };
+    pb::ApprovalDecision {
+        task_id: task.to_string(),
+        request_id: request_id.to_owned(),
+        answer: answer as i32,
+        message: message.unwrap_or_default(),
     }
 }

@@ -142,6 +142,31 @@ impl Store {
         Ok(AnswerOutcome::Answered)
     }
 
+    /// The answer to an approval, if it has been answered: `(once|always|reject, message)`.
+    pub async fn approval_answer(
+        &self,
+        task: TaskId,
+        request_id: &str,
+    ) -> Result<Option<(ApprovalAnswer, Option<String>)>, StoreError> {
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT status, message FROM approvals WHERE task_id = $1 AND request_id = $2",
+        )
+        .bind(task.as_uuid())
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read an approval", e))?;
+        Ok(row.and_then(|(status, message)| {
+            let answer = match status.as_str() {
+                "once" => ApprovalAnswer::Once,
+                "always" => ApprovalAnswer::Always,
+                "reject" => ApprovalAnswer::Reject,
+                _ => return None, // pending or timed out
+            };
+            Some((answer, message))
+        }))
+    }
+
     /// The status of a task, if it exists (a cheap read for hot paths).
     pub async fn task_status(&self, task: TaskId) -> Result<Option<TaskStatus>, StoreError> {
         let s: Option<String> = sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")

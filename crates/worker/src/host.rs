@@ -26,6 +26,8 @@ use crate::task::Context;
 
 /// How long a worker request to the coordinator may take.
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a task waiting for an approval asks the coordinator whether it was answered.
+const APPROVAL_RECHECK: Duration = Duration::from_secs(5);
 /// How often a waiting parent re-reads its child's status, in case a "finished" notice
 /// was missed (a reconnect).
 const CHILD_RECHECK: Duration = Duration::from_secs(2);
@@ -82,16 +84,20 @@ impl SessionHost for WorkerHost<'_> {
                 };
             }
         };
-        let ask = |timed_out| pb::ApprovalAsk {
-            task_id: self.task_id.to_string(),
-            claim_epoch: self.epoch.0,
-            request_id: request.request_id.clone(),
-            permission: request.permission.clone(),
-            patterns: request.patterns.clone(),
-            title: request.title.clone(),
-            timed_out,
+        let ask = |timed_out, check| {
+            pb::ApprovalAsk {
+                task_id: self.task_id.to_string(),
+                claim_epoch: self.epoch.0,
+                request_id: request.request_id.clone(),
+                permission: request.permission.clone(),
+                patterns: request.patterns.clone(),
+                title: request.title.clone(),
+                timed_out,
+                check,
+            }
+            .encode_to_vec()
         };
-        match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false).encode_to_vec()).await {
+        match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false, false)).await {
             Ok(r) if failed(r.status.as_ref()).is_none() => {}
             Ok(r) => {
                 let reason = failed(r.status.as_ref()).unwrap_or_default();
@@ -105,33 +111,42 @@ impl SessionHost for WorkerHost<'_> {
                 };
             }
         }
-        let wait = async {
-            while let Some(msg) = decisions.next().await {
-                let Ok(d) = decode::<pb::ApprovalDecision>("approval decision", &msg.payload)
-                else {
-                    continue;
-                };
-                if d.request_id != request.request_id {
-                    continue;
+        // The decision arrives as a plain NATS message; a periodic check through the
+        // coordinator finds an answer whose message this worker missed (a reconnect).
+        let give_up = tokio::time::sleep(self.approval_timeout);
+        tokio::pin!(give_up);
+        let mut recheck = tokio::time::interval(APPROVAL_RECHECK);
+        recheck.tick().await; // the first tick is immediate
+        loop {
+            tokio::select! {
+                msg = decisions.next() => {
+                    let Some(msg) = msg else { break };
+                    let Ok(d) = decode::<pb::ApprovalDecision>("approval decision", &msg.payload) else { continue };
+                    if d.request_id == request.request_id {
+                        return answer_of(d);
+                    }
                 }
-                let message = (!d.message.is_empty()).then_some(d.message);
-                return Some(match pb::ApprovalAnswer::try_from(d.answer) {
-                    Ok(pb::ApprovalAnswer::Once) => ApprovalAnswer::Once,
-                    Ok(pb::ApprovalAnswer::Always) => ApprovalAnswer::Always,
-                    _ => ApprovalAnswer::Reject { message },
-                });
+                _ = recheck.tick() => {
+                    if let Ok(pb::ApprovalAskReply { decision: Some(d), .. }) =
+                        rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false, true)).await
+                    {
+                        return answer_of(d);
+                    }
+                }
+                _ = &mut give_up => break,
             }
-            None
-        };
-        match tokio::time::timeout(self.approval_timeout, wait).await {
-            Ok(Some(answer)) => answer,
-            _ => {
+        }
+        match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(true, false)).await {
+            // Answered just before the timeout closed it: the answer stands.
+            Ok(pb::ApprovalAskReply {
+                decision: Some(d), ..
+            }) => answer_of(d),
+            Ok(_) => {
                 tracing::info!(task.id = %self.task_id, request_id = %request.request_id, "approval timed out, denying");
-                if let Err(e) =
-                    rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(true).encode_to_vec()).await
-                {
-                    tracing::warn!(task.id = %self.task_id, error = %e, "failed to close a timed-out approval");
-                }
+                ApprovalAnswer::TimedOut
+            }
+            Err(e) => {
+                tracing::warn!(task.id = %self.task_id, error = %e, "failed to close a timed-out approval");
                 ApprovalAnswer::TimedOut
             }
         }
@@ -268,4 +283,13 @@ async fn child_result(ctx: &Context, child: TaskId) -> Result<Option<ChildTaskRe
             output_tokens: usage.output_tokens,
         },
     }))
+}
+
+fn answer_of(d: pb::ApprovalDecision) -> ApprovalAnswer {
+    let message = (!d.message.is_empty()).then_some(d.message);
+    match pb::ApprovalAnswer::try_from(d.answer) {
+        Ok(pb::ApprovalAnswer::Once) => ApprovalAnswer::Once,
+        Ok(pb::ApprovalAnswer::Always) => ApprovalAnswer::Always,
+        _ => ApprovalAnswer::Reject { message },
+    }
 }
