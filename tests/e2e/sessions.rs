@@ -243,15 +243,25 @@ async fn an_answer_whose_message_the_worker_missed_is_found_by_its_recheck() {
     let cluster = plan_cluster(Duration::from_secs(60)).await;
     let (id, request_id, stream) = submit_and_wait_for_ask(&cluster).await;
     // Answer in the store only: no decision message reaches the worker.
-    let store = taskwire_store::Store::connect(cluster.db.url(), 2).await.expect("store");
+    let store = taskwire_store::Store::connect(cluster.db.url(), 2)
+        .await
+        .expect("store");
     let task: taskwire_protocol::TaskId = id.parse().expect("task id");
     let answered = store
-        .answer_approval(task, &request_id, taskwire_store::ApprovalAnswer::Once, None)
+        .answer_approval(
+            task,
+            &request_id,
+            taskwire_store::ApprovalAnswer::Once,
+            None,
+        )
         .await
         .expect("answer");
     assert_eq!(answered, taskwire_store::AnswerOutcome::Answered);
     let result = result_of(stream).await;
     assert_eq!(result.status(), pb::TaskStatus::Completed);
-    assert!(cluster.workspace.path().join("approved.txt").exists(), "the approved command ran");
+    assert!(
+        cluster.workspace.path().join("approved.txt").exists(),
+        "the approved command ran"
+    );
     cluster.shutdown().await;
 }
