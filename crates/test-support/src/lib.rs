@@ -4,8 +4,8 @@
 //! - [`postgres`]: creates a fresh Postgres database per test and drops it afterwards.
 //! - [`private_postgres`]: a Postgres server of one test's own, which it may stop and start.
 //! - [`model`]: a scripted model served over real HTTP that speaks the OpenAI-compatible
-//!   chat-completions wire format (streaming and not), so provider clients are tested
-//!   for real.
+//!   chat-completions and the Anthropic Messages wire formats (streaming and not), so
+//!   provider clients are tested for real.
 //!
 //! When a service cannot be reached the harness fails the test with a message that
 //! says how to start it; it never skips.
