@@ -24,8 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::task::Context;
 
-/// How long a worker request to the coordinator may take.
+/// How long a child submit may take (sent once: a second try could start a second child).
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// Other worker requests are idempotent: several short tries ride out a coordinator
+/// that was killed (its requests go unanswered) or is restarting (no responders).
+const RPC_TRY_TIMEOUT: Duration = Duration::from_secs(3);
+const RPC_RETRIES: u32 = 2;
 /// How often a task waiting for an approval asks the coordinator whether it was answered.
 const APPROVAL_RECHECK: Duration = Duration::from_secs(5);
 /// How often a waiting parent re-reads its child's status, in case a "finished" notice
@@ -50,14 +54,28 @@ pub async fn rpc<R: prost::Message + Default>(
     body: Vec<u8>,
 ) -> Result<R, String> {
     let subject = ctx.subjects.rpc(method);
-    let reply = tokio::time::timeout(
-        RPC_TIMEOUT,
-        ctx.client.request(subject.clone(), body.into()),
-    )
-    .await
-    .map_err(|_| format!("request to {subject} timed out"))?
-    .map_err(|e| format!("request to {subject} failed: {e}"))?;
-    decode::<R>("worker request reply", &reply.payload).map_err(|e| e.to_string())
+    let body = bytes::Bytes::from(body);
+    let (retries, per_try) = if method == "child" {
+        (0, RPC_TIMEOUT)
+    } else {
+        (RPC_RETRIES, RPC_TRY_TIMEOUT)
+    };
+    let mut last_error = String::new();
+    for attempt in 0..=retries {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(500) * attempt).await;
+        }
+        match tokio::time::timeout(per_try, ctx.client.request(subject.clone(), body.clone())).await
+        {
+            Ok(Ok(reply)) => {
+                return decode::<R>("worker request reply", &reply.payload)
+                    .map_err(|e| e.to_string());
+            }
+            Ok(Err(e)) => last_error = format!("request to {subject} failed: {e}"),
+            Err(_) => last_error = format!("request to {subject} timed out"),
+        }
+    }
+    Err(last_error)
 }
 
 /// The error of a reply's status, if any.
