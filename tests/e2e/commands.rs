@@ -234,3 +234,45 @@ async fn a_markdown_agent_with_a_tool_denied_never_sees_it_and_a_broken_file_is_
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_task_tool_lists_only_the_subagents_the_caller_may_start() {
+    let config = config_dir();
+    write(
+        config.path(),
+        "agents/lead.md",
+        "---\ndescription: delegates work\nmode: primary\npermission:\n  task:\n    explore: deny\n---\nYou lead.\n",
+    );
+    let cluster = cluster(&config).await;
+    let id = cluster
+        .submit("lead", "plan the work")
+        .await
+        .expect("submit");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(
+        task.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        task.result
+    );
+    let seen = cluster.model.requests();
+    let lead = seen
+        .iter()
+        .find(|r| r.messages.iter().any(|m| m.content == "plan the work"))
+        .expect("the lead's model call");
+    let task_tool = lead.raw["tools"]
+        .as_array()
+        .expect("tools offered")
+        .iter()
+        .find(|t| t["function"]["name"] == "task")
+        .expect("the task tool is offered");
+    let description = task_tool["function"]["description"]
+        .as_str()
+        .expect("a description");
+    assert!(description.contains("- general:"), "{description}");
+    assert!(
+        !description.contains("- explore:"),
+        "a denied agent is not listed: {description}"
+    );
+    cluster.shutdown().await;
+}

@@ -3,6 +3,7 @@
 
 use prost::Message as _;
 use taskwire_agent::command::run_subtask;
+use taskwire_agent::permission::{PermissionAction, evaluate};
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
@@ -68,7 +69,13 @@ pub async fn run(
         task_id: request.task_id,
         epoch: claim.epoch,
         model: model.clone(),
-        subagents: request.subagents.clone(),
+        // The `task` tool lists only the agents this one may start.
+        subagents: request
+            .subagents
+            .iter()
+            .filter(|(name, _)| evaluate(&agent.permission, "task", name) != PermissionAction::Deny)
+            .cloned()
+            .collect(),
         approval_timeout: ctx.approval_timeout,
     };
     let run = async {
