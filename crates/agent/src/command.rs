@@ -154,32 +154,9 @@ impl CommandRegistry {
 /// one [`LoadError`], and the files after it still load.
 pub fn load_commands(dir: &Path) -> (CommandRegistry, Vec<LoadError>) {
     let mut registry = CommandRegistry::new();
-    let mut errors = Vec::new();
-    let files = match frontmatter::markdown_files(dir) {
-        Ok(files) => files,
-        Err(err) => {
-            errors.push(LoadError {
-                file: dir.display().to_string(),
-                key: None,
-                message: format!("failed to list command files: {err}"),
-            });
-            return (registry, errors);
-        }
-    };
-    for path in files {
-        let file = frontmatter::label(&path);
-        let name = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|err| LoadError {
-                file: file.clone(),
-                key: None,
-                message: format!("failed to read the file: {err}"),
-            })
-            .and_then(|text| parse_command(&file, &name, &text));
-        match parsed {
+    let (sources, mut errors) = frontmatter::read_sources(dir, "command");
+    for source in sources {
+        match parse_command(&source.file, &source.stem, &source.text) {
             Ok(command) => {
                 registry.insert(command);
             }

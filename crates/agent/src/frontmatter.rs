@@ -113,6 +113,52 @@ pub(crate) fn markdown_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, std:
     Ok(files)
 }
 
+/// One definition file read from disk.
+pub(crate) struct SourceFile {
+    /// As named in errors (see [`label`]).
+    pub file: String,
+    /// The file name without `.md`: the default name of what it defines.
+    pub stem: String,
+    pub text: String,
+}
+
+/// Reads every `.md` file in `dir` (see [`markdown_files`]). A directory or file that
+/// cannot be read is a [`LoadError`]; the other files are still returned. `kind`
+/// names the files in errors ("agent", "command").
+pub(crate) fn read_sources(dir: &Path, kind: &str) -> (Vec<SourceFile>, Vec<LoadError>) {
+    let paths = match markdown_files(dir) {
+        Ok(paths) => paths,
+        Err(err) => {
+            let error = LoadError {
+                file: dir.display().to_string(),
+                key: None,
+                message: format!("failed to list {kind} files: {err}"),
+            };
+            return (Vec::new(), vec![error]);
+        }
+    };
+    let (mut sources, mut errors) = (Vec::new(), Vec::new());
+    for path in paths {
+        let file = label(&path);
+        let stem = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => sources.push(SourceFile { file, stem, text }),
+            Err(err) => {
+                tracing::warn!(file = %file, error = %err, "skipping unreadable {kind} file");
+                errors.push(LoadError {
+                    file,
+                    key: None,
+                    message: format!("failed to read the file: {err}"),
+                });
+            }
+        }
+    }
+    (sources, errors)
+}
+
 /// How a file is named in errors: its directory's name and its own, e.g.
 /// `agents/review.md`.
 pub(crate) fn label(path: &Path) -> String {

@@ -37,33 +37,12 @@ const KEYS: &str = "name, description, mode, hidden, model, temperature, top_p, 
 /// file is one [`LoadError`], and the files after it still load.
 pub fn load_agents(dir: &Path, base: AgentRegistry) -> (AgentRegistry, Vec<LoadError>) {
     let mut registry = base;
-    let mut errors = Vec::new();
-    let files = match frontmatter::markdown_files(dir) {
-        Ok(files) => files,
-        Err(err) => {
-            errors.push(LoadError {
-                file: dir.display().to_string(),
-                key: None,
-                message: format!("failed to list agent files: {err}"),
-            });
-            return (registry, errors);
-        }
-    };
+    let (sources, mut errors) = frontmatter::read_sources(dir, "agent");
     // Which file defined which user agent, to refuse a second definition.
     let mut defined: BTreeMap<AgentName, String> = BTreeMap::new();
-    for path in files {
-        let file = frontmatter::label(&path);
-        let stem = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let loaded = std::fs::read_to_string(&path)
-            .map_err(|err| LoadError {
-                file: file.clone(),
-                key: None,
-                message: format!("failed to read the file: {err}"),
-            })
-            .and_then(|text| parse_agent(&file, &stem, &text, &registry));
+    for source in sources {
+        let file = source.file;
+        let loaded = parse_agent(&file, &source.stem, &source.text, &registry);
         let change = match loaded {
             Ok(change) => change,
             Err(err) => {
