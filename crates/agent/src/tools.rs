@@ -234,6 +234,14 @@ pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
     args.get(key).and_then(Value::as_str)
 }
 
+/// The rule subject of a tool that works on the file `filePath`: the path as seen from
+/// the workspace root, so `./a.txt` and `a.txt` meet the same rules.
+pub(crate) fn file_subject(args: &Value, workspace: &Workspace) -> String {
+    str_arg(args, "filePath")
+        .map(|path| workspace.subject(path))
+        .unwrap_or_default()
+}
+
 /// Runs file work on the blocking pool so a slow disk never stalls the runtime that
 /// drives thousands of sessions.
 pub(crate) async fn run_blocking<T: Send + 'static>(

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, parse_args, run_blocking, str_arg};
+use super::{Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, str_arg};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -60,9 +60,7 @@ impl Tool for EditTool {
     }
 
     fn subject(&self, args: &Value, workspace: &Workspace) -> String {
-        str_arg(args, "filePath")
-            .map(|path| workspace.subject(path))
-            .unwrap_or_default()
+        file_subject(args, workspace)
     }
 
     fn title(&self, args: &Value) -> String {
