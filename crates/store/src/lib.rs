@@ -70,18 +70,4 @@ impl Store {
             .map_err(|e| StoreError::Migrate(e.to_string()))?;
         Ok(Self { pool })
     }
-
-    /// The underlying pool, for health checks.
-    pub fn pool(&self) -> &sqlx::PgPool {
-        &self.pool
-    }
-
-    /// Checks that the database answers.
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map_err(|e| StoreError::from_sqlx("ping postgres", e))?;
-        Ok(())
-    }
 }
