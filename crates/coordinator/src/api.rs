@@ -3,7 +3,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use taskwire_protocol::{TaskId, TaskStatus, TraceId, pb};
+use taskwire_protocol::{TaskId, TaskStatus, pb};
 use taskwire_store::{ListFilter, ReplayOutcome, TaskRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -11,7 +11,8 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Principal, principal};
 use crate::convert::task_of;
-use crate::submit::{ParentInfo, submit_task};
+use crate::ownership;
+use crate::submit::submit_task;
 use crate::watch::{WatchItem, stream_task};
 use crate::{CoordinatorError, State};
 
@@ -26,16 +27,10 @@ impl TaskApi {
         Self { state }
     }
 
-    /// The task, if it exists and the caller's tenant may see it; `NOT_FOUND` otherwise
+    /// The task, if it exists and the caller's tenant owns it; `NOT_FOUND` otherwise
     /// (another tenant's task is indistinguishable from a missing one).
     async fn visible_task(&self, caller: &Principal, id: TaskId) -> Result<TaskRecord, Status> {
-        self.state
-            .store
-            .get_task(id)
-            .await
-            .map_err(CoordinatorError::from)?
-            .filter(|r| caller.may_see(&r.tenant))
-            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")).into())
+        Ok(ownership::task_by_id(&self.state, caller, id).await?)
     }
 }
 
@@ -50,21 +45,8 @@ impl pb::task_service_server::TaskService for TaskApi {
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = principal(&request);
-        let req = request.into_inner();
-        let parent = match req.parent_task_id.as_str() {
-            "" => None,
-            p => {
-                let id = parse_task_id("parent_task_id", p)?;
-                self.visible_task(&caller, id).await?;
-                let parent = self
-                    .state
-                    .store
-                    .task_request(id)
-                    .await
-                    .map_err(CoordinatorError::from)?;
-                parent.as_ref().map(ParentInfo::of)
-            }
-        };
+        let mut req = request.into_inner();
+        let parent = ownership::parent(&self.state, &caller, &mut req).await?;
         Ok(Response::new(
             submit_task(&self.state, &caller, req, parent).await?,
         ))
@@ -139,13 +121,15 @@ impl pb::task_service_server::TaskService for TaskApi {
         };
         let filter = ListFilter {
             tenant,
-            trace_id: match req.trace_id.as_str() {
-                "" => None,
-                t => Some(TraceId::parse_field("trace_id", t).map_err(CoordinatorError::from)?),
-            },
+            // Filters naming another tenant's trace or task are `NOT_FOUND`, not empty.
+            trace_id: ownership::trace(&self.state, &caller, &req.trace_id).await?,
             parent_task_id: match req.parent_task_id.as_str() {
                 "" => None,
-                p => Some(parse_task_id("parent_task_id", p)?),
+                p => Some(
+                    ownership::task(&self.state, &caller, "parent_task_id", p)
+                        .await?
+                        .task_id,
+                ),
             },
             status: match req.status {
                 0 => None,
@@ -242,9 +226,16 @@ impl pb::task_service_server::TaskService for TaskApi {
                     })?;
                 tracing::info!(task.id = %id, request_id = %req.request_id, ?answer, "approval answered");
             }
+            AnswerOutcome::Unknown => {
+                return Err(CoordinatorError::NotFound(format!(
+                    "approval request `{}` of task {id}",
+                    req.request_id
+                ))
+                .into());
+            }
             AnswerOutcome::NotPending => {
                 return Err(CoordinatorError::FailedPrecondition(format!(
-                    "task {id} has no pending approval `{}` (unknown, answered or timed out)",
+                    "approval request `{}` of task {id} is no longer pending (answered or timed out)",
                     req.request_id
                 ))
                 .into());

@@ -149,17 +149,7 @@ pub async fn run_command(
             }
         }
     };
-    let parent = match submit.parent_task_id.as_str() {
-        "" => None,
-        p => {
-            let id = taskwire_protocol::TaskId::parse_field("parent_task_id", p)?;
-            state
-                .store
-                .task_request(id)
-                .await?
-                .filter(|r| caller.may_see(&r.tenant))
-                .map(|r| crate::submit::ParentInfo::of(&r))
-        }
-    };
+    let mut submit = submit;
+    let parent = crate::ownership::parent(state, caller, &mut submit).await?;
     submit_task(state, caller, submit, parent).await
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
+//! - [`ownership`]: ids named by callers, looked up with their tenant where they enter.
 //! - [`submit`]: validation and the group-commit submit batcher.
 //! - [`batch`]: the group-commit loop behind submits.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
@@ -28,6 +29,7 @@ pub mod commands;
 pub mod config;
 pub mod convert;
 pub mod error;
+pub mod ownership;
 pub mod relay;
 pub mod submit;
 pub mod sweeper;

@@ -87,6 +87,8 @@ impl Submitter {
 #[derive(Debug, Clone)]
 pub struct ParentInfo {
     pub task_id: TaskId,
+    /// The parent's tenant: a child always runs as it.
+    pub tenant: String,
     pub trace_id: TraceId,
     pub depth: u32,
     pub deadline: Option<chrono::DateTime<Utc>>,
@@ -100,6 +102,7 @@ impl ParentInfo {
     pub fn of(request: &TaskRequest) -> Self {
         Self {
             task_id: request.task_id,
+            tenant: request.tenant.clone(),
             trace_id: request.trace_id,
             depth: request.depth,
             deadline: request.deadline,
@@ -298,6 +301,16 @@ pub async fn submit_task(
         )));
     }
     req.tenant = caller.tenant_for_submit(&req.tenant)?;
+    // Ids the submit names belong to its tenant, or they do not exist for it.
+    if let Some(p) = &parent
+        && p.tenant != req.tenant
+    {
+        return Err(CoordinatorError::NotFound(format!(
+            "parent task {}",
+            p.task_id
+        )));
+    }
+    crate::ownership::resumed_session(state, &req.tenant, &req.resume_token).await?;
     req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
     let registry = state.registry();
     let task = build_task(&state.config, &registry, &state.subjects, req, parent)?;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use prost::Message;
 use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb, task::decode};
+use taskwire_store::SessionLoad;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
@@ -156,11 +157,19 @@ async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
     let run = async {
         let req = decode::<pb::TaskLookup>("task lookup", payload)?;
         let id = TaskId::parse_field("task_id", &req.task_id)?;
+        let asking = TaskId::parse_field("asking_task_id", &req.asking_task_id)?;
+        let not_found = || CoordinatorError::NotFound(format!("task {id}"));
+        let tenant = state
+            .store
+            .task_request(asking)
+            .await?
+            .ok_or_else(not_found)?
+            .tenant;
         let record = state
             .store
-            .get_task(id)
+            .get_task_for(Some(&tenant), id)
             .await?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
+            .ok_or_else(not_found)?;
         Ok::<_, CoordinatorError>(task_of(&record))
     };
     match run.await {
@@ -179,15 +188,21 @@ async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {
     let run = async {
         let req = decode::<pb::SessionLoad>("session load", payload)?;
         let id = SessionId::parse_field("session_id", &req.session_id)?;
-        Ok::<_, CoordinatorError>(state.store.load_session(id).await?)
+        let task = TaskId::parse_field("task_id", &req.task_id)?;
+        match state.store.load_session_for_task(id, task).await? {
+            SessionLoad::NotFound => Err(CoordinatorError::NotFound(format!(
+                "session {id} of task {task}"
+            ))),
+            found => Ok(found),
+        }
     };
     match run.await {
-        Ok(Some((_, transcript))) => pb::SessionLoadReply {
+        Ok(SessionLoad::Found(transcript)) => pb::SessionLoadReply {
             status: ok(),
             found: true,
             transcript_json: serde_json::to_vec(&transcript).unwrap_or_default(),
         },
-        Ok(None) => pb::SessionLoadReply {
+        Ok(_) => pb::SessionLoadReply {
             status: ok(),
             found: false,
             transcript_json: Vec::new(),
@@ -216,6 +231,11 @@ async fn session_save(state: &State, payload: &[u8]) -> pb::SessionSaveReply {
             .save_sessions(std::slice::from_ref(&write))
             .await?[0]
         {
+            if state.store.load_session_for_task(session, task).await? == SessionLoad::NotFound {
+                return Err(CoordinatorError::NotFound(format!(
+                    "session {session} of task {task}"
+                )));
+            }
             return Err(CoordinatorError::FailedPrecondition(format!(
                 "task {task} is no longer run by this attempt; transcript not saved"
             )));
@@ -247,7 +267,8 @@ async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
         if req.timed_out {
             return match state.store.time_out_approval(task, &req.request_id).await? {
                 taskwire_store::AnswerOutcome::Answered => Ok(None),
-                taskwire_store::AnswerOutcome::NotPending => answered().await,
+                taskwire_store::AnswerOutcome::NotPending
+                | taskwire_store::AnswerOutcome::Unknown => answered().await,
             };
         }
         let asked = state

@@ -27,8 +27,10 @@ impl ApprovalAnswer {
 pub enum AnswerOutcome {
     /// Recorded; the task is running again.
     Answered,
-    /// No pending approval with that id on that task (unknown, answered or timed out).
+    /// The approval exists but is no longer pending (answered or timed out).
     NotPending,
+    /// The task never asked for an approval with that id.
+    Unknown,
 }
 
 impl Store {
@@ -125,7 +127,19 @@ impl Store {
         .await
         .map_err(|e| StoreError::from_sqlx("answer an approval", e))?;
         if answered.rows_affected() != 1 {
-            return Ok(AnswerOutcome::NotPending);
+            let exists: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM approvals WHERE task_id = $1 AND request_id = $2)",
+            )
+            .bind(task.as_uuid())
+            .bind(request_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| StoreError::from_sqlx("look up an approval", e))?;
+            return Ok(if exists {
+                AnswerOutcome::NotPending
+            } else {
+                AnswerOutcome::Unknown
+            });
         }
         sqlx::query(
             "UPDATE tasks SET status = 'running', updated_at = now() \

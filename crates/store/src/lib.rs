@@ -8,6 +8,7 @@
 //! - [`dead_letters`]: messages that could not be run, with the reason.
 //! - [`sessions`]: session transcripts (fenced by the saving attempt's claim).
 //! - [`approvals`]: `ask` permissions awaiting an answer.
+//! - [`ownership`]: lookups of caller-named ids together with their tenant.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
 //!
@@ -21,6 +22,7 @@ pub mod claims;
 pub mod dead_letters;
 pub mod error;
 pub mod outbox;
+pub mod ownership;
 pub mod record;
 pub mod results;
 pub mod sessions;
@@ -30,6 +32,7 @@ use std::time::Duration;
 
 pub use approvals::{AnswerOutcome, ApprovalAnswer};
 pub use error::StoreError;
+pub use ownership::SessionLoad;
 pub use record::{
     AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask,
     ReplayOutcome, TaskRecord,

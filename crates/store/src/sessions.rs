@@ -29,7 +29,7 @@ pub(crate) async fn upsert(
         "INSERT INTO sessions (session_id, tenant, task_id, claim_epoch, transcript) \
          SELECT s.session_id, t.tenant, t.task_id, t.claim_epoch, s.transcript::jsonb \
          FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[], $4::text[]) AS s(session_id, task_id, epoch, transcript) \
-         JOIN tasks t ON t.task_id = s.task_id AND t.claim_epoch = s.epoch \
+         JOIN tasks t ON t.task_id = s.task_id AND t.claim_epoch = s.epoch AND t.session_id = s.session_id \
          ON CONFLICT (session_id) DO UPDATE SET task_id = EXCLUDED.task_id, \
              claim_epoch = EXCLUDED.claim_epoch, transcript = EXCLUDED.transcript, updated_at = now() \
          WHERE sessions.tenant = EXCLUDED.tenant \

@@ -230,53 +230,32 @@ impl Store {
         Ok(ids.into_iter().map(TaskId::from_uuid).collect())
     }
 
-    /// The request a task was submitted with (as dispatched).
+    /// The request a task was submitted with (as dispatched), whatever its tenant.
     pub async fn task_request(
         &self,
         task_id: TaskId,
     ) -> Result<Option<taskwire_protocol::TaskRequest>, StoreError> {
-        use prost::Message;
-        let bytes: Option<Vec<u8>> =
-            sqlx::query_scalar("SELECT request FROM tasks WHERE task_id = $1")
-                .bind(task_id.as_uuid())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| StoreError::from_sqlx("read a task's request", e))?;
-        let corrupt = |reason: String| StoreError::Corrupt {
-            task_id: task_id.to_string(),
-            column: "request",
-            reason,
-        };
-        bytes
-            .map(|b| {
-                let wire = taskwire_protocol::pb::TaskRequest::decode(b.as_slice())
-                    .map_err(|e| corrupt(e.to_string()))?;
-                taskwire_protocol::TaskRequest::try_from(wire).map_err(|e| corrupt(e.to_string()))
-            })
-            .transpose()
+        self.task_request_for(None, task_id).await
     }
 
-    /// Reads one task with its attempt history.
+    /// Reads one task with its attempt history, whatever its tenant.
     pub async fn get_task(&self, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
-        let row: Option<TaskRow> = sqlx::query_as(sql(format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1"
-        )))
-        .bind(task_id.as_uuid())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| StoreError::from_sqlx("read a task", e))?;
-        let Some(mut record) = row.map(TaskRecord::try_from).transpose()? else {
-            return Ok(None);
-        };
-        record.attempts = sqlx::query_as(
+        self.get_task_for(None, task_id).await
+    }
+
+    /// A task's attempts, oldest first.
+    pub(crate) async fn attempts(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<crate::AttemptRecord>, StoreError> {
+        sqlx::query_as(
             "SELECT attempt, claim_epoch, worker_id, status, error, retryable, started_at, finished_at \
              FROM attempts WHERE task_id = $1 ORDER BY claim_epoch",
         )
         .bind(task_id.as_uuid())
         .fetch_all(&self.pool)
         .await
-        .map_err(|e| StoreError::from_sqlx("read a task's attempts", e))?;
-        Ok(Some(record))
+        .map_err(|e| StoreError::from_sqlx("read a task's attempts", e))
     }
 
     /// Queues a dead-lettered or failed task again with a fresh attempt budget, and
@@ -371,4 +350,20 @@ impl Store {
             .map_err(|e| StoreError::from_sqlx("list tasks", e))?;
         rows.into_iter().map(TaskRecord::try_from).collect()
     }
+}
+
+/// Decodes a stored `request` column.
+pub(crate) fn decode_request(
+    task_id: TaskId,
+    bytes: &[u8],
+) -> Result<taskwire_protocol::TaskRequest, StoreError> {
+    use prost::Message;
+    let corrupt = |reason: String| StoreError::Corrupt {
+        task_id: task_id.to_string(),
+        column: "request",
+        reason,
+    };
+    let wire =
+        taskwire_protocol::pb::TaskRequest::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+    taskwire_protocol::TaskRequest::try_from(wire).map_err(|e| corrupt(e.to_string()))
 }

@@ -556,3 +556,104 @@ async fn the_store_follows_the_task_state_machine() {
         }
     }
 }
+
+/// Lookups of caller-named ids take the tenant in the same query: another tenant's
+/// task, request, session or trace reads as missing; a session loads only for the task
+/// that runs in it.
+#[tokio::test]
+async fn ids_are_found_only_with_their_tenant() {
+    use taskwire_store::SessionLoad;
+    let (_db, store) = store().await;
+    let mut t = task(None, "d");
+    let session = taskwire_protocol::SessionId::generate();
+    t.request.resume_token = Some(session);
+    let (id, trace) = (t.request.task_id, t.request.trace_id);
+    let other = task(None, "d");
+    let other_id = other.request.task_id;
+    store.insert_tasks(&[t, other]).await.expect("insert");
+
+    for tenant in [None, Some("acme")] {
+        assert!(store.get_task_for(tenant, id).await.expect("get").is_some());
+        assert!(
+            store
+                .task_request_for(tenant, id)
+                .await
+                .expect("req")
+                .is_some()
+        );
+        assert!(
+            store
+                .session_exists_for(tenant, session)
+                .await
+                .expect("session")
+        );
+        assert!(store.trace_exists_for(tenant, trace).await.expect("trace"));
+    }
+    let globex = Some("globex");
+    assert!(store.get_task_for(globex, id).await.expect("get").is_none());
+    assert!(
+        store
+            .task_request_for(globex, id)
+            .await
+            .expect("req")
+            .is_none()
+    );
+    assert!(
+        !store
+            .session_exists_for(globex, session)
+            .await
+            .expect("session")
+    );
+    assert!(!store.trace_exists_for(globex, trace).await.expect("trace"));
+    let unknown = taskwire_protocol::SessionId::generate();
+    assert!(
+        !store
+            .session_exists_for(None, unknown)
+            .await
+            .expect("unknown")
+    );
+
+    // Not saved yet: a new session for its own task, nothing for another task.
+    assert_eq!(
+        store
+            .load_session_for_task(session, id)
+            .await
+            .expect("load"),
+        SessionLoad::New
+    );
+    assert_eq!(
+        store
+            .load_session_for_task(session, other_id)
+            .await
+            .expect("load"),
+        SessionLoad::NotFound
+    );
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, id).await else {
+        panic!("claim")
+    };
+    let transcript = serde_json::json!({"messages": []});
+    // Saving through another task (even a current claim of it) is refused.
+    let ClaimOutcome::Granted {
+        epoch: other_epoch, ..
+    } = claim(&store, other_id).await
+    else {
+        panic!("claim")
+    };
+    let stolen = store
+        .save_sessions(&[(session, other_id, other_epoch, transcript.to_string())])
+        .await
+        .expect("save");
+    assert_eq!(stolen, vec![false]);
+    let saved = store
+        .save_sessions(&[(session, id, epoch, transcript.to_string())])
+        .await
+        .expect("save");
+    assert_eq!(saved, vec![true]);
+    assert_eq!(
+        store
+            .load_session_for_task(session, id)
+            .await
+            .expect("load"),
+        SessionLoad::Found(transcript)
+    );
+}

@@ -197,7 +197,7 @@ impl SessionHost for WorkerHost<'_> {
         let child = TaskId::parse_field("task_id", &reply.task_id).map_err(|e| e.to_string())?;
         tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, "child task started");
         let outcome = tokio::select! {
-            r = follow_child(ctx, child, on_progress) => r,
+            r = follow_child(ctx, self.task_id, child, on_progress) => r,
             _ = cancel.cancelled() => Err(format!("stopped while child task {child} was running")),
         }?;
         Ok(ChildTaskResult {
@@ -214,6 +214,7 @@ impl SessionHost for WorkerHost<'_> {
 /// Forwards a child's tool calls until it is finished; returns its recorded result.
 async fn follow_child(
     ctx: &Context,
+    parent: TaskId,
     child: TaskId,
     on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
 ) -> Result<ChildTaskResult, String> {
@@ -253,22 +254,27 @@ async fn follow_child(
                 }
             }
             _ = finished.next() => {
-                if let Some(r) = child_result(ctx, child).await? { return Ok(r) }
+                if let Some(r) = child_result(ctx, parent, child).await? { return Ok(r) }
             }
             _ = recheck.tick() => {
-                if let Some(r) = child_result(ctx, child).await? { return Ok(r) }
+                if let Some(r) = child_result(ctx, parent, child).await? { return Ok(r) }
             }
         }
     }
 }
 
 /// The child's result once it is finished; `None` while it runs.
-async fn child_result(ctx: &Context, child: TaskId) -> Result<Option<ChildTaskResult>, String> {
+async fn child_result(
+    ctx: &Context,
+    parent: TaskId,
+    child: TaskId,
+) -> Result<Option<ChildTaskResult>, String> {
     let reply = rpc::<pb::TaskLookupReply>(
         ctx,
         "task",
         pb::TaskLookup {
             task_id: child.to_string(),
+            asking_task_id: parent.to_string(),
         }
         .encode_to_vec(),
     )

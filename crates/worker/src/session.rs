@@ -8,7 +8,7 @@ use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
 use taskwire_llm::router::resolve_model;
-use taskwire_protocol::{SessionId, TaskRequest, pb};
+use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
 
 use crate::cancel::StopHandle;
 use crate::host::{WorkerHost, failed, rpc};
@@ -54,7 +54,7 @@ pub async fn run(
     let mut history = if request.new_session {
         Transcript::new(session_id.to_string())
     } else {
-        load_transcript(ctx, session_id).await?
+        load_transcript(ctx, request.task_id, session_id).await?
     };
 
     let (sink, publisher) = ProgressPublisher::start(
@@ -125,11 +125,16 @@ pub async fn run(
 /// larger ones are saved on their own, before the result, through the coordinator.
 const TRANSCRIPT_WITH_RESULT: usize = 256 * 1024;
 
-async fn load_transcript(ctx: &Context, session_id: SessionId) -> Result<Transcript, StartError> {
+async fn load_transcript(
+    ctx: &Context,
+    task_id: TaskId,
+    session_id: SessionId,
+) -> Result<Transcript, StartError> {
     let unavailable =
         |e: String| StartError::Unavailable(format!("failed to load session {session_id}: {e}"));
     let load = pb::SessionLoad {
         session_id: session_id.to_string(),
+        task_id: task_id.to_string(),
     };
     let reply = rpc::<pb::SessionLoadReply>(ctx, "session.load", load.encode_to_vec())
         .await
