@@ -14,4 +14,5 @@ mod security;
 mod sessions;
 mod subagents;
 mod tls;
+mod tree_approvals;
 mod validation;

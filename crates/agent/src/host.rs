@@ -91,13 +91,34 @@ pub struct ChildTaskRequest {
     pub command: Option<String>,
 }
 
-/// One tool call of a running child, reported as it changes state.
+/// What a running child reports to its parent, live.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChildProgress {
-    pub task_id: String,
-    pub tool: String,
-    pub title: String,
-    pub state: ToolCallState,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChildProgress {
+    /// One tool call of the child changed state.
+    ToolCall {
+        task_id: String,
+        tool: String,
+        title: String,
+        state: ToolCallState,
+    },
+    /// The child, or one of its descendants (`task_id`), waits for an approval: the
+    /// parent shows it so that whoever watches the root can answer it.
+    ApprovalRequired {
+        task_id: String,
+        request_id: String,
+        permission: String,
+        patterns: Vec<String>,
+    },
+}
+
+impl ChildProgress {
+    /// The task this report is about.
+    pub fn task_id(&self) -> &str {
+        match self {
+            Self::ToolCall { task_id, .. } | Self::ApprovalRequired { task_id, .. } => task_id,
+        }
+    }
 }
 
 /// How a child task ended.

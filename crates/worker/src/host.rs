@@ -241,16 +241,25 @@ async fn follow_child(
     loop {
         tokio::select! {
             Some(Ok(msg)) = async { match events.as_mut() { Some(e) => e.next().await, None => None } } => {
-                if let Ok(p) = decode::<pb::TaskProgress>("task progress", &msg.payload)
-                    && let Some(pb::task_progress::Event::ToolCall(t)) = p.event
-                {
-                    let state = match t.state() {
-                        pb::ToolCallState::Pending => ToolCallState::Pending,
-                        pb::ToolCallState::Running => ToolCallState::Running,
-                        pb::ToolCallState::Error => ToolCallState::Error,
-                        _ => ToolCallState::Completed,
-                    };
-                    on_progress(ChildProgress { task_id: child.to_string(), tool: t.tool, title: t.title, state });
+                if let Ok(p) = decode::<pb::TaskProgress>("task progress", &msg.payload) {
+                    match p.event {
+                        Some(pb::task_progress::Event::ToolCall(t)) => {
+                            let state = match t.state() {
+                                pb::ToolCallState::Pending => ToolCallState::Pending,
+                                pb::ToolCallState::Running => ToolCallState::Running,
+                                pb::ToolCallState::Error => ToolCallState::Error,
+                                _ => ToolCallState::Completed,
+                            };
+                            on_progress(ChildProgress::ToolCall { task_id: child.to_string(), tool: t.tool, title: t.title, state });
+                        }
+                        // The child's own ask, or one it shows for a descendant: passed up
+                        // unchanged, so it reaches the root whatever the depth.
+                        Some(pb::task_progress::Event::ApprovalRequired(a)) => {
+                            let task_id = if a.task_id.is_empty() { child.to_string() } else { a.task_id };
+                            on_progress(ChildProgress::ApprovalRequired { task_id, request_id: a.request_id, permission: a.permission, patterns: a.patterns });
+                        }
+                        _ => {}
+                    }
                 }
             }
             _ = finished.next() => {

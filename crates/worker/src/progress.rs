@@ -111,6 +111,20 @@ fn progress_message(
             request_id,
             permission,
             patterns,
+            task_id: task_id.to_string(),
+        }),
+        // A descendant's ask, shown here so that the root's watchers see it; this
+        // task waits on it.
+        SessionEvent::ChildApprovalRequired {
+            task_id: asking,
+            request_id,
+            permission,
+            patterns,
+        } => Event::ApprovalRequired(pb::ApprovalRequired {
+            request_id,
+            permission,
+            patterns,
+            task_id: asking,
         }),
         SessionEvent::ChildTask {
             task_id,

@@ -104,7 +104,7 @@ pub async fn run_subtask(
         command: part.command.clone(),
     };
     let progress = Progress::new(observer, &part.agent, &part.description);
-    let on_progress = |update| progress.child_tool_call(update);
+    let on_progress = |update| progress.child_update(update);
     let result = host.run_child(request, &on_progress, cancel).await;
     let usage = match &result {
         Ok(child) => {

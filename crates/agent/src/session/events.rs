@@ -74,6 +74,13 @@ pub enum SessionEvent {
         title: String,
         state: ToolCallState,
     },
+    /// A descendant task (`task_id`) waits for an approval; this session waits on it.
+    ChildApprovalRequired {
+        task_id: String,
+        request_id: String,
+        permission: String,
+        patterns: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -117,7 +117,7 @@ impl Tool for TaskTool {
             command: args.command,
         };
         let progress = Progress::new(ctx.observer, &args.subagent_type, &args.description);
-        let on_progress = |update: ChildProgress| progress.child_tool_call(update);
+        let on_progress = |update: ChildProgress| progress.child_update(update);
         let result = ctx
             .host
             .run_child(request, &on_progress, ctx.cancel.clone())
@@ -224,18 +224,39 @@ impl<'c> Progress<'c> {
         });
     }
 
-    /// Forwards one child tool-call update, announcing the child first if needed.
-    pub(crate) fn child_tool_call(&self, update: ChildProgress) {
-        self.announce(&update.task_id);
-        if update.state == crate::session::ToolCallState::Pending {
-            *self.calls.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    /// Forwards one child update. A tool call announces its child first if needed (an
+    /// approval may come from a grandchild, which this session does not announce).
+    pub(crate) fn child_update(&self, update: ChildProgress) {
+        match update {
+            ChildProgress::ToolCall {
+                task_id,
+                tool,
+                title,
+                state,
+            } => {
+                self.announce(&task_id);
+                if state == crate::session::ToolCallState::Pending {
+                    *self.calls.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                }
+                self.observer.on_event(SessionEvent::ChildToolCall {
+                    task_id,
+                    tool,
+                    title,
+                    state,
+                });
+            }
+            ChildProgress::ApprovalRequired {
+                task_id,
+                request_id,
+                permission,
+                patterns,
+            } => self.observer.on_event(SessionEvent::ChildApprovalRequired {
+                task_id,
+                request_id,
+                permission,
+                patterns,
+            }),
         }
-        self.observer.on_event(SessionEvent::ChildToolCall {
-            task_id: update.task_id,
-            tool: update.tool,
-            title: update.title,
-            state: update.state,
-        });
     }
 
     /// Child tool calls seen so far.

@@ -325,7 +325,7 @@ impl SessionHost for TestHost {
             ToolCallState::Running,
             ToolCallState::Completed,
         ] {
-            on_progress(ChildProgress {
+            on_progress(ChildProgress::ToolCall {
                 task_id: task_id.clone(),
                 tool: "grep".into(),
                 title: "grep TODO".into(),

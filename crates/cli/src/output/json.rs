@@ -117,7 +117,12 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
         ),
         Some(Event::ApprovalRequired(e)) => (
             "approval_required",
-            json!({ "request_id": e.request_id, "permission": e.permission, "patterns": e.patterns }),
+            json!({
+                "request_id": e.request_id,
+                "permission": e.permission,
+                "patterns": e.patterns,
+                "asking_task_id": if e.task_id.is_empty() { &p.task_id } else { &e.task_id },
+            }),
         ),
         Some(Event::Heartbeat(_)) => ("heartbeat", json!({})),
         None => ("unknown", json!({})),

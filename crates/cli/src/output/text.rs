@@ -98,15 +98,27 @@ impl<W: Write> ProgressPrinter<W> {
 }
 
 /// `approval required: bash git push (request r1): answer with taskwire approve t1 r1`:
-/// the command to run is spelled out, since the task waits until someone does.
+/// the command to run is spelled out, since the task waits until someone does. An ask
+/// of a descendant (shown in its ancestors' progress) names the task that asks, and the
+/// command answers that task.
 fn approval_line(task_id: &str, e: &pb::ApprovalRequired) -> String {
     let mut what = e.permission.clone();
     if !e.patterns.is_empty() {
         what.push(' ');
         what.push_str(&e.patterns.join(", "));
     }
+    let asking = if e.task_id.is_empty() {
+        task_id
+    } else {
+        &e.task_id
+    };
+    let whose = if asking == task_id {
+        String::new()
+    } else {
+        format!(" in task {asking}")
+    };
     format!(
-        "approval required: {what} (request {id}): answer with taskwire approve {task_id} {id}",
+        "approval required{whose}: {what} (request {id}): answer with taskwire approve {asking} {id}",
         id = e.request_id
     )
 }
@@ -404,6 +416,7 @@ mod tests {
             request_id: "r1".to_owned(),
             permission: "bash".to_owned(),
             patterns: vec!["git push".to_owned(), "git push *".to_owned()],
+            task_id: "t1".to_owned(),
         });
         p.event(&pb::TaskProgress {
             task_id: "t1".to_owned(),
@@ -414,6 +427,27 @@ mod tests {
             String::from_utf8(p.into_inner()).expect("utf-8"),
             "approval required: bash git push, git push * (request r1): \
              answer with taskwire approve t1 r1\n"
+        );
+    }
+
+    #[test]
+    fn a_descendants_approval_names_the_task_that_asks_and_how_to_answer_it() {
+        let mut p = ProgressPrinter::new(Vec::new(), false);
+        let ask = pb::task_progress::Event::ApprovalRequired(pb::ApprovalRequired {
+            request_id: "r1".to_owned(),
+            permission: "bash".to_owned(),
+            patterns: vec!["touch x".to_owned()],
+            task_id: "child7".to_owned(),
+        });
+        p.event(&pb::TaskProgress {
+            task_id: "root1".to_owned(),
+            ..progress(1, ask)
+        })
+        .expect("write to vec");
+        assert_eq!(
+            String::from_utf8(p.into_inner()).expect("utf-8"),
+            "approval required in task child7: bash touch x (request r1): \
+             answer with taskwire approve child7 r1\n"
         );
     }
 
