@@ -138,6 +138,7 @@ impl Fixture {
             max_steps,
             history: Transcript::new("ses-test"),
             workspace: self.workspace.clone(),
+            inherited_permission: Vec::new(),
         }
     }
 
