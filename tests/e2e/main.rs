@@ -6,6 +6,7 @@ mod chaos;
 mod commands;
 mod dispatch;
 mod flow;
+mod hidden_subagents;
 mod inherited_permissions;
 mod lifecycle;
 mod retries;
