@@ -6,6 +6,8 @@ mod chaos;
 mod commands;
 mod dispatch;
 mod flow;
+mod hidden_subagents;
+mod inherited_permissions;
 mod isolation;
 mod lifecycle;
 mod retries;

@@ -278,13 +278,13 @@ impl AgentRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::permission::{Approvals, Decision, decide, evaluate, is_disabled};
+    use crate::permission::{Approvals, Decision, Permissions, decide, evaluate, is_disabled};
     use crate::tools::ToolRegistry;
 
     fn offered(agent: &AgentSpec) -> Vec<&'static str> {
         let registry = ToolRegistry::builtin();
         registry
-            .available_to(agent)
+            .available_to(agent, Permissions::new(&agent.permission, &[]))
             .map(|tool| tool.name())
             .collect()
     }

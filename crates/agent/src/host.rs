@@ -35,9 +35,11 @@ pub trait SessionHost: Send + Sync {
         cancel: CancellationToken,
     ) -> Result<ChildTaskResult, String>;
 
-    /// The agents the `task` tool may start, as `(name, description)`, already
-    /// filtered by the coordinator (not primary, not hidden). Empty means the `task`
-    /// tool is not offered at all.
+    /// The agents the `task` tool lists in its description, as `(name, description)`,
+    /// already filtered (not primary, not hidden, not denied). Empty means the `task`
+    /// tool is not offered at all. Not the authority on which names exist: a hidden
+    /// subagent is callable by name, and [`SessionHost::run_child`] refuses an unknown
+    /// one.
     fn subagents(&self) -> Vec<(String, String)>;
 }
 

@@ -17,7 +17,8 @@
 //!   and the subtask rule of seed 000.
 //! - [`policy`]: the tools a child session gets (depth limit, parent scope).
 //! - [`permission`]: `allow | ask | deny` rules, wildcard matching, last match wins,
-//!   strictest verdict over a call's subjects, session approvals.
+//!   strictest verdict over a call's subjects and over the layers a child inherits
+//!   from its ancestors, session approvals.
 //! - [`shell`]: splitting command lines for bash rules and command arguments.
 //! - [`host`]: [`SessionHost`], what the session needs from the distributed system,
 //!   and [`NoopHost`].

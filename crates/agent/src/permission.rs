@@ -12,11 +12,19 @@
 //! `allow`. An `ask` that was answered `Always` earlier in the session is lifted by
 //! the session's [`Approvals`]; a `deny` never is.
 //!
+//! A child task's session is also bounded by its ancestors' rules, carried as
+//! [`PermissionLayer`]s: [`Permissions`] judges a call by every layer and the strictest
+//! verdict wins, so a child never has more power than its parent.
+//!
 //! Pure functions only; the session loop applies the verdict and asks the host.
+
+mod layered;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+pub use self::layered::{PermissionLayer, Permissions};
 
 /// What to do with a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,7 +38,7 @@ pub enum PermissionAction {
 
 impl PermissionAction {
     /// Order by strictness, for "the strictest verdict wins".
-    fn strictness(self) -> u8 {
+    pub(crate) fn strictness(self) -> u8 {
         match self {
             Self::Allow => 0,
             Self::Ask => 1,
@@ -111,11 +119,15 @@ pub enum Decision {
     Ask {
         patterns: Vec<String>,
         rule: PermissionRule,
+        /// The ancestor's agent whose rule it is; `None` for the session's own rules.
+        inherited_from: Option<String>,
     },
     /// `subject` is the first denied one, `rule` the rule that denied it.
     Deny {
         subject: String,
         rule: PermissionRule,
+        /// The ancestor's agent whose rule it is; `None` for the session's own rules.
+        inherited_from: Option<String>,
     },
 }
 
@@ -128,41 +140,7 @@ pub fn decide(
     permission: &str,
     subjects: &[String],
 ) -> Decision {
-    let empty = [String::new()];
-    let subjects = if subjects.is_empty() {
-        &empty[..]
-    } else {
-        subjects
-    };
-    let mut asks = Vec::new();
-    let mut ask_rule = None;
-    for subject in subjects {
-        let Some(rule) = deciding_rule(rules, permission, subject) else {
-            continue;
-        };
-        match rule.action {
-            PermissionAction::Deny => {
-                return Decision::Deny {
-                    subject: subject.clone(),
-                    rule: rule.clone(),
-                };
-            }
-            PermissionAction::Ask if !approvals.covers(permission, subject) => {
-                ask_rule.get_or_insert_with(|| rule.clone());
-                if !asks.contains(subject) {
-                    asks.push(subject.clone());
-                }
-            }
-            PermissionAction::Ask | PermissionAction::Allow => {}
-        }
-    }
-    match ask_rule {
-        Some(rule) => Decision::Ask {
-            patterns: asks,
-            rule,
-        },
-        None => Decision::Allow,
-    }
+    Permissions::new(rules, &[]).decide(approvals, permission, subjects)
 }
 
 /// The strictest of the plain verdicts for `subjects`, ignoring approvals.

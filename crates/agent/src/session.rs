@@ -30,6 +30,7 @@ use self::tool_calls::Turn;
 use crate::agent::AgentSpec;
 use crate::error::SessionError;
 use crate::host::SessionHost;
+use crate::permission::{PermissionLayer, Permissions};
 use crate::tools::{Tool, ToolContext, ToolRegistry};
 use crate::transcript::{Part, Transcript, TranscriptMessage};
 use crate::workspace::Workspace;
@@ -54,6 +55,10 @@ pub struct SessionParams {
     /// from, or `Transcript::new(session_id)` for a new session.
     pub history: Transcript,
     pub workspace: Workspace,
+    /// The ancestors' rules, nearest first (empty for a root task): every call is
+    /// judged by the agent's own rules and by each of these, and the strictest verdict
+    /// wins.
+    pub inherited_permission: Vec<PermissionLayer>,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -88,12 +93,14 @@ async fn run(
         max_steps,
         history,
         workspace,
+        inherited_permission,
     } = params;
+    let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
 
     // The model is offered only these; `Turn` executes only these, whatever it calls.
     let offered: Vec<&dyn Tool> = tools
-        .available_to(&agent)
+        .available_to(&agent, permissions)
         .filter(|tool| tool.available(host))
         .collect();
     let tool_defs: Vec<_> = offered
@@ -134,6 +141,7 @@ async fn run(
     };
     let turn = Turn {
         agent: &agent,
+        permissions,
         offered: &offered,
         registry: tools,
         ctx: &ctx,

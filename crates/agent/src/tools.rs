@@ -44,7 +44,7 @@ pub use self::write::WriteTool;
 use crate::agent::AgentSpec;
 use crate::error::ToolError;
 use crate::host::SessionHost;
-use crate::permission;
+use crate::permission::Permissions;
 use crate::session::{SessionObserver, SessionState};
 use crate::workspace::Workspace;
 
@@ -202,11 +202,15 @@ impl ToolRegistry {
     }
 
     /// The tools `agent` may be offered: named by its allow-list (wildcards and `!`
-    /// exclusions allowed) and not disabled outright by its permission rules.
-    pub fn available_to<'a>(&'a self, agent: &'a AgentSpec) -> impl Iterator<Item = &'a dyn Tool> {
+    /// exclusions allowed) and not disabled outright by `permissions`, the session's
+    /// rules (the agent's own and the inherited ones).
+    pub fn available_to<'a>(
+        &'a self,
+        agent: &'a AgentSpec,
+        permissions: Permissions<'a>,
+    ) -> impl Iterator<Item = &'a dyn Tool> {
         self.iter().filter(move |tool| {
-            agent.lists_tool(tool.name())
-                && !permission::is_disabled(&agent.permission, tool.permission())
+            agent.lists_tool(tool.name()) && !permissions.is_disabled(tool.permission())
         })
     }
 }
@@ -329,17 +333,48 @@ mod tests {
         agent.tools = vec!["*".into()];
         agent.permission = vec![PermissionRule::new("grep", "*", PermissionAction::Deny)];
         let names: Vec<_> = registry
-            .available_to(&agent)
+            .available_to(&agent, Permissions::new(&agent.permission, &[]))
             .map(|tool| tool.name())
             .collect();
         assert_eq!(names, ["read", "list", "glob"]);
 
         agent.tools = vec!["read".into(), "nonexistent".into()];
         let names: Vec<_> = registry
-            .available_to(&agent)
+            .available_to(&agent, Permissions::new(&agent.permission, &[]))
             .map(|tool| tool.name())
             .collect();
         assert_eq!(names, ["read"]);
+    }
+
+    #[test]
+    fn tools_an_ancestor_denies_outright_are_not_offered() {
+        let registry = ToolRegistry::builtin();
+        let general = crate::builtin::general();
+        let plan = crate::permission::PermissionLayer {
+            agent: "plan".into(),
+            rules: crate::builtin::plan().permission,
+        };
+        let inherited = [plan];
+        let names: Vec<_> = registry
+            .available_to(&general, Permissions::new(&general.permission, &inherited))
+            .map(|tool| tool.name())
+            .collect();
+        assert!(
+            !names.contains(&"edit") && !names.contains(&"write"),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&"bash") && names.contains(&"read"),
+            "{names:?}"
+        );
+        let alone: Vec<_> = registry
+            .available_to(&general, Permissions::new(&general.permission, &[]))
+            .map(|tool| tool.name())
+            .collect();
+        assert!(
+            alone.contains(&"edit") && alone.contains(&"write"),
+            "{alone:?}"
+        );
     }
 
     #[test]
@@ -383,7 +418,7 @@ mod tests {
         let mut agent = crate::builtin::general();
         agent.tools = vec!["*".into(), "!write".into(), "!todo*".into()];
         let names: Vec<_> = registry
-            .available_to(&agent)
+            .available_to(&agent, Permissions::new(&agent.permission, &[]))
             .map(|tool| tool.name())
             .collect();
         assert!(!names.contains(&"write"), "{names:?}");

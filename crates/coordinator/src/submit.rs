@@ -95,6 +95,10 @@ pub struct ParentInfo {
     pub auth_scope: Vec<String>,
     /// The model the parent session runs on (model resolution for the child).
     pub model: Option<String>,
+    /// The rules that bound the parent, nearest first: its agent's own, then what it
+    /// inherited. The child inherits them all, so it never has more power than the
+    /// parent.
+    pub permission_layers: Vec<pb::PermissionLayer>,
 }
 
 impl ParentInfo {
@@ -108,8 +112,24 @@ impl ParentInfo {
             deadline: request.deadline,
             auth_scope: request.auth_scope.clone(),
             model: None,
+            permission_layers: layers_for_children(request),
         }
     }
+}
+
+/// The layers a child of `parent` inherits: the rules of the parent's agent as it was
+/// resolved for the parent (not the registry's current definition), then the parent's
+/// inherited layers. A layer without rules restricts nothing and is left out. Rules
+/// the parent's session added with `always` answers are never part of it.
+fn layers_for_children(parent: &TaskRequest) -> Vec<pb::PermissionLayer> {
+    let own = pb::PermissionLayer {
+        agent: parent.agent.clone(),
+        rules: parent.agent_spec.permission.clone(),
+    };
+    std::iter::once(own)
+        .chain(parent.inherited_permission.iter().cloned())
+        .filter(|layer| !layer.rules.is_empty())
+        .collect()
 }
 
 /// Validates a `SubmitRequest` and builds the task to insert.
@@ -267,6 +287,7 @@ pub fn build_task(
             .filter(|a| a.mode.is_subagent())
             .map(|a| (a.name.to_string(), a.description.clone()))
             .collect(),
+        inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
     };
     let size = pb::TaskRequest::from(&request).encoded_len();
     if size > cfg.max_request_bytes {
@@ -348,4 +369,67 @@ pub async fn submit_task(
             .map(|s| s.to_string())
             .unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn submit(agent: &str, parent: Option<&TaskRequest>) -> TaskRequest {
+        let cfg = CoordinatorConfig {
+            max_depth: 3,
+            ..Default::default()
+        };
+        let mut registry = AgentRegistry::builtin();
+        let mut reviewer = taskwire_agent::builtin::general();
+        reviewer.name = "reviewer".parse().expect("valid name");
+        reviewer.permission = vec![taskwire_agent::PermissionRule::new(
+            "bash",
+            "git push*",
+            taskwire_agent::PermissionAction::Deny,
+        )];
+        registry.insert(reviewer);
+        let req = pb::SubmitRequest {
+            agent: agent.into(),
+            prompt: "work".into(),
+            // A command may start a primary agent under a parent.
+            command: "/work".into(),
+            ..Default::default()
+        };
+        let subjects = taskwire_bus::Subjects::new("t");
+        build_task(&cfg, &registry, &subjects, req, parent.map(ParentInfo::of))
+            .expect("valid submit")
+            .request
+    }
+
+    fn agents(request: &TaskRequest) -> Vec<&str> {
+        request
+            .inherited_permission
+            .iter()
+            .map(|layer| layer.agent.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_child_inherits_its_parents_rules_and_everything_the_parent_inherited() {
+        let root = submit("plan", None);
+        assert!(
+            root.inherited_permission.is_empty(),
+            "a root inherits nothing"
+        );
+
+        let child = submit("reviewer", Some(&root));
+        assert_eq!(agents(&child), ["plan"]);
+        assert_eq!(
+            child.inherited_permission[0].rules, root.agent_spec.permission,
+            "the parent's rules as they were resolved for it"
+        );
+
+        let grandchild = submit("general", Some(&child));
+        assert_eq!(agents(&grandchild), ["reviewer", "plan"], "nearest first");
+
+        // `general` has no rules of its own: nothing to add, the bounds carry on.
+        let great = submit("explore", Some(&grandchild));
+        assert_eq!(agents(&great), ["reviewer", "plan"]);
+    }
 }

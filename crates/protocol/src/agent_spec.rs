@@ -1,7 +1,8 @@
-//! The resolved agent definition, to and from the wire.
+//! The resolved agent definition and the inherited permission layers, to and from the
+//! wire.
 
 use taskwire_agent::agent::{AgentMode, AgentName, AgentSpec};
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
+use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 
 use crate::{ProtocolError, pb};
 
@@ -18,19 +19,7 @@ impl From<&AgentSpec> for pb::AgentSpec {
             hidden: a.hidden,
             prompt: a.prompt.clone(),
             tools: a.tools.clone(),
-            permission: a
-                .permission
-                .iter()
-                .map(|r| pb::PermissionRule {
-                    permission: r.permission.clone(),
-                    pattern: r.pattern.clone(),
-                    action: match r.action {
-                        PermissionAction::Allow => pb::PermissionAction::Allow,
-                        PermissionAction::Ask => pb::PermissionAction::Ask,
-                        PermissionAction::Deny => pb::PermissionAction::Deny,
-                    } as i32,
-                })
-                .collect(),
+            permission: a.permission.iter().map(rule_to_wire).collect(),
             max_steps: a.max_steps,
             model: a.model.clone(),
             temperature: a.temperature,
@@ -57,19 +46,7 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
         let permission = a
             .permission
             .iter()
-            .map(|r| {
-                let action = match pb::PermissionAction::try_from(r.action) {
-                    Ok(pb::PermissionAction::Allow) => PermissionAction::Allow,
-                    Ok(pb::PermissionAction::Ask) => PermissionAction::Ask,
-                    Ok(pb::PermissionAction::Deny) => PermissionAction::Deny,
-                    _ => return Err(ProtocolError::UnknownEnum("agent_spec.permission.action")),
-                };
-                Ok(PermissionRule {
-                    permission: r.permission.clone(),
-                    pattern: r.pattern.clone(),
-                    action,
-                })
-            })
+            .map(|r| rule_from_wire(r, "agent_spec.permission.action"))
             .collect::<Result<Vec<_>, _>>()?;
         if a.max_steps == 0 {
             return Err(ProtocolError::invalid(
@@ -92,4 +69,60 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
             color: a.color.clone(),
         })
     }
+}
+
+impl From<&PermissionLayer> for pb::PermissionLayer {
+    fn from(l: &PermissionLayer) -> Self {
+        Self {
+            agent: l.agent.clone(),
+            rules: l.rules.iter().map(rule_to_wire).collect(),
+        }
+    }
+}
+
+/// An unknown action is refused, never read as a default: a rule that cannot be read
+/// must not leave a child with more power than its parent.
+impl TryFrom<&pb::PermissionLayer> for PermissionLayer {
+    type Error = ProtocolError;
+
+    fn try_from(l: &pb::PermissionLayer) -> Result<Self, Self::Error> {
+        Ok(Self {
+            agent: l.agent.clone(),
+            rules: l
+                .rules
+                .iter()
+                .map(|r| rule_from_wire(r, "inherited_permission.rules.action"))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+fn rule_to_wire(r: &PermissionRule) -> pb::PermissionRule {
+    pb::PermissionRule {
+        permission: r.permission.clone(),
+        pattern: r.pattern.clone(),
+        action: match r.action {
+            PermissionAction::Allow => pb::PermissionAction::Allow,
+            PermissionAction::Ask => pb::PermissionAction::Ask,
+            PermissionAction::Deny => pb::PermissionAction::Deny,
+        } as i32,
+    }
+}
+
+/// `field` names the action in the error.
+fn rule_from_wire(
+    r: &pb::PermissionRule,
+    field: &'static str,
+) -> Result<PermissionRule, ProtocolError> {
+    let action = match pb::PermissionAction::try_from(r.action) {
+        Ok(pb::PermissionAction::Allow) => PermissionAction::Allow,
+        Ok(pb::PermissionAction::Ask) => PermissionAction::Ask,
+        Ok(pb::PermissionAction::Deny) => PermissionAction::Deny,
+        _ => return Err(ProtocolError::UnknownEnum(field)),
+    };
+    Ok(PermissionRule {
+        permission: r.permission.clone(),
+        pattern: r.pattern.clone(),
+        action,
+    })
 }

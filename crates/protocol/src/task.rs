@@ -65,6 +65,9 @@ pub struct TaskRequest {
     pub subagents: Vec<(String, String)>,
     /// The session is new (no transcript to load).
     pub new_session: bool,
+    /// The ancestors' permission rules, nearest first, which bound the session's own
+    /// (converted with the agent spec, feature `agent`). Empty for a root task.
+    pub inherited_permission: Vec<pb::PermissionLayer>,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -165,6 +168,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
                 .map(|a| (a.name, a.description))
                 .collect(),
             new_session: r.new_session,
+            inherited_permission: r.inherited_permission,
         })
     }
 }
@@ -215,6 +219,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
                 })
                 .collect(),
             new_session: r.new_session,
+            inherited_permission: r.inherited_permission.clone(),
         }
     }
 }
@@ -466,6 +471,14 @@ mod tests {
             max_depth: 1,
             subagents: vec![("explore".into(), "searches code".into())],
             new_session: true,
+            inherited_permission: vec![pb::PermissionLayer {
+                agent: "plan".into(),
+                rules: vec![pb::PermissionRule {
+                    permission: "edit".into(),
+                    pattern: "*".into(),
+                    action: pb::PermissionAction::Deny as i32,
+                }],
+            }],
         }
     }
 

@@ -49,6 +49,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         max_depth: 1,
         subagents: vec![],
         new_session: true,
+        inherited_permission: vec![],
     };
     NewTask {
         request,

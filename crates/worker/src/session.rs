@@ -3,7 +3,7 @@
 
 use prost::Message as _;
 use taskwire_agent::command::run_subtask;
-use taskwire_agent::permission::{PermissionAction, evaluate};
+use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions};
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
@@ -35,6 +35,13 @@ pub async fn run(
 ) -> Result<(SessionOutcome, Option<String>), StartError> {
     let agent = AgentSpec::try_from(&request.agent_spec)
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
+    // An ancestor's rule that cannot be read must not leave the child unbounded.
+    let inherited = request
+        .inherited_permission
+        .iter()
+        .map(PermissionLayer::try_from)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| StartError::Invalid(format!("invalid inherited permission: {e}")))?;
     let model = resolve_model(
         request.model.as_deref(),
         agent.model.as_deref(),
@@ -69,13 +76,16 @@ pub async fn run(
         task_id: request.task_id,
         epoch: claim.epoch,
         model: model.clone(),
-        // The `task` tool lists only the agents this one may start.
-        subagents: request
-            .subagents
-            .iter()
-            .filter(|(name, _)| evaluate(&agent.permission, "task", name) != PermissionAction::Deny)
-            .cloned()
-            .collect(),
+        // The `task` tool lists only the agents this one (and its ancestors) may start.
+        subagents: {
+            let permissions = Permissions::new(&agent.permission, &inherited);
+            request
+                .subagents
+                .iter()
+                .filter(|(name, _)| permissions.evaluate("task", name) != PermissionAction::Deny)
+                .cloned()
+                .collect()
+        },
         approval_timeout: ctx.approval_timeout,
     };
     let run = async {
@@ -101,6 +111,7 @@ pub async fn run(
             max_steps,
             history,
             workspace: ctx.workspace.clone(),
+            inherited_permission: inherited,
         };
         let mut outcome = run_session(
             params,

@@ -51,14 +51,16 @@ fn bash_prefix_rules_judge_every_part_and_the_strictest_wins() {
         decide(&["git status", "cargo build", "ls"]),
         Decision::Ask {
             patterns: subjects(&["cargo build"]),
-            rule: rules[0].clone()
+            rule: rules[0].clone(),
+            inherited_from: None,
         }
     );
     assert_eq!(
         decide(&["cargo build", "rm -rf x"]),
         Decision::Deny {
             subject: "rm -rf x".into(),
-            rule: rules[3].clone()
+            rule: rules[3].clone(),
+            inherited_from: None,
         }
     );
 }
@@ -99,7 +101,8 @@ fn no_subjects_is_the_empty_subject() {
         ),
         Decision::Deny {
             subject: String::new(),
-            rule: rule("bash", "*", Deny)
+            rule: rule("bash", "*", Deny),
+            inherited_from: None,
         }
     );
     assert_eq!(strictest(&[rule("bash", "*", Ask)], "bash", &[]), Ask);

@@ -16,13 +16,15 @@ use super::events::{SessionEvent, ToolCallState, ToolCallSummary};
 use crate::agent::AgentSpec;
 use crate::error::ToolError;
 use crate::host::{ApprovalAnswer, ApprovalRequest};
-use crate::permission::{Decision, PermissionRule, decide};
+use crate::permission::{Decision, PermissionRule, Permissions};
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
 use crate::transcript::Part;
 
 /// What a turn's tool calls run against.
 pub(super) struct Turn<'a> {
     pub agent: &'a AgentSpec,
+    /// The agent's rules bounded by the inherited ones.
+    pub permissions: Permissions<'a>,
     /// The tools offered to the model this session; the only ones that may execute.
     pub offered: &'a [&'a dyn Tool],
     /// All tools, to tell "not offered" from "does not exist" in the error.
@@ -45,8 +47,9 @@ pub(super) struct TurnResults {
 struct Ready<'a> {
     tool: &'a dyn Tool,
     args: Value,
-    /// Set when a rule says `ask` for some of the call's subjects.
-    approval: Option<(Vec<String>, PermissionRule)>,
+    /// Set when a rule says `ask` for some of the call's subjects: those subjects and
+    /// the rule, as the model reads it.
+    approval: Option<(Vec<String>, String)>,
 }
 
 /// One call after the synchronous checks.
@@ -213,22 +216,27 @@ impl<'a> Turn<'a> {
         }
         let permission = tool.permission();
         let patterns = tool.patterns(&args, &self.ctx.workspace);
-        let decision = decide(
-            &self.agent.permission,
-            &self.ctx.state.approvals(),
-            permission,
-            &patterns,
-        );
+        let decision = self
+            .permissions
+            .decide(&self.ctx.state.approvals(), permission, &patterns);
         let approval = match decision {
-            Decision::Deny { subject, rule } => {
+            Decision::Deny {
+                subject,
+                rule,
+                inherited_from,
+            } => {
                 let err = ToolError::Denied {
                     permission: permission.to_owned(),
                     subject,
-                    rule: rule.to_string(),
+                    rule: rule_text(&rule, inherited_from.as_deref()),
                 };
                 return refused(title, args, err);
             }
-            Decision::Ask { patterns, rule } => Some((patterns, rule)),
+            Decision::Ask {
+                patterns,
+                rule,
+                inherited_from,
+            } => Some((patterns, rule_text(&rule, inherited_from.as_deref()))),
             Decision::Allow => None,
         };
         Prepared {
@@ -250,21 +258,33 @@ impl<'a> Turn<'a> {
         tool: &dyn Tool,
         title: &str,
         patterns: Vec<String>,
-        rule: PermissionRule,
+        rule: String,
     ) -> Result<(), ToolError> {
         let state = self.ctx.state;
         let permission = tool.permission();
         let _one_at_a_time = state.approval_turn.lock().await;
-        let patterns: Vec<String> = {
-            let approvals = state.approvals();
-            patterns
-                .into_iter()
-                .filter(|pattern| !approvals.covers(permission, pattern))
-                .collect()
+        // Judged again: an `Always` answered while this call waited may have lifted
+        // some asks (never an inherited one).
+        let decision = self
+            .permissions
+            .decide(&state.approvals(), permission, &patterns);
+        let patterns = match decision {
+            Decision::Allow => return Ok(()),
+            Decision::Ask { patterns, .. } => patterns,
+            // The rules do not change within a session; refuse rather than run if
+            // they somehow did.
+            Decision::Deny {
+                subject,
+                rule,
+                inherited_from,
+            } => {
+                return Err(ToolError::Denied {
+                    permission: permission.to_owned(),
+                    subject,
+                    rule: rule_text(&rule, inherited_from.as_deref()),
+                });
+            }
         };
-        if patterns.is_empty() {
-            return Ok(());
-        }
         let request_id = state.next_approval_id(&call.id);
         self.ctx.observer.on_event(SessionEvent::ApprovalRequired {
             request_id: request_id.clone(),
@@ -288,13 +308,13 @@ impl<'a> Turn<'a> {
             ApprovalAnswer::Reject { message } => Err(ToolError::Rejected {
                 permission: permission.to_owned(),
                 subject: patterns.join(", "),
-                rule: rule.to_string(),
+                rule,
                 message,
             }),
             ApprovalAnswer::TimedOut => Err(ToolError::ApprovalTimedOut {
                 permission: permission.to_owned(),
                 subject: patterns.join(", "),
-                rule: rule.to_string(),
+                rule,
             }),
         }
     }
@@ -307,6 +327,15 @@ impl<'a> Turn<'a> {
             title: title.to_owned(),
             error,
         });
+    }
+}
+
+/// A rule as the model reads it, naming the ancestor whose rule it is when it was
+/// inherited.
+fn rule_text(rule: &PermissionRule, inherited_from: Option<&str>) -> String {
+    match inherited_from {
+        Some(agent) => format!("{rule} (inherited from {agent})"),
+        None => rule.to_string(),
     }
 }
 

@@ -1,11 +1,17 @@
 //! `task`: delegate to a subagent that runs as a child task anywhere in the fleet
 //! (OpenCode's Task tool, seed 001).
 //!
-//! The host starts the child and waits for it; this tool validates the agent against
-//! the host's list, forwards the child's tool calls as progress (`ChildTask` once per
-//! child, then `ChildToolCall`s), adds the child's usage to the session, and returns
-//! the child's last text followed by a `<task_metadata>` block with its session id
-//! (step 13), which the model passes back as `session_id` to continue the child.
+//! The host starts the child and waits for it; this tool forwards the child's tool
+//! calls as progress (`ChildTask` once per child, then `ChildToolCall`s), adds the
+//! child's usage to the session, and returns the child's last text followed by a
+//! `<task_metadata>` block with its session id (step 13), which the model passes back
+//! as `session_id` to continue the child.
+//!
+//! The description lists the host's subagents, but the list is not the authority on
+//! which names exist: hidden subagents are callable by name without being listed, so
+//! the host (the coordinator's registry) decides, and an unknown name comes back as a
+//! refused child. Permission rules on `task` (subject: the agent name) are checked by
+//! the session before this tool runs.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -97,18 +103,6 @@ impl Tool for TaskTool {
 
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
-        let agents = ctx.host.subagents();
-        if !agents.iter().any(|(name, _)| *name == args.subagent_type) {
-            let names: Vec<&str> = agents.iter().map(|(name, _)| name.as_str()).collect();
-            return Err(ToolError::invalid_arguments(
-                self.name(),
-                format!(
-                    "unknown subagent_type {}; available: {}",
-                    args.subagent_type,
-                    names.join(", ")
-                ),
-            ));
-        }
         let request = ChildTaskRequest {
             description: args.description.clone(),
             prompt: args.prompt,
@@ -124,7 +118,7 @@ impl Tool for TaskTool {
             .await
             .map_err(|reason| ToolError::ChildFailed {
                 agent: args.subagent_type.clone(),
-                reason,
+                reason: with_listed_agents(reason, &args.subagent_type, ctx.host),
             })?;
         progress.announce(&result.task_id);
         ctx.state.add_child_usage(result.usage);
@@ -135,6 +129,17 @@ impl Tool for TaskTool {
             progress.calls(),
         )
     }
+}
+
+/// A refusal of an agent the description does not list (a mistyped or unknown name,
+/// most likely) also names the listed ones, so the model can pick a valid one.
+fn with_listed_agents(reason: String, agent: &str, host: &dyn SessionHost) -> String {
+    let listed = host.subagents();
+    if listed.iter().any(|(name, _)| name == agent) {
+        return reason;
+    }
+    let names: Vec<&str> = listed.iter().map(|(name, _)| name.as_str()).collect();
+    format!("{reason}; the listed subagents are: {}", names.join(", "))
 }
 
 /// Turns a finished child into the tool's result: its text with the task metadata,

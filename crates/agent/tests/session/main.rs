@@ -6,6 +6,7 @@
 //! - `refusals`: denied, not offered, unknown, malformed and looping calls never
 //!   execute.
 //! - `approvals`: `ask` through the host (once, always, reject, time out), bash rules.
+//! - `inherited`: a child session bounded by its ancestors' rules.
 //! - `tasks`: the `task` tool: parallel children, metadata, failures, usage.
 //! - `agents`: markdown agents, tool-less agents, transcripts, slash-command subtasks.
 //! - `endings`: step limit, cancellation, model errors.
@@ -14,6 +15,7 @@ mod agents;
 mod approvals;
 mod endings;
 mod flow;
+mod inherited;
 mod refusals;
 mod support;
 mod tasks;

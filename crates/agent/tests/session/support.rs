@@ -138,6 +138,7 @@ impl Fixture {
             max_steps,
             history: Transcript::new("ses-test"),
             workspace: self.workspace.clone(),
+            inherited_permission: Vec::new(),
         }
     }
 
@@ -243,8 +244,19 @@ pub(crate) fn tool_result<'m>(messages: &'m [Message], call_id: &str) -> &'m str
         .expect("every call has a result")
 }
 
-/// How the test host runs a child task, chosen by the child's prompt.
+/// Agents the test host knows: the listed ones and `scout`, a hidden subagent that is
+/// callable by name but not listed.
+const KNOWN_AGENTS: [&str; 3] = ["explore", "general", "scout"];
+
+/// How the test host runs a child task, chosen by the child's prompt. An unknown agent
+/// is refused, as the coordinator's registry refuses it.
 fn child_result(request: &ChildTaskRequest) -> Result<ChildTaskResult, String> {
+    if !KNOWN_AGENTS.contains(&request.subagent_type.as_str()) {
+        return Err(format!(
+            "the child task was refused: NotFound: agent `{}` not found",
+            request.subagent_type
+        ));
+    }
     if request.prompt.contains("unreachable") {
         return Err(format!("no worker serves agent {}", request.subagent_type));
     }

@@ -2,6 +2,7 @@
 //! results, failures, progress and usage coming back to the parent.
 
 use serde_json::json;
+use taskwire_agent::permission::{PermissionAction, PermissionRule};
 use taskwire_agent::{SessionEvent, SessionStatus, ToolCallState, builtin};
 
 use crate::support::*;
@@ -122,13 +123,62 @@ async fn a_failed_child_is_a_tool_error_and_the_parent_goes_on() {
     );
     assert_eq!(
         tool_result(sent, "t3"),
-        "error: invalid arguments for task: unknown subagent_type reviewer; available: \
-         explore, general"
+        "error: subagent reviewer failed: the child task was refused: NotFound: agent \
+         `reviewer` not found; the listed subagents are: explore, general"
     );
     let oks: Vec<_> = outcome.tool_calls.iter().map(|c| c.ok).collect();
     assert_eq!(oks, [false, false, false]);
     // The crashed child still used tokens.
     assert_eq!(outcome.usage, usage(23, 12));
+}
+
+#[tokio::test]
+async fn a_hidden_subagent_is_not_listed_but_runs_when_named() {
+    let fx = Fixture::new();
+    let host = TestHost::new([]);
+    let model = ScriptedModel::new([
+        call("t1", "task", task("scouting", "scout", "look around")),
+        text("done"),
+    ]);
+    let outcome = fx
+        .run_hosted(fx.params(builtin::build(), 5), &model, &host)
+        .await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    let requests = model.requests();
+    let offered = requests[0]
+        .tools
+        .iter()
+        .find(|tool| tool.name == "task")
+        .expect("task is offered");
+    assert!(!offered.description.contains("scout"), "hidden: not listed");
+    assert_eq!(
+        tool_result(&requests[1].messages, "t1"),
+        "report on look around\n\n<task_metadata>\nsession_id: ses-scouting\n</task_metadata>"
+    );
+    let children = host.children.lock().expect("not poisoned").clone();
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].subagent_type, "scout");
+}
+
+#[tokio::test]
+async fn a_hidden_subagent_the_rules_deny_is_refused_without_starting_it() {
+    let fx = Fixture::new();
+    let host = TestHost::new([]);
+    let mut agent = builtin::build();
+    agent.permission = vec![PermissionRule::new("task", "scout", PermissionAction::Deny)];
+    let model = ScriptedModel::new([
+        call("t1", "task", task("scouting", "scout", "look around")),
+        text("done"),
+    ]);
+    let outcome = fx.run_hosted(fx.params(agent, 5), &model, &host).await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    assert_eq!(
+        tool_result(&model.requests()[1].messages, "t1"),
+        "error: permission denied: task on scout is denied by rule \"task scout deny\""
+    );
+    assert!(host.children.lock().expect("not poisoned").is_empty());
 }
 
 #[tokio::test]

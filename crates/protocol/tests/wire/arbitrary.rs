@@ -82,14 +82,23 @@ pub fn wire_struct() -> BoxedStrategy<prost_types::Struct> {
         .boxed()
 }
 
-pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
-    let rule = (text(), text(), wire_enum()).prop_map(|(permission, pattern, action)| {
-        pb::PermissionRule {
+pub fn wire_rule() -> BoxedStrategy<pb::PermissionRule> {
+    (text(), text(), wire_enum())
+        .prop_map(|(permission, pattern, action)| pb::PermissionRule {
             permission,
             pattern,
             action,
-        }
-    });
+        })
+        .boxed()
+}
+
+pub fn wire_permission_layer() -> BoxedStrategy<pb::PermissionLayer> {
+    (text(), vec(wire_rule(), 0..3))
+        .prop_map(|(agent, rules)| pb::PermissionLayer { agent, rules })
+        .boxed()
+}
+
+pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
     (
         (
             prop_oneof![Just("explore".to_owned()), "[a-z0-9_-]{1,70}", text()],
@@ -100,7 +109,7 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
             vec(text(), 0..3),
         ),
         (
-            vec(rule, 0..3),
+            vec(wire_rule(), 0..3),
             prop_oneof![Just(0u32), any::<u32>()],
             option::of(text()),
             option::of(any::<f32>()),
@@ -182,6 +191,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
         vec((text(), text()), 0..3),
         text(),
         any::<bool>(),
+        vec(wire_permission_layer(), 0..3),
     );
     (ids, texts, payload, times, numbers, spec)
         .prop_map(
@@ -191,7 +201,15 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (agent_spec, same_name, subtask, subagents, parent_model, new_session),
+                (
+                    agent_spec,
+                    same_name,
+                    subtask,
+                    subagents,
+                    parent_model,
+                    new_session,
+                    inherited_permission,
+                ),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
                     if same_name {
@@ -236,6 +254,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                         .map(|(name, description)| pb::AgentRef { name, description })
                         .collect(),
                     new_session,
+                    inherited_permission,
                 }
             },
         )

@@ -3,7 +3,7 @@
 
 use prost::Message;
 use taskwire_agent::agent::{AgentMode, AgentSpec};
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
+use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::task::decode;
 use taskwire_protocol::{ProtocolError, TaskId, TaskRequest, TaskResult, TraceId, pb};
 
@@ -98,6 +98,31 @@ fn an_unknown_permission_action_is_an_error_naming_the_action() {
             ProtocolError::UnknownEnum("agent_spec.permission.action"),
             "action {action}"
         );
+    }
+}
+
+#[test]
+fn an_unknown_inherited_action_is_an_error_naming_the_field() {
+    let layer = pb::PermissionLayer {
+        agent: "plan".into(),
+        rules: vec![pb::PermissionRule {
+            permission: "edit".into(),
+            pattern: "*".into(),
+            action: pb::PermissionAction::Deny as i32,
+        }],
+    };
+    let parsed = PermissionLayer::try_from(&layer).expect("a valid layer");
+    assert_eq!(parsed.rules[0].action, PermissionAction::Deny);
+    for action in [0, 7, i32::MIN] {
+        let mut bad = layer.clone();
+        bad.rules[0].action = action;
+        let err = PermissionLayer::try_from(&bad).expect_err("unknown action");
+        assert_eq!(
+            err,
+            ProtocolError::UnknownEnum("inherited_permission.rules.action"),
+            "action {action}"
+        );
+        assert!(err.to_string().contains("inherited_permission"), "{err}");
     }
 }
 

@@ -15,11 +15,16 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use prost::Message;
 use taskwire_agent::agent::AgentSpec;
+use taskwire_agent::permission::PermissionLayer;
 use taskwire_protocol::task::decode;
 use taskwire_protocol::{ProtocolError, TaskRequest, TaskResult, pb};
 
-use crate::arbitrary::{wire_agent_spec, wire_task_request, wire_task_result};
-use crate::valid::{domain_agent_spec, domain_task_request, domain_task_result};
+use crate::arbitrary::{
+    wire_agent_spec, wire_permission_layer, wire_task_request, wire_task_result,
+};
+use crate::valid::{
+    domain_agent_spec, domain_permission_layer, domain_task_request, domain_task_result,
+};
 
 /// Fields a `TaskRequest` conversion may refuse.
 const REQUEST_FIELDS: &[&str] = &[
@@ -42,6 +47,8 @@ const AGENT_SPEC_FIELDS: &[&str] = &[
     "agent_spec.permission.action",
     "agent_spec.max_steps",
 ];
+/// Fields an inherited `PermissionLayer` conversion may refuse.
+const LAYER_FIELDS: &[&str] = &["inherited_permission.rules.action"];
 
 /// Checks that a refusal names one of `fields`, and says so in its message.
 fn assert_names_a_field(err: &ProtocolError, fields: &[&str]) -> Result<(), TestCaseError> {
@@ -144,6 +151,39 @@ proptest! {
                 prop_assert_eq!(again.as_ref(), Ok(&spec));
             }
             Err(e) => assert_names_a_field(&e, AGENT_SPEC_FIELDS)?,
+        }
+    }
+
+    #[test]
+    fn arbitrary_wire_permission_layers_convert_or_name_the_bad_field(
+        wire in wire_permission_layer(),
+    ) {
+        match PermissionLayer::try_from(&wire) {
+            Ok(layer) => {
+                prop_assert_eq!(layer.rules.len(), wire.rules.len(), "no rule is dropped");
+                let again = PermissionLayer::try_from(&pb::PermissionLayer::from(&layer));
+                prop_assert_eq!(again.as_ref(), Ok(&layer));
+            }
+            Err(e) => assert_names_a_field(&e, LAYER_FIELDS)?,
+        }
+    }
+
+    #[test]
+    fn valid_permission_layers_round_trip_through_bytes(layer in domain_permission_layer()) {
+        let bytes = pb::PermissionLayer::from(&layer).encode_to_vec();
+        let wire = decode::<pb::PermissionLayer>("permission layer", &bytes)
+            .expect("own bytes decode");
+        prop_assert_eq!(PermissionLayer::try_from(&wire), Ok(layer));
+    }
+
+    #[test]
+    fn inherited_layers_survive_the_request_round_trip(request in domain_task_request()) {
+        let bytes = pb::TaskRequest::from(&request).encode_to_vec();
+        let wire = decode::<pb::TaskRequest>("task request", &bytes).expect("own bytes decode");
+        let back = TaskRequest::try_from(wire).expect("own request converts");
+        prop_assert_eq!(back.inherited_permission.len(), request.inherited_permission.len());
+        for (got, sent) in back.inherited_permission.iter().zip(&request.inherited_permission) {
+            prop_assert_eq!(PermissionLayer::try_from(got), PermissionLayer::try_from(sent));
         }
     }
 

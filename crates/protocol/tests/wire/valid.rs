@@ -5,7 +5,7 @@ use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
 use taskwire_agent::agent::{AgentMode, AgentSpec};
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
+use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::{
     Attachment, ClaimEpoch, ContextRef, SessionId, Subtask, TaskError, TaskId, TaskRequest,
     TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
@@ -65,8 +65,8 @@ pub fn finite_f32() -> impl Strategy<Value = f32> {
     -1e6f32..1e6
 }
 
-pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
-    let rule = (
+pub fn domain_rule() -> BoxedStrategy<PermissionRule> {
+    (
         text(),
         text(),
         prop::sample::select(vec![
@@ -79,7 +79,17 @@ pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
             permission,
             pattern,
             action,
-        });
+        })
+        .boxed()
+}
+
+pub fn domain_permission_layer() -> BoxedStrategy<PermissionLayer> {
+    (text(), vec(domain_rule(), 0..3))
+        .prop_map(|(agent, rules)| PermissionLayer { agent, rules })
+        .boxed()
+}
+
+pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
     (
         (
             "[a-z0-9_-]{1,64}",
@@ -94,7 +104,7 @@ pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
             vec(text(), 0..3),
         ),
         (
-            vec(rule, 0..3),
+            vec(domain_rule(), 0..3),
             1u32..,
             option::of(text()),
             option::of(finite_f32()),
@@ -167,6 +177,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         option::of((text(), text(), text(), text())),
         vec((text(), text()), 0..3),
         any::<bool>(),
+        vec(domain_permission_layer(), 0..3),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -176,7 +187,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (spec, parent_model, subtask, subagents, new_session),
+                (spec, parent_model, subtask, subagents, new_session, layers),
             )| TaskRequest {
                 task_id,
                 parent_task_id,
@@ -211,6 +222,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 max_depth,
                 subagents,
                 new_session,
+                inherited_permission: layers.iter().map(pb::PermissionLayer::from).collect(),
             },
         )
         .boxed()

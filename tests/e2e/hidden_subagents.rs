@@ -1,0 +1,188 @@
+//! Hidden subagents: not listed in the `task` tool's description, but callable by name;
+//! the coordinator's registry decides which names exist, and the caller's permission
+//! rules still apply.
+
+use serde_json::json;
+use taskwire_e2e::{Cluster, start_with};
+use taskwire_protocol::pb;
+use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+
+fn write(dir: &std::path::Path, file: &str, text: &str) {
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+fn first_user(req: &SeenRequest) -> &str {
+    req.messages
+        .iter()
+        .find(|m| m.role == "user")
+        .map_or("", |m| m.content.as_str())
+}
+
+/// A root prompt `call NAME` makes one `task` call to NAME, then reports its result;
+/// a child answers at once.
+fn script(req: &SeenRequest) -> ScriptedReply {
+    let user = first_user(req);
+    let Some(agent) = user.strip_prefix("call ") else {
+        return ScriptedReply::text(format!("{user}: done"));
+    };
+    match req.assistant_turns() {
+        0 => ScriptedReply::tool_calls([(
+            "t1",
+            "task",
+            json!({"description": "delegate", "prompt": format!("{agent} work"), "subagent_type": agent}),
+        )]),
+        _ => {
+            let result = req
+                .messages
+                .iter()
+                .find(|m| m.role == "tool")
+                .map_or("", |m| m.content.as_str());
+            ScriptedReply::text(format!("task said: {result}"))
+        }
+    }
+}
+
+/// A cluster whose config directory defines `scout`, a hidden subagent, and `lead`, a
+/// primary agent whose rules deny starting the scout.
+async fn cluster() -> (Cluster, tempfile::TempDir) {
+    let config = tempfile::tempdir().expect("config dir");
+    write(
+        config.path(),
+        "agents/scout.md",
+        "---\ndescription: scouts secret places\nmode: subagent\nhidden: true\n---\nYou scout.\n",
+    );
+    write(
+        config.path(),
+        "agents/lead.md",
+        "---\ndescription: leads without the scout\nmode: primary\npermission:\n  task:\n    scout: deny\n---\nYou lead.\n",
+    );
+    let dir = config.path().to_owned();
+    let cluster = start_with(ScriptedModel::start(script).await, 1, 2, move |c| {
+        c.config_dir = Some(dir)
+    })
+    .await
+    .expect("cluster");
+    (cluster, config)
+}
+
+/// The description of the `task` tool offered in `req` (OpenAI or Anthropic shape).
+fn task_description(req: &SeenRequest) -> String {
+    req.raw["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|tool| tool.get("function").unwrap_or(tool))
+        .find(|tool| tool["name"] == "task")
+        .and_then(|tool| tool["description"].as_str())
+        .map(str::to_owned)
+        .expect("the task tool is offered")
+}
+
+/// Runs `prompt` on `agent` to its end; returns the task and the text of its result.
+async fn run(cluster: &Cluster, agent: &str, prompt: &str) -> (pb::Task, String) {
+    let id = cluster.submit(agent, prompt).await.expect("submit");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    let text = task
+        .result
+        .as_ref()
+        .and_then(|r| r.output.as_ref())
+        .map(|o| o.text.clone())
+        .unwrap_or_default();
+    (task, text)
+}
+
+async fn children(cluster: &Cluster, parent: &str) -> Vec<pb::Task> {
+    cluster
+        .client()
+        .await
+        .expect("client")
+        .list(pb::ListRequest {
+            parent_task_id: parent.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .tasks
+}
+
+#[tokio::test]
+async fn a_hidden_markdown_subagent_is_not_listed_but_runs_when_named() {
+    let (cluster, _config) = cluster().await;
+    let (task, text) = run(&cluster, "build", "call scout").await;
+
+    assert!(
+        text.starts_with("task said: scout work: done\n\n<task_metadata>"),
+        "{text}"
+    );
+    let kids = children(&cluster, &task.task_id).await;
+    assert_eq!(kids.len(), 1);
+    assert_eq!(kids[0].agent, "scout");
+    assert_eq!(kids[0].status(), pb::TaskStatus::Completed);
+
+    let requests = cluster.model.requests();
+    let root = requests
+        .iter()
+        .find(|r| first_user(r) == "call scout")
+        .expect("the root asked the model");
+    let description = task_description(root);
+    assert!(description.contains("- explore: "), "{description}");
+    assert!(!description.contains("scout"), "hidden: {description}");
+
+    let mut client = cluster.client().await.expect("client");
+    for (include_hidden, expected) in [(false, false), (true, true)] {
+        let agents = client
+            .list_agents(pb::ListAgentsRequest { include_hidden })
+            .await
+            .expect("agents")
+            .into_inner()
+            .agents;
+        let scout = agents.iter().any(|a| a.name == "scout");
+        assert_eq!(
+            scout, expected,
+            "scout listed with include_hidden {include_hidden}"
+        );
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_subagent_is_a_tool_error_that_names_it() {
+    let (cluster, _config) = cluster().await;
+    let (task, text) = run(&cluster, "build", "call nobody").await;
+
+    assert!(
+        text.starts_with(
+            "task said: error: subagent nobody failed: the child task was refused: \
+             NotFound: agent `nobody` not found; the listed subagents are: "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("explore") && !text.contains("scout"),
+        "{text}"
+    );
+    assert!(children(&cluster, &task.task_id).await.is_empty());
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hidden_subagent_the_callers_rules_deny_is_refused() {
+    let (cluster, _config) = cluster().await;
+    let (task, text) = run(&cluster, "lead", "call scout").await;
+
+    assert_eq!(
+        text,
+        "task said: error: permission denied: task on scout is denied by rule \"task scout deny\""
+    );
+    assert!(children(&cluster, &task.task_id).await.is_empty());
+    let requests = cluster.model.requests();
+    assert!(
+        !requests.iter().any(|r| first_user(r) == "scout work"),
+        "the scout never ran"
+    );
+    cluster.shutdown().await;
+}
