@@ -296,7 +296,6 @@ mod tests {
 
     #[test]
     fn parsed_flags_beat_the_file_which_beats_defaults() {
-        use clap::Parser;
         #[derive(clap::Parser)]
         struct Probe {
             #[command(flatten)]
@@ -306,7 +305,7 @@ mod tests {
             "[coordinator]\nqueue = \"file\"\nprefix = \"file\"\nack_wait = \"1m\"\n",
         )
         .expect("valid toml");
-        let flags = Probe::try_parse_from(["probe", "--queue", "flag", "--ack-wait", "2m"])
+        let flags: Probe = crate::testing::parse(["probe", "--queue", "flag", "--ack-wait", "2m"])
             .expect("valid flags");
         let config = coordinator_config(flags.settings, &file).expect("valid");
         assert_eq!(config.queue, "flag");
