@@ -156,7 +156,15 @@ pub async fn serve(
     };
     taskwire_bus::ensure_streams(&js, &bus).await?;
 
-    let (agents, command_registry) = commands::load(config.config_dir.as_deref());
+    let config_dirs = config.config_dirs();
+    if !config_dirs.is_empty() {
+        let dirs: Vec<_> = config_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        tracing::info!(dirs = ?dirs, "reading agents and commands");
+    }
+    let (agents, command_registry) = commands::load(&config_dirs);
     let loops = CancellationToken::new();
     let relay_wake = Arc::new(Notify::new());
     let submitter = submit::Submitter::start(store.clone(), relay_wake.clone(), loops.clone());
@@ -208,8 +216,8 @@ pub async fn serve(
         loops.clone(),
     ));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
-    if let Some(dir) = state.config.config_dir.clone() {
-        tasks.spawn(commands::watch(state.clone(), dir, loops.clone()));
+    if !config_dirs.is_empty() {
+        tasks.spawn(commands::watch(state.clone(), config_dirs, loops.clone()));
     }
     tasks.spawn({
         let (state, token) = (state.clone(), loops.clone());
