@@ -8,6 +8,7 @@ mod discovery;
 mod dispatch;
 mod flow;
 mod lifecycle;
+mod reflection;
 mod retries;
 mod secrets;
 mod security;

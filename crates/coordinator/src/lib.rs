@@ -1,6 +1,7 @@
 //! The taskwire coordinator: the only process that talks to Postgres.
 //!
-//! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
+//! - [`api`]: the gRPC `TaskService`.
+//! - [`server`]: what serves it: TLS, health and reflection (v1 and v1alpha).
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`submit`]: validation and the group-commit submit batcher.
 //! - [`batch`]: the group-commit loop behind submits.
@@ -29,6 +30,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod relay;
+pub mod server;
 pub mod submit;
 pub mod sweeper;
 pub mod watch;
@@ -125,24 +127,7 @@ pub async fn serve(
             auth::Authenticator::open()
         }
     };
-    let tls = match (&config.tls_cert, &config.tls_key) {
-        (Some(cert), Some(key)) => {
-            let read = |p: &std::path::Path| {
-                std::fs::read(p).map_err(|e| {
-                    CoordinatorError::Config(format!("failed to read {}: {e}", p.display()))
-                })
-            };
-            Some(tonic::transport::ServerTlsConfig::new().identity(
-                tonic::transport::Identity::from_pem(read(cert)?, read(key)?),
-            ))
-        }
-        (None, None) => None,
-        _ => {
-            return Err(CoordinatorError::Config(
-                "tls_cert and tls_key must be given together".to_owned(),
-            ));
-        }
-    };
+    let tls = server::tls(config.tls_cert.as_deref(), config.tls_key.as_deref())?;
     let store = Store::connect(&config.database_url, config.db_max_connections).await?;
     let client =
         taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
@@ -247,10 +232,7 @@ pub async fn serve(
             tonic_health::ServingStatus::Serving,
         )
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
+    let (reflection_v1, reflection_v1alpha) = server::reflection()?;
 
     let addr = listener
         .local_addr()
@@ -269,7 +251,8 @@ pub async fn serve(
     );
     let result = server
         .add_service(health_service)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(api)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await
