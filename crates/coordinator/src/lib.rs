@@ -1,7 +1,8 @@
 //! The taskwire coordinator: the only process that talks to Postgres.
 //!
 //! - [`api`]: the gRPC `TaskService`.
-//! - [`server`]: what serves it: TLS, health and reflection (v1 and v1alpha).
+//! - [`server`]: what serves it: accepted sockets (`TCP_NODELAY`), TLS, health and
+//!   reflection (v1 and v1alpha).
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`submit`]: validation and the group-commit submit batcher.
 //! - [`batch`]: the group-commit loop behind submits.
@@ -238,7 +239,7 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
     tracing::info!(%addr, "coordinator serving grpc");
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = server::incoming(listener);
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = tls {
         server = server
