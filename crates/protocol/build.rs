@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not baked in with `env!`: cargo may reuse a build script
+    // compiled in another checkout of the workspace, which would read that one's protos.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = [
         "taskwire/v1/envelope.proto",
         "taskwire/v1/task_service.proto",

@@ -4,12 +4,14 @@
 mod backpressure;
 mod chaos;
 mod commands;
+mod discovery;
 mod dispatch;
 mod flow;
 mod hidden_subagents;
 mod inherited_permissions;
 mod isolation;
 mod lifecycle;
+mod reflection;
 mod retries;
 mod secrets;
 mod security;

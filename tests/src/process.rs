@@ -137,10 +137,23 @@ impl Taskwire {
     }
 
     /// Starts `taskwire <args>` with `env` added to an environment that has none of
-    /// the test's `TASKWIRE_*` settings, log filter or trust store (`SSL_CERT_*`).
+    /// the test's `TASKWIRE_*` settings, log filter or trust store (`SSL_CERT_*`). It
+    /// runs in its log directory, with `XDG_CONFIG_HOME` there too, so a coordinator
+    /// discovers no agents or commands of the machine's.
     pub fn spawn_with_env(
         &self,
         name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
+        self.spawn_in(name, self.logs.path(), args, env)
+    }
+
+    /// [`Taskwire::spawn_with_env`] in the working directory `cwd`.
+    pub fn spawn_in(
+        &self,
+        name: &str,
+        cwd: &Path,
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Process> {
@@ -164,7 +177,10 @@ impl Taskwire {
                 command.env_remove(&key);
             }
         }
-        command.envs(env.iter().copied());
+        command
+            .current_dir(cwd)
+            .env("XDG_CONFIG_HOME", self.logs.path().join("config"))
+            .envs(env.iter().copied());
         let child = command
             .spawn()
             .with_context(|| format!("failed to start {} {}", self.bin.display(), args[0]))?;

@@ -7,7 +7,12 @@
 //! coordinator's "finished" notice). For scale it then runs the same number of messages
 //! through raw JetStream (publish to a WorkQueue stream, pull, ack) on the same server.
 //!
-//! Usage: `taskwire-bench [--tasks N] [--worker-concurrency N] [--submitters N]`
+//! Then, one call at a time over one connection, the latency of `Get` and of a whole
+//! `Watch` of a finished task: responses of several HTTP/2 frames, which a socket
+//! without `TCP_NODELAY` holds back for the client's delayed ACK (~40 ms each).
+//!
+//! Usage: `taskwire-bench [--tasks N] [--worker-concurrency N] [--submitters N]
+//! [--samples N]`
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,30 +33,45 @@ struct Args {
     tasks: usize,
     worker_concurrency: usize,
     submitters: usize,
+    /// Calls in each one-at-a-time latency measurement.
+    samples: usize,
 }
 
-fn args() -> anyhow::Result<Args> {
+const USAGE: &str = "usage: taskwire-bench [--tasks N (1000)] [--worker-concurrency N (256)] \
+                     [--submitters N (64)] [--samples N (100)]";
+
+/// The parsed flags, or `None` for `--help`.
+fn args() -> anyhow::Result<Option<Args>> {
     let mut a = Args {
         tasks: 1000,
         worker_concurrency: 256,
         submitters: 64,
+        samples: 100,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Ok(None);
+        }
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--tasks" => a.tasks = value.parse()?,
             "--worker-concurrency" => a.worker_concurrency = value.parse()?,
             "--submitters" => a.submitters = value.parse()?,
-            other => anyhow::bail!("unknown flag {other}"),
+            "--samples" => a.samples = value.parse()?,
+            other => anyhow::bail!("unknown flag {other}\n{USAGE}"),
         }
     }
-    Ok(a)
+    anyhow::ensure!(a.samples > 0, "--samples must be at least 1");
+    Ok(Some(a))
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = args()?;
+    let Some(args) = args()? else {
+        println!("{USAGE}");
+        return Ok(());
+    };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let nats = NatsServer::start()?;
     let db = TestDatabase::create().await?;
@@ -96,8 +116,8 @@ async fn main() -> anyhow::Result<()> {
 
     // Warm up connections, the model client and the database.
     run_tasks(&client, &nats.url(), 50, args.submitters).await?;
-    let (elapsed, mut latencies) =
-        run_tasks(&client, &nats.url(), args.tasks, args.submitters).await?;
+    let (elapsed, finished) = run_tasks(&client, &nats.url(), args.tasks, args.submitters).await?;
+    let mut latencies: Vec<Duration> = finished.iter().map(|(_, l)| *l).collect();
     latencies.sort();
     let tw_rate = args.tasks as f64 / elapsed.as_secs_f64();
     let raw = raw_jetstream(&nats.url(), args.tasks).await?;
@@ -119,21 +139,32 @@ async fn main() -> anyhow::Result<()> {
         elapsed.as_secs_f64() / raw.as_secs_f64()
     );
     // Idle latency: one task at a time, against one message at a time through JetStream.
-    let mut idle = Vec::with_capacity(IDLE_SAMPLES);
-    for _ in 0..IDLE_SAMPLES {
+    let samples = args.samples;
+    let mut idle = Vec::with_capacity(samples);
+    for _ in 0..samples {
         let (_, l) = run_tasks(&client, &nats.url(), 1, 1).await?;
-        idle.extend(l);
+        idle.extend(l.into_iter().map(|(_, l)| l));
     }
     idle.sort();
-    let mut raw_idle = raw_jetstream_latency(&nats.url(), IDLE_SAMPLES).await?;
+    let mut raw_idle = raw_jetstream_latency(&nats.url(), samples).await?;
     raw_idle.sort();
-    println!("one task at a time ({IDLE_SAMPLES}):");
+    println!("one task at a time ({samples}):");
     println!("  submit→result p50:      {:.2} ms", pct(&idle, 0.50));
     println!("  submit→result p99:      {:.2} ms", pct(&idle, 0.99));
     println!(
         "  raw jetstream publish→delivery p50: {:.2} ms",
         pct(&raw_idle, 0.50)
     );
+    let (finished_id, _) = finished.first().context("no task finished")?;
+    let mut gets = get_latency(&client, finished_id, samples).await?;
+    gets.sort();
+    let mut watches = watch_latency(&client, finished_id, samples).await?;
+    watches.sort();
+    println!("one call at a time on a finished task ({samples}):");
+    println!("  Get p50:                {:.2} ms", pct(&gets, 0.50));
+    println!("  Get p99:                {:.2} ms", pct(&gets, 0.99));
+    println!("  Watch to its end p50:   {:.2} ms", pct(&watches, 0.50));
+    println!("  Watch to its end p99:   {:.2} ms", pct(&watches, 0.99));
     println!("model requests served:    {}", model.request_count());
 
     shutdown.cancel();
@@ -143,14 +174,64 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `n` calls of `Get` on `task_id`, one at a time; the latency of each.
+async fn get_latency(
+    client: &TaskServiceClient<tonic::transport::Channel>,
+    task_id: &str,
+    n: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut client = client.clone();
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let task = client
+            .get(pb::GetRequest {
+                task_id: task_id.to_owned(),
+            })
+            .await?
+            .into_inner();
+        out.push(t.elapsed());
+        anyhow::ensure!(task.result.is_some(), "task {task_id} is not finished");
+    }
+    Ok(out)
+}
+
+/// `n` whole `Watch` streams of `task_id` (replayed progress, the result, the end), one
+/// at a time; the latency of each.
+async fn watch_latency(
+    client: &TaskServiceClient<tonic::transport::Channel>,
+    task_id: &str,
+    n: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut client = client.clone();
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let mut stream = client
+            .watch(pb::WatchRequest {
+                task_id: task_id.to_owned(),
+            })
+            .await?
+            .into_inner();
+        let mut events = 0;
+        while stream.message().await?.is_some() {
+            events += 1;
+        }
+        out.push(t.elapsed());
+        anyhow::ensure!(events > 0, "the watch of {task_id} was empty");
+    }
+    Ok(out)
+}
+
 /// Submits `n` tasks from `submitters` concurrent callers; returns the time from the
-/// first submit to the last recorded result, and each task's submit→result latency.
+/// first submit to the last recorded result, and each task's id and submit→result
+/// latency.
 async fn run_tasks(
     client: &TaskServiceClient<tonic::transport::Channel>,
     nats_url: &str,
     n: usize,
     submitters: usize,
-) -> anyhow::Result<(Duration, Vec<Duration>)> {
+) -> anyhow::Result<(Duration, Vec<(String, Duration)>)> {
     let nats = async_nats::connect(nats_url).await?;
     let mut finished = nats.subscribe("taskwire.finished.*").await?;
     nats.flush().await?;
@@ -209,13 +290,10 @@ async fn run_tasks(
     anyhow::ensure!(done.len() == n, "only {} of {n} tasks finished", done.len());
     let latencies = done
         .iter()
-        .filter_map(|(id, end)| started.get(id).map(|s| *end - *s))
+        .filter_map(|(id, end)| started.get(id).map(|s| (id.clone(), *end - *s)))
         .collect();
     Ok((elapsed, latencies))
 }
-
-/// Samples of the idle (one at a time) latency measurement.
-const IDLE_SAMPLES: usize = 100;
 
 /// Publish→delivery latency of single messages through a WorkQueue stream and a
 /// waiting pull consumer, one at a time.

@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn client_flags_follow_the_subcommand() {
-        let cli = Cli::try_parse_from([
+        let cli: Cli = crate::testing::parse([
             "taskwire",
             "get",
             "--addr",
@@ -121,9 +121,9 @@ mod tests {
 
     #[test]
     fn servers_log_info_and_clients_warn_by_default() {
-        let server = Cli::try_parse_from(["taskwire", "worker"]).expect("valid");
+        let server: Cli = crate::testing::parse(["taskwire", "worker"]).expect("valid");
         assert_eq!(server.command.default_log_level(), LevelFilter::INFO);
-        let client = Cli::try_parse_from(["taskwire", "agents"]).expect("valid");
+        let client: Cli = crate::testing::parse(["taskwire", "agents"]).expect("valid");
         assert_eq!(client.command.default_log_level(), LevelFilter::WARN);
     }
 }

@@ -18,7 +18,7 @@
 //! model = "qwen3-coder"
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use taskwire_coordinator::CoordinatorConfig;
@@ -205,13 +205,38 @@ pub fn worker_config(flags: WorkerSettings, file: &FileConfig) -> anyhow::Result
     Ok(config)
 }
 
-/// The effective coordinator config as a config file.
+/// The directories a coordinator started here discovers agents and commands in when no
+/// `config_dir` is set (see [`taskwire_coordinator::config::discover_config_dirs`]): the
+/// one place that reads the working directory, `XDG_CONFIG_HOME` and `HOME`.
+pub fn discovered_config_dirs() -> anyhow::Result<Vec<PathBuf>> {
+    let cwd = std::env::current_dir().context("failed to read the working directory")?;
+    Ok(taskwire_coordinator::config::discover_config_dirs(
+        &cwd,
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    ))
+}
+
+/// The effective coordinator config as a config file, ending with a comment that lists
+/// the directories agents and commands are read from.
 pub fn render_coordinator(config: &CoordinatorConfig) -> anyhow::Result<String> {
     let file = FileConfig {
         coordinator: Some(CoordinatorSettings::printable(config)),
         worker: None,
     };
-    toml::to_string(&file).context("failed to render the coordinator config")
+    let mut text = toml::to_string(&file).context("failed to render the coordinator config")?;
+    let dirs = config.config_dirs();
+    if dirs.is_empty() {
+        text.push_str("\n# agents and commands: the built-ins only\n");
+    } else {
+        text.push_str(
+            "\n# agents and commands: the built-ins, overridden by these directories in order\n",
+        );
+        for dir in dirs {
+            text.push_str(&format!("#   {}\n", dir.display()));
+        }
+    }
+    Ok(text)
 }
 
 /// The effective worker config as a config file, the API key redacted.
@@ -296,7 +321,6 @@ mod tests {
 
     #[test]
     fn parsed_flags_beat_the_file_which_beats_defaults() {
-        use clap::Parser;
         #[derive(clap::Parser)]
         struct Probe {
             #[command(flatten)]
@@ -306,7 +330,7 @@ mod tests {
             "[coordinator]\nqueue = \"file\"\nprefix = \"file\"\nack_wait = \"1m\"\n",
         )
         .expect("valid toml");
-        let flags = Probe::try_parse_from(["probe", "--queue", "flag", "--ack-wait", "2m"])
+        let flags: Probe = crate::testing::parse(["probe", "--queue", "flag", "--ack-wait", "2m"])
             .expect("valid flags");
         let config = coordinator_config(flags.settings, &file).expect("valid");
         assert_eq!(config.queue, "flag");
@@ -332,6 +356,34 @@ mod tests {
         .expect("valid");
         assert_eq!(reread.listen, config.listen);
         assert_eq!(reread.ack_wait, config.ack_wait);
+    }
+
+    #[test]
+    fn print_config_lists_the_directories_in_effect() {
+        let discovered = vec![
+            PathBuf::from("/home/ada/.config/taskwire"),
+            PathBuf::from("/work/project/.taskwire"),
+        ];
+        let mut config = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
+            .expect("valid");
+        config.discovered_config_dirs = discovered;
+        let printed = render_coordinator(&config).expect("renders");
+        assert!(
+            printed.ends_with("#   /home/ada/.config/taskwire\n#   /work/project/.taskwire\n"),
+            "{printed}"
+        );
+        assert!(!printed.contains("config_dir ="), "{printed}");
+
+        config.config_dir = Some(PathBuf::from("/etc/taskwire"));
+        let printed = render_coordinator(&config).expect("renders");
+        assert!(
+            printed.contains("config_dir = \"/etc/taskwire\""),
+            "{printed}"
+        );
+        assert!(printed.ends_with("#   /etc/taskwire\n"), "{printed}");
+        assert!(!printed.contains("/work/project"), "{printed}");
+        // The comment keeps it a config file.
+        assert!(FileConfig::parse(&printed).is_ok());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! - [`errors`]: error messages on stderr and exit statuses.
 //! - [`shutdown`]: SIGINT / SIGTERM to a cancellation token.
 //! - [`telemetry`]: logging to stderr.
+//! - `testing` (unit tests only): flag parsing that ignores the environment.
 
 pub mod cli;
 pub mod commands;
@@ -22,6 +23,8 @@ pub mod errors;
 pub mod output;
 pub mod shutdown;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 
 use std::process::ExitCode;
 

@@ -113,6 +113,43 @@ fn coordinator_print_config_is_a_config_file() {
 }
 
 #[test]
+fn coordinator_print_config_lists_the_discovered_directories_or_the_configured_one() {
+    let (project, home) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let print = |extra: &[&str], env: &[(&str, &std::path::Path)]| {
+        let out = run(taskwire()
+            .current_dir(project.path())
+            .args(["coordinator", "--print-config"])
+            .args(extra)
+            .envs(env.iter().copied()));
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let project_dir = format!("#   {}/.taskwire\n", project.path().display());
+
+    let printed = print(&[], &[("HOME", home.path())]);
+    let user_dir = format!("#   {}/.config/taskwire\n", home.path().display());
+    assert!(
+        printed.ends_with(&format!("{user_dir}{project_dir}")),
+        "{printed}"
+    );
+
+    let xdg = home.path().join("xdg");
+    let printed = print(&[], &[("HOME", home.path()), ("XDG_CONFIG_HOME", &xdg)]);
+    let user_dir = format!("#   {}/taskwire\n", xdg.display());
+    assert!(
+        printed.ends_with(&format!("{user_dir}{project_dir}")),
+        "{printed}"
+    );
+
+    let printed = print(&["--config-dir", "/etc/taskwire"], &[("HOME", home.path())]);
+    assert!(printed.ends_with("#   /etc/taskwire\n"), "{printed}");
+    assert!(!printed.contains(".taskwire"), "{printed}");
+}
+
+#[test]
 fn the_model_api_key_is_never_printed() {
     // From the environment: `--print-config` redacts it, `--help` names the variable only.
     for (flag, shown) in [

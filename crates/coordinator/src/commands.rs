@@ -1,12 +1,13 @@
 //! Slash commands (`RunCommand`) and the agent/command registries they draw on.
 //!
-//! The coordinator owns both registries: built-in agents merged with
-//! `<config_dir>/agents/*.md`, and `<config_dir>/commands/*.md`. A named loop reloads
-//! them when the files change, so every worker runs the same definitions (they are
-//! shipped in each envelope). An invalid file is logged with its name and key and
-//! skipped; the rest load.
+//! The coordinator owns both registries: the built-in agents, with the `agents/*.md`
+//! and `commands/*.md` of each configured directory layered on top in order (see
+//! [`CoordinatorConfig::config_dirs`](crate::CoordinatorConfig::config_dirs): the
+//! user's, then the project's). A named loop reloads them when any of the files change,
+//! so every worker runs the same definitions (they are shipped in each envelope). An
+//! invalid file is logged with its name and key and skipped; the rest load.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -22,31 +23,40 @@ use crate::{CoordinatorError, State};
 
 const RELOAD_POLL: Duration = Duration::from_secs(2);
 
-/// Loads the registries from `config_dir` (built-ins only when it is `None`).
-pub fn load(config_dir: Option<&Path>) -> (AgentRegistry, CommandRegistry) {
-    let Some(dir) = config_dir else {
-        return (AgentRegistry::builtin(), CommandRegistry::new());
-    };
-    let (agents, agent_errors) = load_agents(&dir.join("agents"), AgentRegistry::builtin());
-    let (commands, command_errors) = load_commands(&dir.join("commands"));
-    for e in agent_errors.iter().chain(&command_errors) {
-        tracing::warn!(file = %e.file, key = e.key.as_deref().unwrap_or(""), error = %e.message, "invalid definition skipped");
+/// Loads the registries: the built-ins, then each of `dirs` over what came before, so a
+/// later directory's agent overrides (or with `disable: true` removes) an earlier one
+/// of the same name, and its command replaces one of the same name.
+pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
+    let mut agents = AgentRegistry::builtin();
+    let mut commands = CommandRegistry::new();
+    for dir in dirs {
+        let (layered, agent_errors) = load_agents(&dir.join("agents"), agents);
+        agents = layered;
+        let (found, command_errors) = load_commands(&dir.join("commands"));
+        for command in found.list() {
+            commands.insert(command.clone());
+        }
+        for e in agent_errors.iter().chain(&command_errors) {
+            tracing::warn!(dir = %dir.display(), file = %e.file, key = e.key.as_deref().unwrap_or(""), error = %e.message, "invalid definition skipped");
+        }
     }
     (agents, commands)
 }
 
 /// A fingerprint of the definition files: changes when any is added, removed or edited.
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+fn fingerprint(dirs: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
     let mut out = Vec::new();
-    for sub in ["agents", "commands"] {
-        if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
-            for e in entries.flatten() {
-                let meta = e.metadata().ok();
-                out.push((
-                    e.path(),
-                    meta.as_ref().and_then(|m| m.modified().ok()),
-                    meta.map_or(0, |m| m.len()),
-                ));
+    for dir in dirs {
+        for sub in ["agents", "commands"] {
+            if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
+                for e in entries.flatten() {
+                    let meta = e.metadata().ok();
+                    out.push((
+                        e.path(),
+                        meta.as_ref().and_then(|m| m.modified().ok()),
+                        meta.map_or(0, |m| m.len()),
+                    ));
+                }
             }
         }
     }
@@ -54,20 +64,21 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
     out
 }
 
-/// Reloads the registries when the files under `dir` change, until `shutdown`.
-/// Failure policy: a reload that finds invalid files keeps the valid ones (and logs).
-pub async fn watch(state: Arc<State>, dir: PathBuf, shutdown: CancellationToken) {
-    let mut last = fingerprint(&dir);
+/// Reloads the registries when the files under any of `dirs` change (a directory
+/// created later counts), until `shutdown`. Failure policy: a reload that finds invalid
+/// files keeps the valid ones (and logs).
+pub async fn watch(state: Arc<State>, dirs: Vec<PathBuf>, shutdown: CancellationToken) {
+    let mut last = fingerprint(&dirs);
     let mut tick = tokio::time::interval(RELOAD_POLL);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = fingerprint(&dir);
+        let now = fingerprint(&dirs);
         if now != last {
             last = now;
-            let (agents, commands) = load(Some(&dir));
+            let (agents, commands) = load(&dirs);
             tracing::info!(
                 agents = agents.list(true).len(),
                 commands = commands.list().len(),
@@ -152,4 +163,148 @@ pub async fn run_command(
     let mut submit = submit;
     let parent = crate::ownership::parent(state, caller, &mut submit).await?;
     submit_task(state, caller, submit, parent).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use taskwire_agent::agent::AgentSpec;
+
+    use super::*;
+
+    fn write(dir: &Path, file: &str, text: &str) {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    fn agent<'a>(registry: &'a AgentRegistry, name: &str) -> Option<&'a AgentSpec> {
+        registry.get(&name.parse().expect("valid name"))
+    }
+
+    fn description(registry: &AgentRegistry, name: &str) -> String {
+        agent(registry, name)
+            .unwrap_or_else(|| panic!("agent {name} is missing"))
+            .description
+            .clone()
+    }
+
+    /// A user directory and a project directory, lowest precedence first.
+    fn layers() -> (tempfile::TempDir, tempfile::TempDir) {
+        let (user, project) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        write(
+            user.path(),
+            "agents/reviewer.md",
+            "---\ndescription: user reviewer\nmode: subagent\nmax_steps: 7\n---\nReview.\n",
+        );
+        write(
+            user.path(),
+            "agents/explore.md",
+            "---\ndescription: user explore\n---\n",
+        );
+        write(
+            user.path(),
+            "agents/linter.md",
+            "---\ndescription: user linter\n---\nLint.\n",
+        );
+        write(
+            user.path(),
+            "commands/review.md",
+            "---\nagent: reviewer\n---\nuser $1\n",
+        );
+        write(
+            user.path(),
+            "commands/lint.md",
+            "---\nagent: linter\n---\nlint $1\n",
+        );
+        write(
+            project.path(),
+            "agents/reviewer.md",
+            "---\ndescription: project reviewer\n---\n",
+        );
+        write(
+            project.path(),
+            "agents/linter.md",
+            "---\ndisable: true\n---\n",
+        );
+        write(
+            project.path(),
+            "commands/review.md",
+            "---\nagent: reviewer\n---\nproject $1\n",
+        );
+        (user, project)
+    }
+
+    #[test]
+    fn project_definitions_override_user_ones_which_override_built_ins() {
+        let (user, project) = layers();
+        let (agents, commands) = load(&[user.path().to_owned(), project.path().to_owned()]);
+
+        assert_eq!(description(&agents, "reviewer"), "project reviewer");
+        let reviewer = agent(&agents, "reviewer").expect("reviewer");
+        // A project file overrides only the keys it gives; the user's others stay.
+        assert_eq!(reviewer.max_steps, 7);
+        assert_eq!(reviewer.prompt.trim(), "Review.");
+        assert_eq!(description(&agents, "explore"), "user explore");
+        assert_eq!(
+            description(&agents, "build"),
+            description(&AgentRegistry::builtin(), "build")
+        );
+        let review = commands.get("review").expect("review");
+        assert_eq!(review.template.trim(), "project $1");
+    }
+
+    #[test]
+    fn disable_in_the_project_removes_a_user_agent() {
+        let (user, project) = layers();
+        let (agents, commands) = load(&[user.path().to_owned()]);
+        assert_eq!(description(&agents, "linter"), "user linter");
+        let (agents, _) = load(&[user.path().to_owned(), project.path().to_owned()]);
+        assert!(agent(&agents, "linter").is_none());
+        // The command stays; running it names the missing agent.
+        assert!(commands.get("lint").is_some());
+    }
+
+    #[test]
+    fn a_single_directory_is_the_only_layer_over_the_built_ins() {
+        let (user, project) = layers();
+        let (agents, commands) = load(&[project.path().to_owned()]);
+        // The project's reviewer no longer has the user's file under it.
+        let reviewer = agent(&agents, "reviewer").expect("reviewer");
+        assert_ne!(reviewer.max_steps, 7, "the user's step limit");
+        assert!(agent(&agents, "linter").is_none());
+        assert!(commands.get("lint").is_none());
+        assert_eq!(
+            description(&agents, "explore"),
+            description(&AgentRegistry::builtin(), "explore")
+        );
+        assert!(user.path().join("agents/linter.md").is_file());
+    }
+
+    #[test]
+    fn missing_directories_leave_the_built_ins() {
+        let gone = PathBuf::from("/nonexistent/taskwire-config");
+        let (agents, commands) = load(std::slice::from_ref(&gone));
+        assert_eq!(
+            agents.list(true).len(),
+            AgentRegistry::builtin().list(true).len()
+        );
+        assert!(commands.list().is_empty());
+    }
+
+    #[test]
+    fn the_fingerprint_changes_when_a_file_appears_in_any_directory() {
+        let (first, second) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        let dirs = [first.path().to_owned(), second.path().join(".taskwire")];
+        let before = fingerprint(&dirs);
+        write(&dirs[1], "agents/x.md", "---\ndescription: x\n---\n");
+        assert_ne!(fingerprint(&dirs), before);
+    }
 }

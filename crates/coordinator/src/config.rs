@@ -1,7 +1,8 @@
 //! Coordinator settings. Every field has a default; the CLI layers env and flags on top.
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How a coordinator runs.
@@ -32,9 +33,13 @@ pub struct CoordinatorConfig {
     pub sweep_interval: Duration,
     /// Attempts a task gets when its submit does not say. Default 3.
     pub default_max_attempts: u32,
-    /// Directory with `agents/*.md` and `commands/*.md` (reloaded on change).
-    /// Default: none (built-in agents only).
+    /// When set, the one directory with `agents/*.md` and `commands/*.md`, in place of
+    /// `discovered_config_dirs`. Default: none.
     pub config_dir: Option<PathBuf>,
+    /// Directories with `agents/*.md` and `commands/*.md` when `config_dir` is not set,
+    /// lowest precedence first (the CLI fills it with [`discover_config_dirs`]).
+    /// Default: none (built-in agents only). See [`CoordinatorConfig::config_dirs`].
+    pub discovered_config_dirs: Vec<PathBuf>,
     /// The primary agent slash commands run in. Default `build`.
     pub default_agent: String,
     /// Deepest task tree: a task at this depth may not start children. Default 1
@@ -67,6 +72,7 @@ impl Default for CoordinatorConfig {
             sweep_interval: Duration::from_secs(1),
             default_max_attempts: 3,
             config_dir: None,
+            discovered_config_dirs: Vec::new(),
             default_agent: "build".to_owned(),
             max_depth: 1,
             max_running_per_tenant: None,
@@ -75,5 +81,111 @@ impl Default for CoordinatorConfig {
             tls_key: None,
             nats: taskwire_bus::NatsOptions::default(),
         }
+    }
+}
+
+impl CoordinatorConfig {
+    /// The directories agents and commands are read from (and reloaded from on change),
+    /// lowest precedence first: `config_dir` alone when it is set, else the discovered
+    /// ones. A definition overrides one of the same name from an earlier directory or the
+    /// built-ins, and `disable: true` removes it; a missing directory has no definitions.
+    pub fn config_dirs(&self) -> Vec<PathBuf> {
+        match &self.config_dir {
+            Some(dir) => vec![dir.clone()],
+            None => self.discovered_config_dirs.clone(),
+        }
+    }
+}
+
+/// The directory of project definitions under a working directory.
+pub const PROJECT_CONFIG_DIR: &str = ".taskwire";
+
+/// Where a coordinator looks for agents and commands when no directory is configured,
+/// lowest precedence first, as OpenCode does with `.opencode/`: the user's
+/// (`$XDG_CONFIG_HOME/taskwire`, else `$HOME/.config/taskwire`; relative or empty values
+/// are ignored, as the XDG spec asks), then the project's (`<cwd>/.taskwire`). Pure:
+/// the binary passes the process's working directory and environment.
+pub fn discover_config_dirs(
+    cwd: &Path,
+    xdg_config_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+) -> Vec<PathBuf> {
+    fn absolute(value: Option<&OsStr>) -> Option<&Path> {
+        value.map(Path::new).filter(|p| p.is_absolute())
+    }
+    let user = absolute(xdg_config_home)
+        .map(Path::to_path_buf)
+        .or_else(|| absolute(home).map(|home| home.join(".config")))
+        .map(|config| config.join("taskwire"));
+    let project = cwd.join(PROJECT_CONFIG_DIR);
+    let mut dirs: Vec<PathBuf> = user.into_iter().filter(|user| *user != project).collect();
+    dirs.push(project);
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn discover(xdg: Option<&str>, home: Option<&str>) -> Vec<PathBuf> {
+        discover_config_dirs(
+            Path::new("/work/project"),
+            xdg.map(OsStr::new),
+            home.map(OsStr::new),
+        )
+    }
+
+    #[test]
+    fn the_user_directory_comes_before_the_project_one() {
+        assert_eq!(
+            discover(None, Some("/home/ada")),
+            [
+                PathBuf::from("/home/ada/.config/taskwire"),
+                PathBuf::from("/work/project/.taskwire"),
+            ]
+        );
+    }
+
+    #[test]
+    fn xdg_config_home_beats_home() {
+        assert_eq!(
+            discover(Some("/xdg"), Some("/home/ada")),
+            [
+                PathBuf::from("/xdg/taskwire"),
+                PathBuf::from("/work/project/.taskwire"),
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_or_empty_xdg_and_home_values_are_ignored() {
+        assert_eq!(
+            discover(Some("relative"), Some("/home/ada"))[0],
+            PathBuf::from("/home/ada/.config/taskwire")
+        );
+        assert_eq!(
+            discover(Some(""), Some("")),
+            [PathBuf::from("/work/project/.taskwire")]
+        );
+        assert_eq!(
+            discover(None, None),
+            [PathBuf::from("/work/project/.taskwire")]
+        );
+    }
+
+    #[test]
+    fn a_configured_directory_replaces_the_discovered_ones() {
+        let mut config = CoordinatorConfig {
+            discovered_config_dirs: discover(None, Some("/home/ada")),
+            ..CoordinatorConfig::default()
+        };
+        assert_eq!(config.config_dirs().len(), 2);
+        config.config_dir = Some(PathBuf::from("/etc/taskwire"));
+        assert_eq!(config.config_dirs(), [PathBuf::from("/etc/taskwire")]);
+    }
+
+    #[test]
+    fn by_default_no_directory_is_read() {
+        assert!(CoordinatorConfig::default().config_dirs().is_empty());
     }
 }

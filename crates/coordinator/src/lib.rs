@@ -1,6 +1,8 @@
 //! The taskwire coordinator: the only process that talks to Postgres.
 //!
-//! - [`api`]: the gRPC `TaskService` (plus health and reflection, served by [`serve`]).
+//! - [`api`]: the gRPC `TaskService`.
+//! - [`server`]: what serves it: accepted sockets (`TCP_NODELAY`), TLS, health and
+//!   reflection (v1 and v1alpha).
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`ownership`]: ids named by callers, looked up with their tenant where they enter.
 //! - [`submit`]: validation and the group-commit submit batcher.
@@ -31,6 +33,7 @@ pub mod convert;
 pub mod error;
 pub mod ownership;
 pub mod relay;
+pub mod server;
 pub mod submit;
 pub mod sweeper;
 pub mod watch;
@@ -127,24 +130,7 @@ pub async fn serve(
             auth::Authenticator::open()
         }
     };
-    let tls = match (&config.tls_cert, &config.tls_key) {
-        (Some(cert), Some(key)) => {
-            let read = |p: &std::path::Path| {
-                std::fs::read(p).map_err(|e| {
-                    CoordinatorError::Config(format!("failed to read {}: {e}", p.display()))
-                })
-            };
-            Some(tonic::transport::ServerTlsConfig::new().identity(
-                tonic::transport::Identity::from_pem(read(cert)?, read(key)?),
-            ))
-        }
-        (None, None) => None,
-        _ => {
-            return Err(CoordinatorError::Config(
-                "tls_cert and tls_key must be given together".to_owned(),
-            ));
-        }
-    };
+    let tls = server::tls(config.tls_cert.as_deref(), config.tls_key.as_deref())?;
     let store = Store::connect(&config.database_url, config.db_max_connections).await?;
     let client =
         taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
@@ -158,7 +144,15 @@ pub async fn serve(
     };
     taskwire_bus::ensure_streams(&js, &bus).await?;
 
-    let (agents, command_registry) = commands::load(config.config_dir.as_deref());
+    let config_dirs = config.config_dirs();
+    if !config_dirs.is_empty() {
+        let dirs: Vec<_> = config_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        tracing::info!(dirs = ?dirs, "reading agents and commands");
+    }
+    let (agents, command_registry) = commands::load(&config_dirs);
     let loops = CancellationToken::new();
     let relay_wake = Arc::new(Notify::new());
     let submitter = submit::Submitter::start(store.clone(), relay_wake.clone(), loops.clone());
@@ -210,8 +204,8 @@ pub async fn serve(
         loops.clone(),
     ));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
-    if let Some(dir) = state.config.config_dir.clone() {
-        tasks.spawn(commands::watch(state.clone(), dir, loops.clone()));
+    if !config_dirs.is_empty() {
+        tasks.spawn(commands::watch(state.clone(), config_dirs, loops.clone()));
     }
     tasks.spawn({
         let (state, token) = (state.clone(), loops.clone());
@@ -241,16 +235,13 @@ pub async fn serve(
             tonic_health::ServingStatus::Serving,
         )
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
+    let (reflection_v1, reflection_v1alpha) = server::reflection()?;
 
     let addr = listener
         .local_addr()
         .map_err(|e| CoordinatorError::Serve(e.to_string()))?;
     tracing::info!(%addr, "coordinator serving grpc");
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = server::incoming(listener);
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = tls {
         server = server
@@ -263,7 +254,8 @@ pub async fn serve(
     );
     let result = server
         .add_service(health_service)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(api)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await

@@ -35,9 +35,21 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
+use axum::serve::{Listener, ListenerExt};
 use serde_json::Value;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+
+/// `listener`, setting `TCP_NODELAY` on every connection it accepts: a streamed reply is
+/// many small writes, which Nagle's algorithm would hold back for the client's delayed
+/// ACK, and the model's latency would count against taskwire's.
+fn with_nodelay(listener: TcpListener) -> impl Listener<Io = TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|socket: &mut TcpStream| {
+        if let Err(error) = socket.set_nodelay(true) {
+            tracing::warn!(%error, "failed to set TCP_NODELAY on a scripted model connection");
+        }
+    })
+}
 
 /// Decides the reply to one request; shared by all connections of a server.
 pub type Handler = Arc<dyn Fn(&SeenRequest) -> ScriptedReply + Send + Sync>;
@@ -158,9 +170,10 @@ impl ScriptedModel {
         let (shutdown, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
             // The sender is dropped or fired when the model is dropped; either ends it.
-            let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            });
+            let server =
+                axum::serve(with_nodelay(listener), app).with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                });
             if let Err(error) = server.await {
                 tracing::warn!(%error, "scripted model server stopped with an error");
             }
@@ -345,6 +358,16 @@ async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay_set() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("bound address");
+        let mut listener = with_nodelay(listener);
+        let _client = TcpStream::connect(addr).await.expect("connect");
+        let (socket, _) = listener.accept().await;
+        assert!(socket.nodelay().expect("TCP_NODELAY is readable"));
+    }
 
     #[test]
     fn assistant_turns_count_only_assistant_messages() {

@@ -1,7 +1,9 @@
 //! A fresh Postgres database per test, dropped afterwards.
 //!
-//! The server is `$TASKWIRE_TEST_DATABASE_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`); `.ci/run` starts one when none runs.
+//! The server is `$TASKWIRE_TEST_DATABASE_URL`, set by `make test` and `.ci/run` (which
+//! start one when none runs). Without it the default is
+//! `postgres://postgres@127.0.0.1:5432/postgres`, except under CI (`$CI` set): there a
+//! missing URL fails the test rather than reach for whatever listens on 5432.
 
 use anyhow::Context;
 use sqlx::Connection;
@@ -18,8 +20,10 @@ pub struct TestDatabase {
 impl TestDatabase {
     /// Creates `tw_test_<random>` on the test server.
     pub async fn create() -> anyhow::Result<Self> {
-        let admin_url = std::env::var("TASKWIRE_TEST_DATABASE_URL")
-            .unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        let admin_url = admin_url(
+            std::env::var("TASKWIRE_TEST_DATABASE_URL").ok(),
+            std::env::var_os("CI").is_some(),
+        )?;
         let name = format!("tw_test_{}", uuid::Uuid::new_v4().simple());
         let mut conn = sqlx::PgConnection::connect(&admin_url)
             .await
@@ -73,6 +77,19 @@ impl Drop for TestDatabase {
     }
 }
 
+/// The server's URL: the one set, else the default outside CI.
+fn admin_url(set: Option<String>, ci: bool) -> anyhow::Result<String> {
+    match set {
+        Some(url) if !url.is_empty() => Ok(url),
+        _ if ci => anyhow::bail!(
+            "TASKWIRE_TEST_DATABASE_URL is not set: under CI the tests use only the postgres \
+             it names, never the default {DEFAULT_ADMIN_URL} (run them with `bash .ci/run` \
+             or `make test`)"
+        ),
+        _ => Ok(DEFAULT_ADMIN_URL.to_owned()),
+    }
+}
+
 /// Swaps the database name in a `postgres://` URL, keeping any query string.
 fn replace_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
@@ -93,6 +110,22 @@ fn replace_database(url: &str, db: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn under_ci_only_a_set_server_url_is_used() {
+        let set = Some("postgres://postgres@127.0.0.1:55432/postgres".to_owned());
+        assert_eq!(
+            admin_url(set.clone(), true).expect("set"),
+            "postgres://postgres@127.0.0.1:55432/postgres"
+        );
+        let err = admin_url(None, true).expect_err("no default under ci");
+        assert!(
+            err.to_string().contains("TASKWIRE_TEST_DATABASE_URL"),
+            "{err}"
+        );
+        assert!(admin_url(Some(String::new()), true).is_err());
+        assert_eq!(admin_url(None, false).expect("default"), DEFAULT_ADMIN_URL);
+    }
 
     #[test]
     fn database_name_is_replaced_and_query_kept() {

@@ -85,7 +85,7 @@ mod tests {
     }
 
     fn parse(argv: &[&str]) -> Result<ApproveArgs, clap::Error> {
-        Probe::try_parse_from(std::iter::once("approve").chain(argv.iter().copied()))
+        crate::testing::parse::<Probe>(std::iter::once("approve").chain(argv.iter().copied()))
             .map(|p| p.args)
     }
 

@@ -25,7 +25,10 @@ pub struct CoordinatorArgs {
 
 pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     let file = FileConfig::load(args.config.as_deref())?;
-    let config = config::coordinator_config(args.settings, &file)?;
+    let mut config = config::coordinator_config(args.settings, &file)?;
+    if config.config_dir.is_none() {
+        config.discovered_config_dirs = config::discovered_config_dirs()?;
+    }
     if args.print_config {
         std::io::stdout()
             .lock()

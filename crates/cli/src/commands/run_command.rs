@@ -98,7 +98,8 @@ mod tests {
     }
 
     fn parse(argv: &[&str]) -> Result<RunArgs, clap::Error> {
-        Probe::try_parse_from(std::iter::once("run").chain(argv.iter().copied())).map(|p| p.args)
+        crate::testing::parse::<Probe>(std::iter::once("run").chain(argv.iter().copied()))
+            .map(|p| p.args)
     }
 
     fn request(argv: &[&str]) -> pb::RunCommandRequest {

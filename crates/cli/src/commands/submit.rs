@@ -200,7 +200,7 @@ mod tests {
     }
 
     fn parse(argv: &[&str]) -> SubmitArgs {
-        Probe::try_parse_from(std::iter::once("submit").chain(argv.iter().copied()))
+        crate::testing::parse::<Probe>(std::iter::once("submit").chain(argv.iter().copied()))
             .expect("valid flags")
             .args
     }
@@ -252,12 +252,15 @@ mod tests {
                 .expect_err("invalid")
                 .contains("not valid json")
         );
-        assert!(Probe::try_parse_from(["submit", "--agent", "a", "--input", "3", "go"]).is_err());
+        assert!(
+            crate::testing::parse::<Probe>(["submit", "--agent", "a", "--input", "3", "go"])
+                .is_err()
+        );
     }
 
     #[test]
     fn a_prompt_is_required() {
-        assert!(Probe::try_parse_from(["submit", "--agent", "a"]).is_err());
+        assert!(crate::testing::parse::<Probe>(["submit", "--agent", "a"]).is_err());
         assert!(read_prompt(&["  ".to_owned()]).is_err());
     }
 }

@@ -48,7 +48,7 @@ settings! {
         /// Attempts a task gets when its submit does not say [default: 3]
         #[arg(long, env = "TASKWIRE_DEFAULT_MAX_ATTEMPTS", value_name = "N")]
         pub default_max_attempts: Option<u32>,
-        /// Directory with agents/*.md and commands/*.md, reloaded on change [default: none, built-in agents only]
+        /// The one directory with agents/*.md and commands/*.md, in place of the discovered ./.taskwire and $XDG_CONFIG_HOME/taskwire (~/.config/taskwire); reloaded on change [default: discovery]
         #[arg(long, env = "TASKWIRE_CONFIG_DIR", value_name = "DIR")]
         pub config_dir: Option<PathBuf>,
         /// The primary agent slash commands run in [default: build]
