@@ -14,6 +14,7 @@ use taskwire_llm::Usage;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::ToolCallState;
+use crate::transcript::Transcript;
 
 /// The distributed system, as seen from one session.
 #[async_trait]
@@ -39,6 +40,15 @@ pub trait SessionHost: Send + Sync {
     /// filtered by the coordinator (not primary, not hidden). Empty means the `task`
     /// tool is not offered at all.
     fn subagents(&self) -> Vec<(String, String)>;
+
+    /// Saves the session so far, ending with a step whose `task` calls are about to
+    /// run (recorded without results). A later attempt of the same task resumes from
+    /// it and runs those calls again with the same ids, so it re-attaches to the
+    /// children they started instead of starting new ones. An `Err` stops the session
+    /// before any child starts. Hosts that keep nothing succeed at once.
+    async fn checkpoint(&self, _transcript: &Transcript) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A tool call that needs a human (or policy) answer before it runs.
@@ -78,6 +88,11 @@ pub enum ApprovalAnswer {
 /// into a child task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChildTaskRequest {
+    /// The model's id for the `task` call (or the subtask's fixed one). With the
+    /// parent task it names the child: the same call asked again, by a later attempt
+    /// of the parent, finds the child it started.
+    #[serde(default)]
+    pub call_id: String,
     /// A short (3-5 words) description for progress and listings.
     pub description: String,
     pub prompt: String,
@@ -181,6 +196,7 @@ mod tests {
             }
         );
         let request = ChildTaskRequest {
+            call_id: "c1".into(),
             description: "d".into(),
             prompt: "p".into(),
             subagent_type: "explore".into(),
@@ -193,6 +209,7 @@ mod tests {
             .expect_err("refused");
         assert!(err.contains("not available"), "{err}");
         assert!(NoopHost.subagents().is_empty());
+        assert_eq!(NoopHost.checkpoint(&Transcript::new("s")).await, Ok(()));
     }
 
     #[test]

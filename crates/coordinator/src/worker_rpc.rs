@@ -144,6 +144,7 @@ async fn child(state: &State, payload: &[u8]) -> pb::ChildSubmitReply {
             status: ok(),
             task_id: r.task_id,
             session_id: r.session_id,
+            created: r.created,
         },
         Err(e) => pb::ChildSubmitReply {
             status: status_of(&e),
@@ -182,15 +183,16 @@ async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {
         Ok::<_, CoordinatorError>(state.store.load_session(id).await?)
     };
     match run.await {
-        Ok(Some((_, transcript))) => pb::SessionLoadReply {
+        Ok(Some(saved)) => pb::SessionLoadReply {
             status: ok(),
             found: true,
-            transcript_json: serde_json::to_vec(&transcript).unwrap_or_default(),
+            transcript_json: serde_json::to_vec(&saved.transcript).unwrap_or_default(),
+            saved_by_task_id: saved.saved_by.to_string(),
         },
         Ok(None) => pb::SessionLoadReply {
             status: ok(),
             found: false,
-            transcript_json: Vec::new(),
+            ..Default::default()
         },
         Err(e) => pb::SessionLoadReply {
             status: status_of(&e),

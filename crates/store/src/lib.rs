@@ -34,6 +34,7 @@ pub use record::{
     AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask,
     ReplayOutcome, TaskRecord,
 };
+pub use sessions::StoredSession;
 
 /// The embedded, forward-only migrations (`migrations/*.sql`).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

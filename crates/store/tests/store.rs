@@ -426,12 +426,15 @@ async fn a_second_task_on_a_busy_session_waits_for_the_first() {
         .await
         .expect("stale save");
     assert_eq!(stale, vec![false]);
-    let (tenant, loaded) = store
+    let loaded = store
         .load_session(session)
         .await
         .expect("load")
         .expect("saved");
-    assert_eq!((tenant.as_str(), loaded), ("acme", transcript));
+    assert_eq!(
+        (loaded.tenant.as_str(), loaded.saved_by, loaded.transcript),
+        ("acme", a, transcript)
+    );
 
     store
         .record_results(&[result(a, epoch, "done")])

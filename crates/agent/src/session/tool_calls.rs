@@ -93,7 +93,11 @@ impl<'a> Turn<'a> {
                             }
                             self.emit(call, ToolCallState::Running, &title, None);
                         }
-                        (index, ready.tool.execute(ready.args, self.ctx).await)
+                        let ctx = ToolContext {
+                            call_id: call.id.clone(),
+                            ..self.ctx.clone()
+                        };
+                        (index, ready.tool.execute(ready.args, &ctx).await)
                     });
                 }
             }

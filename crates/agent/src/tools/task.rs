@@ -110,6 +110,7 @@ impl Tool for TaskTool {
             ));
         }
         let request = ChildTaskRequest {
+            call_id: ctx.call_id.clone(),
             description: args.description.clone(),
             prompt: args.prompt,
             subagent_type: args.subagent_type.clone(),

@@ -138,6 +138,7 @@ impl Fixture {
             max_steps,
             history: Transcript::new("ses-test"),
             workspace: self.workspace.clone(),
+            from_checkpoint: false,
         }
     }
 
@@ -270,6 +271,10 @@ pub(crate) struct TestHost {
     /// When set, every child waits here first: two children can only both pass if
     /// they run at the same time.
     barrier: Option<tokio::sync::Barrier>,
+    /// Every checkpoint saved, with how many children had been asked for by then.
+    pub(crate) checkpoints: Mutex<Vec<(Transcript, usize)>>,
+    /// When set, every checkpoint fails with this reason.
+    refuse_checkpoints: Option<String>,
 }
 
 impl TestHost {
@@ -279,7 +284,23 @@ impl TestHost {
             approvals: Mutex::default(),
             children: Mutex::default(),
             barrier: None,
+            checkpoints: Mutex::default(),
+            refuse_checkpoints: None,
         }
+    }
+
+    /// Checkpoints fail with `reason`.
+    pub(crate) fn refusing_checkpoints(mut self, reason: &str) -> Self {
+        self.refuse_checkpoints = Some(reason.to_owned());
+        self
+    }
+
+    pub(crate) fn children(&self) -> Vec<ChildTaskRequest> {
+        self.children.lock().expect("not poisoned").clone()
+    }
+
+    pub(crate) fn checkpoints(&self) -> Vec<(Transcript, usize)> {
+        self.checkpoints.lock().expect("not poisoned").clone()
     }
 
     /// Children wait until `n` of them are running at once.
@@ -333,6 +354,18 @@ impl SessionHost for TestHost {
             });
         }
         child_result(&request)
+    }
+
+    async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
+        if let Some(reason) = &self.refuse_checkpoints {
+            return Err(reason.clone());
+        }
+        let started = self.children.lock().expect("not poisoned").len();
+        self.checkpoints
+            .lock()
+            .expect("not poisoned")
+            .push((transcript.clone(), started));
+        Ok(())
     }
 
     fn subagents(&self) -> Vec<(String, String)> {
