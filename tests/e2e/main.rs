@@ -12,5 +12,6 @@ mod secrets;
 mod security;
 mod sessions;
 mod subagents;
+mod subtrees;
 mod tls;
 mod validation;

@@ -8,6 +8,7 @@
 //! - [`dead_letters`]: messages that could not be run, with the reason.
 //! - [`sessions`]: session transcripts (fenced by the saving attempt's claim).
 //! - [`approvals`]: `ask` permissions awaiting an answer.
+//! - [`subtrees`]: the live descendants of ended tasks, cancelled.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
 //!
@@ -24,6 +25,7 @@ pub mod outbox;
 pub mod record;
 pub mod results;
 pub mod sessions;
+pub mod subtrees;
 pub mod tasks;
 
 use std::time::Duration;
@@ -35,6 +37,7 @@ pub use record::{
     ReplayOutcome, TaskRecord,
 };
 pub use sessions::StoredSession;
+pub use subtrees::CancelledDescendant;
 
 /// The embedded, forward-only migrations (`migrations/*.sql`).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -76,9 +76,14 @@ struct Fleet {
 impl Fleet {
     async fn start(model: ScriptedModel) -> Self {
         let taskwire = Taskwire::locate().expect("taskwire binary");
-        let cluster = start_with(model, 0, 1, |c| c.ack_wait = ACK_WAIT)
-            .await
-            .expect("cluster");
+        // No deadlines here; with the sweeper idle, only the write that ends a task
+        // can end its subtree.
+        let cluster = start_with(model, 0, 1, |c| {
+            c.ack_wait = ACK_WAIT;
+            c.sweep_interval = Duration::from_secs(3600);
+        })
+        .await
+        .expect("cluster");
         Self { taskwire, cluster }
     }
 
@@ -303,4 +308,73 @@ async fn a_parent_killed_after_its_children_finished_reads_their_results_and_com
     let done = cluster.wait_finished(&parent).await.expect("finished");
     check_once_each(&fleet, &done, &fleet.children(&parent).await);
     assert_eq!(results_in_watch(cluster, &parent).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_whose_last_attempt_dies_is_dead_lettered_and_its_running_children_cancelled() {
+    // The children never answer: only the parent's end can stop them.
+    let model = ScriptedModel::start(script(Gate::new(), || Duration::ZERO)).await;
+    let fleet = Fleet::start(model).await;
+    let cluster = &fleet.cluster;
+
+    let mut worker_a = fleet.worker("worker-a", 1).await;
+    let mut client = cluster.client().await.expect("client");
+    let parent = client
+        .submit(pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: PARENT_PROMPT.into(),
+            max_attempts: Some(1),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
+    wait_for(cluster, &parent, "running on worker-a", |t| {
+        t.attempts
+            .first()
+            .is_some_and(|a| a.worker_id == "worker-a")
+    })
+    .await
+    .expect("claimed");
+    let _worker_c = fleet.worker("worker-c", 2).await;
+    eventually("both children's model requests", || {
+        worker_a.check_running()?;
+        let seen = requests_by_prompt(&cluster.model);
+        Ok(CHILD_PROMPTS
+            .iter()
+            .all(|p| seen.contains_key(*p))
+            .then_some(()))
+    })
+    .await
+    .expect("children running");
+    let _worker_b = fleet.worker("worker-b", 1).await;
+
+    worker_a.kill();
+    let done = cluster.wait_finished(&parent).await.expect("finished");
+    assert_eq!(done.status(), pb::TaskStatus::DeadLettered, "{done:?}");
+    let mut children = Vec::new();
+    for child in fleet.children(&parent).await {
+        // Cancelled, and worker-c stopped the session (the attempt ended).
+        let child = wait_for(cluster, &child.task_id, "cancelled and stopped", |t| {
+            t.status() == pb::TaskStatus::Cancelled
+                && t.attempts.first().is_some_and(|a| a.finished_at.is_some())
+        })
+        .await
+        .expect("child cancelled");
+        let reason = &child.result.as_ref().expect("result").errors[0];
+        assert_eq!(
+            (reason.code.as_str(), reason.message.clone()),
+            (
+                "parent_ended",
+                format!("parent task {parent} ended (dead_lettered)")
+            )
+        );
+        children.push(child);
+    }
+    assert_eq!(children.len(), 2);
+    let seen = requests_by_prompt(&cluster.model);
+    for prompt in CHILD_PROMPTS {
+        assert_eq!(seen.get(prompt), Some(&1), "{prompt} ran once");
+    }
 }
