@@ -3,6 +3,8 @@
 //! when nats-server restarts, and when Postgres stops for a while.
 //!
 //! - [`worker_crash`]: a worker killed mid-session; another finishes the task.
+//! - [`delegation_crash`]: a parent's worker killed while its children run (or after
+//!   they finished); the parent re-attaches to them and no child runs twice.
 //! - [`coordinator_crash`]: the coordinator killed during a burst of submits, and down
 //!   for longer than JetStream's delivery budget lasts with queued tasks.
 //! - [`nats_restart`]: the broker restarted under load.
@@ -14,6 +16,7 @@
 //! processes' logs and `TASKWIRE_CHILD_LOG` sets their log filter.
 
 mod coordinator_crash;
+mod delegation_crash;
 mod nats_restart;
 mod postgres_outage;
 mod worker_crash;

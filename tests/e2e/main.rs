@@ -17,6 +17,7 @@ mod secrets;
 mod security;
 mod sessions;
 mod subagents;
+mod subtrees;
 mod tls;
 mod tree_approvals;
 mod validation;

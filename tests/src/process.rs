@@ -7,7 +7,7 @@
 //! `cargo build -p taskwire-cli`. Each child's stdout and stderr go to files, whose
 //! tails failure messages quote (`TASKWIRE_KEEP_LOGS=1` keeps them and prints where).
 //! Children are killed (SIGKILL) when dropped; [`Process::terminate`] stops one with
-//! SIGTERM.
+//! SIGTERM, [`Process::pause`] freezes one (SIGSTOP) until [`Process::resume`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -302,6 +302,25 @@ impl Process {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Freezes the process (SIGSTOP): it holds its connections but does nothing, like
+    /// a machine that stalls, until [`Process::resume`].
+    pub fn pause(&self) -> anyhow::Result<()> {
+        self.signal(rustix::process::Signal::STOP)
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) -> anyhow::Result<()> {
+        self.signal(rustix::process::Signal::CONT)
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) -> anyhow::Result<()> {
+        let Some(child) = self.child.as_ref() else {
+            bail!("{} was killed", self.name)
+        };
+        rustix::process::kill_process(rustix::process::Pid::from_child(child), signal)
+            .with_context(|| format!("failed to send {signal:?} to {}", self.name))
     }
 
     /// Asks the process to stop (SIGTERM) and waits for it to exit.

@@ -14,14 +14,21 @@ use taskwire_llm::Usage;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::ToolCallState;
+use crate::transcript::Transcript;
 
 /// The distributed system, as seen from one session.
 #[async_trait]
 pub trait SessionHost: Send + Sync {
-    /// An `ask` permission: the host publishes `approval_required`, waits for an
-    /// answer with a timeout, and returns [`ApprovalAnswer::TimedOut`] when none came.
-    /// Must never block forever.
-    async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer;
+    /// An `ask` permission: the host records the request where it can be answered,
+    /// then calls `asked` (the session then emits `approval_required`, so nobody sees
+    /// a request that cannot be answered yet), waits for an answer with a timeout, and
+    /// returns [`ApprovalAnswer::TimedOut`] when none came. A host that answers at once
+    /// without recording anything does not call `asked`. Must never block forever.
+    async fn approve(
+        &self,
+        request: ApprovalRequest,
+        asked: &(dyn Fn() + Send + Sync),
+    ) -> ApprovalAnswer;
 
     /// The `task` tool: starts a child task anywhere in the fleet and waits for it.
     /// `on_progress` gets the child's tool calls live; `cancel` fires when the parent
@@ -41,6 +48,15 @@ pub trait SessionHost: Send + Sync {
     /// subagent is callable by name, and [`SessionHost::run_child`] refuses an unknown
     /// one.
     fn subagents(&self) -> Vec<(String, String)>;
+
+    /// Saves the session so far, ending with a step whose `task` calls are about to
+    /// run (recorded without results). A later attempt of the same task resumes from
+    /// it and runs those calls again with the same ids, so it re-attaches to the
+    /// children they started instead of starting new ones. An `Err` stops the session
+    /// before any child starts. Hosts that keep nothing succeed at once.
+    async fn checkpoint(&self, _transcript: &Transcript) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A tool call that needs a human (or policy) answer before it runs.
@@ -80,6 +96,11 @@ pub enum ApprovalAnswer {
 /// into a child task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChildTaskRequest {
+    /// The model's id for the `task` call (or the subtask's fixed one). With the
+    /// parent task it names the child: the same call asked again, by a later attempt
+    /// of the parent, finds the child it started.
+    #[serde(default)]
+    pub call_id: String,
     /// A short (3-5 words) description for progress and listings.
     pub description: String,
     pub prompt: String,
@@ -156,7 +177,11 @@ pub const NO_APPROVAL_MESSAGE: &str = "approval is not available in this session
 
 #[async_trait]
 impl SessionHost for NoopHost {
-    async fn approve(&self, _request: ApprovalRequest) -> ApprovalAnswer {
+    async fn approve(
+        &self,
+        _request: ApprovalRequest,
+        _asked: &(dyn Fn() + Send + Sync),
+    ) -> ApprovalAnswer {
         ApprovalAnswer::Reject {
             message: Some(NO_APPROVAL_MESSAGE.to_owned()),
         }
@@ -189,14 +214,22 @@ mod tests {
 
     #[tokio::test]
     async fn noop_host_rejects_approvals_and_refuses_children() {
+        let announced = std::sync::atomic::AtomicBool::new(false);
         let answer = NoopHost
-            .approve(ApprovalRequest {
-                request_id: "1".into(),
-                permission: "bash".into(),
-                patterns: vec!["rm x".into()],
-                title: "rm x".into(),
-            })
+            .approve(
+                ApprovalRequest {
+                    request_id: "1".into(),
+                    permission: "bash".into(),
+                    patterns: vec!["rm x".into()],
+                    title: "rm x".into(),
+                },
+                &|| announced.store(true, std::sync::atomic::Ordering::SeqCst),
+            )
             .await;
+        assert!(
+            !announced.load(std::sync::atomic::Ordering::SeqCst),
+            "nothing to answer, nothing announced"
+        );
         assert_eq!(
             answer,
             ApprovalAnswer::Reject {
@@ -204,6 +237,7 @@ mod tests {
             }
         );
         let request = ChildTaskRequest {
+            call_id: "c1".into(),
             description: "d".into(),
             prompt: "p".into(),
             subagent_type: "explore".into(),
@@ -216,6 +250,7 @@ mod tests {
             .expect_err("refused");
         assert!(err.contains("not available"), "{err}");
         assert!(NoopHost.subagents().is_empty());
+        assert_eq!(NoopHost.checkpoint(&Transcript::new("s")).await, Ok(()));
     }
 
     #[test]

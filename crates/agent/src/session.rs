@@ -59,6 +59,13 @@ pub struct SessionParams {
     /// judged by the agent's own rules and by each of these, and the strictest verdict
     /// wins.
     pub inherited_permission: Vec<PermissionLayer>,
+    /// `history` was saved by an earlier attempt of this same task (a checkpoint, or
+    /// the transcript of an attempt that failed and is being retried), not by a
+    /// finished run: this run goes on from where that one stopped. It adds no prompt
+    /// (the history holds it), first runs again the calls of an interrupted last step
+    /// that have no result, with their ids (so `task` calls find the children they
+    /// started), and counts the steps already taken against `max_steps`.
+    pub from_checkpoint: bool,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -91,12 +98,19 @@ async fn run(
         model,
         prompt,
         max_steps,
-        history,
+        mut history,
         workspace,
         inherited_permission,
+        from_checkpoint,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
+    let (steps_taken, interrupted, prompt) = if from_checkpoint {
+        let steps = history.steps_since_last_user_message();
+        (steps, history.take_interrupted_step(), String::new())
+    } else {
+        (0, None, prompt)
+    };
 
     // The model is offered only these; `Turn` executes only these, whatever it calls.
     let offered: Vec<&dyn Tool> = tools
@@ -107,6 +121,7 @@ async fn run(
         .iter()
         .map(|tool| tool.definition_for(host))
         .collect();
+    let offers_task = offered.iter().any(|tool| tool.name() == TASK_TOOL);
 
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     messages.push(Message::system(system_prompt(&agent, &workspace)));
@@ -138,6 +153,7 @@ async fn run(
         host,
         observer,
         state: &state,
+        call_id: String::new(),
     };
     let turn = Turn {
         agent: &agent,
@@ -155,8 +171,20 @@ async fn run(
         agent: agent.name.to_string(),
     };
 
-    for step in 1..=max_steps {
-        totals.steps = step;
+    if let Some(step) = interrupted {
+        let resumed = resume_step(&turn, step, &cancel).await;
+        request.messages.extend(resumed.message.to_messages());
+        totals.tool_calls.extend(resumed.summaries);
+        totals.record.messages.push(resumed.message);
+        if resumed.cancelled {
+            return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+        }
+    }
+
+    // A checkpoint's steps count against the budget; at least the last, tool-less,
+    // step is always left.
+    for step in steps_taken.saturating_add(1).min(max_steps)..=max_steps {
+        totals.steps += 1;
         observer.on_event(SessionEvent::StepStarted { step });
         let last = step == max_steps;
         // An agent without tools answers in one step anyway; the instruction to stop
@@ -232,6 +260,36 @@ async fn run(
             return totals.end(status, request.messages, None, &state);
         }
 
+        if offers_task && tool_calls.iter().any(|call| call.name == TASK_TOOL) {
+            // Children are about to start: a later attempt must find them again.
+            let mut pending = parts.clone();
+            pending.extend(tool_calls.iter().map(Part::pending_call));
+            pending.push(Part::StepFinish { usage });
+            totals.record_assistant(pending);
+            let saved = tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                saved = host.checkpoint(&totals.record) => Some(saved),
+            };
+            totals.record.messages.pop();
+            match saved {
+                None => {
+                    return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+                }
+                Some(Err(reason)) => {
+                    tracing::warn!(step, error = %reason, "failed to save a checkpoint before starting child tasks");
+                    let error = SessionError {
+                        message: format!(
+                            "failed to save the session before starting child tasks: {reason}"
+                        ),
+                        retryable: true,
+                    };
+                    return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+                }
+                Some(Ok(())) => {}
+            }
+        }
+
         let results = turn.run(&tool_calls, &cancel).await;
         request.messages.push(Message::assistant(text, tool_calls));
         request.messages.extend(results.messages);
@@ -244,6 +302,51 @@ async fn run(
         }
     }
     unreachable!("the last step always returns")
+}
+
+/// The name of the tool whose calls start child tasks (and so need a checkpoint).
+const TASK_TOOL: &str = "task";
+
+/// An interrupted step, finished.
+struct ResumedStep {
+    /// The step's assistant message, every call now with a result.
+    message: TranscriptMessage,
+    summaries: Vec<ToolCallSummary>,
+    cancelled: bool,
+}
+
+/// Runs the calls of an interrupted step that have no result, with their original
+/// ids, and puts their results in place; calls that had finished keep theirs.
+async fn resume_step(
+    turn: &Turn<'_>,
+    step: TranscriptMessage,
+    cancel: &CancellationToken,
+) -> ResumedStep {
+    let calls: Vec<_> = step
+        .parts
+        .iter()
+        .filter(|part| part.is_unfinished_call())
+        .filter_map(Part::as_call)
+        .collect();
+    tracing::info!(calls = calls.len(), "resuming an interrupted step");
+    let results = turn.run(&calls, cancel).await;
+    let mut fresh = results.parts.into_iter();
+    let parts = step
+        .parts
+        .into_iter()
+        .map(|part| {
+            if part.is_unfinished_call() {
+                fresh.next().unwrap_or(part)
+            } else {
+                part
+            }
+        })
+        .collect();
+    ResumedStep {
+        message: TranscriptMessage { parts, ..step },
+        summaries: results.summaries,
+        cancelled: results.cancelled,
+    }
 }
 
 /// One model call, forwarding streamed text as progress.

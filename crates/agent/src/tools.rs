@@ -62,6 +62,9 @@ pub struct ToolContext<'a> {
     pub observer: &'a dyn SessionObserver,
     /// The session's todo list and child usage.
     pub state: &'a SessionState,
+    /// The model's id of the call being executed (empty outside a call): the `task`
+    /// tool names its child by it.
+    pub call_id: String,
 }
 
 /// A successful tool call.
@@ -225,6 +228,7 @@ pub(crate) fn test_context(workspace: Workspace) -> ToolContext<'static> {
         host: &crate::host::NoopHost,
         observer: &crate::session::NoopObserver,
         state: Box::leak(Box::new(SessionState::new())),
+        call_id: String::new(),
     }
 }
 

@@ -128,6 +128,59 @@ impl Part {
             error,
         }
     }
+
+    /// A call the model just made, recorded before it runs: `pending`, no result.
+    pub fn pending_call(call: &ToolCall) -> Self {
+        let input = if call.arguments.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()))
+        };
+        Self::ToolCall {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            input,
+            state: ToolCallState::Pending,
+            title: call.name.clone(),
+            output: None,
+            error: None,
+        }
+    }
+
+    /// Whether this is a tool call that has no result (it never finished).
+    pub fn is_unfinished_call(&self) -> bool {
+        matches!(
+            self,
+            Self::ToolCall {
+                output: None,
+                error: None,
+                ..
+            }
+        )
+    }
+
+    /// The call as the model made it, for a tool-call part.
+    pub fn as_call(&self) -> Option<ToolCall> {
+        let Self::ToolCall {
+            call_id,
+            tool,
+            input,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let arguments = match input {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        Some(ToolCall {
+            id: call_id.clone(),
+            name: tool.clone(),
+            arguments,
+        })
+    }
 }
 
 impl TranscriptMessage {
@@ -153,6 +206,55 @@ impl TranscriptMessage {
             role: MessageRole::Assistant,
             agent: Some(agent.into()),
             parts,
+        }
+    }
+
+    /// This message as a provider takes it: a user message, or an assistant message
+    /// followed by one tool result per call (see [`Transcript::to_messages`]).
+    pub fn to_messages(&self) -> Vec<Message> {
+        let mut messages = Vec::with_capacity(1 + self.parts.len());
+        self.push_messages(&mut messages);
+        messages
+    }
+
+    fn push_messages(&self, messages: &mut Vec<Message>) {
+        match self.role {
+            MessageRole::User => {
+                let texts: Vec<&str> = self
+                    .parts
+                    .iter()
+                    .filter_map(|part| match part {
+                        Part::Text { text, .. } => Some(text.as_str()),
+                        Part::Subtask(_) => Some(SUBTASK_USER_TEXT),
+                        Part::ToolCall { .. } | Part::StepFinish { .. } => None,
+                    })
+                    .collect();
+                messages.push(Message::user(texts.join("\n\n")));
+            }
+            MessageRole::Assistant => {
+                let mut calls = Vec::new();
+                let mut results = Vec::new();
+                for part in &self.parts {
+                    if let Part::ToolCall {
+                        call_id,
+                        output,
+                        error,
+                        ..
+                    } = part
+                        && let Some(call) = part.as_call()
+                    {
+                        calls.push(call);
+                        let content = match (output, error) {
+                            (Some(output), _) => output.clone(),
+                            (None, Some(error)) => format!("error: {error}"),
+                            (None, None) => "error: tool call did not finish".to_owned(),
+                        };
+                        results.push(Message::tool_result(call_id, content));
+                    }
+                }
+                messages.push(Message::assistant(self.text(), calls));
+                messages.extend(results);
+            }
         }
     }
 
@@ -186,55 +288,36 @@ impl Transcript {
     pub fn to_messages(&self) -> Vec<Message> {
         let mut messages = Vec::with_capacity(self.messages.len() * 2);
         for message in &self.messages {
-            match message.role {
-                MessageRole::User => {
-                    let texts: Vec<&str> = message
-                        .parts
-                        .iter()
-                        .filter_map(|part| match part {
-                            Part::Text { text, .. } => Some(text.as_str()),
-                            Part::Subtask(_) => Some(SUBTASK_USER_TEXT),
-                            Part::ToolCall { .. } | Part::StepFinish { .. } => None,
-                        })
-                        .collect();
-                    messages.push(Message::user(texts.join("\n\n")));
-                }
-                MessageRole::Assistant => {
-                    let mut calls = Vec::new();
-                    let mut results = Vec::new();
-                    for part in &message.parts {
-                        if let Part::ToolCall {
-                            call_id,
-                            tool,
-                            input,
-                            output,
-                            error,
-                            ..
-                        } = part
-                        {
-                            let arguments = match input {
-                                Value::String(raw) => raw.clone(),
-                                other => other.to_string(),
-                            };
-                            calls.push(ToolCall {
-                                id: call_id.clone(),
-                                name: tool.clone(),
-                                arguments,
-                            });
-                            let content = match (output, error) {
-                                (Some(output), _) => output.clone(),
-                                (None, Some(error)) => format!("error: {error}"),
-                                (None, None) => "error: tool call did not finish".to_owned(),
-                            };
-                            results.push(Message::tool_result(call_id, content));
-                        }
-                    }
-                    messages.push(Message::assistant(message.text(), calls));
-                    messages.extend(results);
-                }
-            }
+            message.push_messages(&mut messages);
         }
         messages
+    }
+
+    /// Removes and returns the last message if it is a step cut short while its tool
+    /// calls ran: an assistant message with a call that has no result.
+    pub fn take_interrupted_step(&mut self) -> Option<TranscriptMessage> {
+        let last = self.messages.last()?;
+        let interrupted =
+            last.role == MessageRole::Assistant && last.parts.iter().any(Part::is_unfinished_call);
+        if interrupted {
+            self.messages.pop()
+        } else {
+            None
+        }
+    }
+
+    /// Model steps recorded since the last user message: what the run that wrote them
+    /// spent of its step budget.
+    pub fn steps_since_last_user_message(&self) -> u32 {
+        let steps = self
+            .messages
+            .iter()
+            .rev()
+            .take_while(|message| message.role == MessageRole::Assistant)
+            .flat_map(|message| &message.parts)
+            .filter(|part| matches!(part, Part::StepFinish { .. }))
+            .count();
+        u32::try_from(steps).unwrap_or(u32::MAX)
     }
 
     /// The todo list as the last successful `todowrite` left it, to restore the

@@ -113,6 +113,7 @@ async fn handle(
         tracing::warn!(task.id = %id, deliveries = a.deliveries, "task dead-lettered after max deliveries");
         // Wake watchers: the task is finished.
         let _ = js_client_publish(js, subjects.finished(id)).await;
+        crate::subtrees::end_subtrees(store, &js.client(), subjects, &[id]).await;
     }
     stream
         .delete_message(a.stream_seq)

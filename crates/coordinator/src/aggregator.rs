@@ -2,7 +2,7 @@
 //!
 //! Results arrive on the RESULTS stream; each is written fenced by its claim epoch
 //! (a stale attempt's result is discarded), then acknowledged, then a "finished" notice
-//! wakes watchers. A message that cannot be decoded is recorded as a dead letter and
+//! wakes watchers; a task that ended this way has its live descendants cancelled. A message that cannot be decoded is recorded as a dead letter and
 //! terminated. Failure policy: a failed database write naks the batch (redelivered after
 //! a delay); the loop restarts with backoff if the consumer itself fails.
 
@@ -132,11 +132,13 @@ async fn results_once(
         }
         match store.record_results(&results).await {
             Ok(recorded) => {
+                let mut ended = Vec::new();
                 for ((msg, result), recorded) in acks.iter().zip(&results).zip(recorded) {
                     if recorded && result.retry_scheduled {
                         tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled");
                     } else if recorded {
                         tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded");
+                        ended.push(result.task_id);
                         let _ = client
                             .publish(subjects.finished(result.task_id), Vec::new().into())
                             .await;
@@ -148,6 +150,9 @@ async fn results_once(
                         );
                     }
                     let _ = msg.ack().await;
+                }
+                if !ended.is_empty() {
+                    crate::subtrees::end_subtrees(&store, &client, &subjects, &ended).await;
                 }
             }
             Err(e) => {

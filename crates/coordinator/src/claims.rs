@@ -1,13 +1,15 @@
 //! Claims: workers ask (request/reply) before running a task and get a fencing epoch.
 //!
 //! Requests are answered in batches: whatever claims are waiting go to Postgres in one
-//! statement. Failure policy: a failed batch answers nothing, so the workers' requests
+//! statement. A claim that finds its task finished (over its deadline or attempt
+//! budget) ends the task's subtree too. Failure policy: a failed batch answers nothing, so the workers' requests
 //! time out and they retry the message later (nak); the loop keeps serving.
 
 use std::collections::HashSet;
 
 use futures::StreamExt;
 use prost::Message as _;
+use taskwire_bus::Subjects;
 use taskwire_protocol::{TaskId, WorkerId, pb, task::decode};
 use taskwire_store::{ClaimOutcome, Store};
 use tokio_util::sync::CancellationToken;
@@ -15,34 +17,39 @@ use tokio_util::sync::CancellationToken;
 const MAX_BATCH: usize = 512;
 const CONCURRENT_BATCHES: usize = 4;
 
-/// Serves claim requests on `subject` (queue group `taskwire-coordinators`) until `shutdown`.
+/// Serves claim requests (queue group `taskwire-coordinators`) until `shutdown`.
 pub async fn run(
     client: async_nats::Client,
     store: Store,
-    subject: String,
+    subjects: Subjects,
     max_running_per_tenant: Option<u32>,
     shutdown: CancellationToken,
 ) -> Result<(), async_nats::SubscribeError> {
     let sub = client
-        .queue_subscribe(subject, "taskwire-coordinators".to_owned())
+        .queue_subscribe(subjects.claim(), "taskwire-coordinators".to_owned())
         .await?;
     sub.take_until(shutdown.cancelled_owned())
         .ready_chunks(MAX_BATCH)
         .for_each_concurrent(CONCURRENT_BATCHES, |batch| {
-            let client = client.clone();
-            let store = store.clone();
-            async move { answer(&client, &store, batch, max_running_per_tenant).await }
+            let (client, store, subjects) = (client.clone(), store.clone(), subjects.clone());
+            async move {
+                let finished = answer(&client, &store, batch, max_running_per_tenant).await;
+                if !finished.is_empty() {
+                    crate::subtrees::end_subtrees(&store, &client, &subjects, &finished).await;
+                }
+            }
         })
         .await;
     Ok(())
 }
 
+/// Answers a batch of claims; returns the tasks found finished.
 async fn answer(
     client: &async_nats::Client,
     store: &Store,
     batch: Vec<async_nats::Message>,
     max_running_per_tenant: Option<u32>,
-) {
+) -> Vec<TaskId> {
     let mut claims = Vec::with_capacity(batch.len());
     let mut replies = Vec::with_capacity(batch.len());
     let mut seen = HashSet::new();
@@ -77,9 +84,10 @@ async fn answer(
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(error = %e, batch = claims.len(), "claim batch failed");
-            return;
+            return Vec::new();
         }
     };
+    let mut finished = Vec::new();
     for ((reply, outcome), (task, worker)) in replies.into_iter().zip(outcomes).zip(&claims) {
         let r = match outcome {
             ClaimOutcome::Granted {
@@ -96,11 +104,14 @@ async fn answer(
                     last_attempt,
                 }
             }
-            ClaimOutcome::Finished(status) => pb::ClaimReply {
-                verdict: pb::claim_reply::Verdict::Finished as i32,
-                reason: format!("task is {status}"),
-                ..Default::default()
-            },
+            ClaimOutcome::Finished(status) => {
+                finished.push(*task);
+                pb::ClaimReply {
+                    verdict: pb::claim_reply::Verdict::Finished as i32,
+                    reason: format!("task is {status}"),
+                    ..Default::default()
+                }
+            }
             ClaimOutcome::Busy => pb::ClaimReply {
                 verdict: pb::claim_reply::Verdict::Busy as i32,
                 reason: "the tenant is at its running-task limit".to_owned(),
@@ -110,6 +121,7 @@ async fn answer(
         };
         let _ = client.publish(reply, r.encode_to_vec().into()).await;
     }
+    finished
 }
 
 fn refuse(reason: &str) -> pb::ClaimReply {

@@ -57,7 +57,22 @@ pub fn result_of(r: &TaskRecord) -> pb::TaskResult {
             attempt: r.attempt,
             claim_epoch: r.claim_epoch.0,
             status: pb::TaskStatus::from(r.status) as i32,
+            errors: stop_reason(r).into_iter().collect(),
             ..Default::default()
         },
     }
+}
+
+/// Why a task was stopped without a result of its own, when that is recorded: only a
+/// task cancelled because its parent ended has a reason (`Cancel` clears it).
+fn stop_reason(r: &TaskRecord) -> Option<pb::TaskError> {
+    let reason = r
+        .last_error
+        .as_ref()
+        .filter(|_| r.status == TaskStatus::Cancelled)?;
+    Some(pb::TaskError {
+        code: "parent_ended".to_owned(),
+        message: reason.clone(),
+        retryable: false,
+    })
 }

@@ -14,7 +14,8 @@
 //! - [`advisories`]: dead-letters tasks whose message reached JetStream's max deliveries.
 //! - [`watch`]: live progress streaming with replay.
 //! - [`commands`]: agent and command registries (reloaded on change) and `RunCommand`.
-//! - [`sweeper`]: finishes overdue tasks.
+//! - [`sweeper`]: finishes overdue tasks; cancels what ended parents left running.
+//! - [`subtrees`]: a task that ends cancels its live descendants.
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`config`], [`error`], [`convert`].
 //!
@@ -35,6 +36,7 @@ pub mod ownership;
 pub mod relay;
 pub mod server;
 pub mod submit;
+pub mod subtrees;
 pub mod sweeper;
 pub mod watch;
 pub mod worker_rpc;
@@ -89,19 +91,7 @@ impl State {
 
     /// Tells a worker running `task` to stop, and watchers that it is finished.
     pub async fn notify_stopped(&self, task: TaskId, reason: &str) {
-        use prost::Message;
-        let notice = pb::CancelNotice {
-            task_id: task.to_string(),
-            reason: reason.to_owned(),
-        };
-        let _ = self
-            .client
-            .publish(self.subjects.cancel(task), notice.encode_to_vec().into())
-            .await;
-        let _ = self
-            .client
-            .publish(self.subjects.finished(task), Vec::new().into())
-            .await;
+        subtrees::notify_stopped(&self.client, &self.subjects, task, reason).await;
     }
 }
 
@@ -177,15 +167,15 @@ pub async fn serve(
         loops.clone(),
     ));
     tasks.spawn({
-        let (client, store, subject, token) = (
+        let (client, store, subjects, token) = (
             client.clone(),
             store.clone(),
-            subjects.claim(),
+            subjects.clone(),
             loops.clone(),
         );
         let limit = state.config.max_running_per_tenant;
         async move {
-            if let Err(e) = claims::run(client, store, subject, limit, token).await {
+            if let Err(e) = claims::run(client, store, subjects, limit, token).await {
                 tracing::error!(error = %e, "claim responder failed to subscribe");
             }
         }

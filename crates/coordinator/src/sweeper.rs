@@ -1,15 +1,24 @@
-//! The sweeper: finishes tasks whose deadline passed, wherever they are.
+//! The sweeper: finishes tasks whose deadline passed, wherever they are, and cancels
+//! what ended parents left running.
 //!
 //! A running task's worker also stops it at the deadline; the sweeper covers the
 //! worker that vanished and the task still queued. It publishes a cancel notice (the
-//! worker, if any, stops) and a "finished" notice (watchers end). Failure policy: log
-//! and try again next tick.
+//! worker, if any, stops) and a "finished" notice (watchers end). It also looks for
+//! ended tasks that still have live children (a coordinator that stopped between the
+//! two writes, a child submitted while its parent ended) and ends their subtrees.
+//! Failure policy: log and try again next tick.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::State;
+
+async fn end_subtrees(state: &State, ended: &[taskwire_protocol::TaskId]) {
+    if !ended.is_empty() {
+        crate::subtrees::end_subtrees(&state.store, &state.client, &state.subjects, ended).await;
+    }
+}
 
 pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(state.config.sweep_interval);
@@ -20,12 +29,22 @@ pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
         }
         match state.store.expire_overdue(1000).await {
             Ok(ids) => {
-                for id in ids {
+                for id in &ids {
                     tracing::info!(task.id = %id, "deadline exceeded");
-                    state.notify_stopped(id, "deadline exceeded").await;
+                    state.notify_stopped(*id, "deadline exceeded").await;
                 }
+                end_subtrees(&state, &ids).await;
             }
             Err(e) => tracing::warn!(error = %e, "sweep for overdue tasks failed"),
+        }
+        match state.store.ended_with_live_children(1000).await {
+            Ok(ids) => {
+                if !ids.is_empty() {
+                    tracing::info!(tasks = ids.len(), "ended tasks with live children found");
+                }
+                end_subtrees(&state, &ids).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "sweep for orphaned tasks failed"),
         }
     }
 }

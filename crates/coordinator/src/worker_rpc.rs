@@ -145,6 +145,7 @@ async fn child(state: &State, payload: &[u8]) -> pb::ChildSubmitReply {
             status: ok(),
             task_id: r.task_id,
             session_id: r.session_id,
+            created: r.created,
         },
         Err(e) => pb::ChildSubmitReply {
             status: status_of(&e),
@@ -197,15 +198,19 @@ async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {
         }
     };
     match run.await {
-        Ok(SessionLoad::Found(transcript)) => pb::SessionLoadReply {
+        Ok(SessionLoad::Found {
+            transcript,
+            saved_by,
+        }) => pb::SessionLoadReply {
             status: ok(),
             found: true,
             transcript_json: serde_json::to_vec(&transcript).unwrap_or_default(),
+            saved_by_task_id: saved_by.to_string(),
         },
         Ok(_) => pb::SessionLoadReply {
             status: ok(),
             found: false,
-            transcript_json: Vec::new(),
+            ..Default::default()
         },
         Err(e) => pb::SessionLoadReply {
             status: status_of(&e),

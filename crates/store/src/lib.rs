@@ -9,6 +9,7 @@
 //! - [`sessions`]: session transcripts (fenced by the saving attempt's claim).
 //! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`ownership`]: lookups of caller-named ids together with their tenant.
+//! - [`subtrees`]: the live descendants of ended tasks, cancelled.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
 //!
@@ -26,6 +27,7 @@ pub mod ownership;
 pub mod record;
 pub mod results;
 pub mod sessions;
+pub mod subtrees;
 pub mod tasks;
 
 use std::time::Duration;
@@ -37,6 +39,8 @@ pub use record::{
     AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask,
     ReplayOutcome, TaskRecord,
 };
+pub use sessions::StoredSession;
+pub use subtrees::CancelledDescendant;
 
 /// The embedded, forward-only migrations (`migrations/*.sql`).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -13,8 +13,11 @@ use crate::{Store, StoreError, TaskRecord};
 /// What a worker's session load found, checked against the task that asks.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionLoad {
-    /// The saved transcript (JSON).
-    Found(serde_json::Value),
+    /// The saved transcript (JSON), and the task whose attempt saved it last.
+    Found {
+        transcript: serde_json::Value,
+        saved_by: TaskId,
+    },
     /// The task's own session has no saved transcript yet (a new session).
     New,
     /// The session is not the asking task's, or belongs to another tenant, or the task
@@ -104,8 +107,14 @@ impl Store {
         session: SessionId,
         task: TaskId,
     ) -> Result<SessionLoad, StoreError> {
-        let row: Option<(Option<String>, String, Option<serde_json::Value>)> = sqlx::query_as(
-            "SELECT s.tenant, t.tenant, s.transcript FROM tasks t \
+        type Row = (
+            Option<String>,
+            String,
+            Option<serde_json::Value>,
+            Option<uuid::Uuid>,
+        );
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT s.tenant, t.tenant, s.transcript, s.task_id FROM tasks t \
              LEFT JOIN sessions s ON s.session_id = t.session_id \
              WHERE t.task_id = $2 AND t.session_id = $1",
         )
@@ -116,11 +125,13 @@ impl Store {
         .map_err(|e| StoreError::from_sqlx("load a session", e))?;
         Ok(match row {
             None => SessionLoad::NotFound,
-            Some((None, _, _)) => SessionLoad::New,
-            Some((Some(owner), tenant, _)) if owner != tenant => SessionLoad::NotFound,
-            Some((Some(_), _, transcript)) => {
-                transcript.map_or(SessionLoad::New, SessionLoad::Found)
-            }
+            Some((None, ..)) => SessionLoad::New,
+            Some((Some(owner), tenant, ..)) if owner != tenant => SessionLoad::NotFound,
+            Some((Some(_), _, Some(transcript), Some(saved_by))) => SessionLoad::Found {
+                transcript,
+                saved_by: TaskId::from_uuid(saved_by),
+            },
+            Some(_) => SessionLoad::New,
         })
     }
 }

@@ -5,6 +5,15 @@ use taskwire_protocol::{ClaimEpoch, SessionId, TaskId};
 
 use crate::{Store, StoreError};
 
+/// A saved session transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSession {
+    pub tenant: String,
+    /// The task whose attempt saved it last (a checkpoint, or a result's transcript).
+    pub saved_by: TaskId,
+    pub transcript: serde_json::Value,
+}
+
 /// One transcript to save: `(session, task, claim epoch, transcript as JSON text)`.
 pub type SessionWrite = (SessionId, TaskId, ClaimEpoch, String);
 
@@ -62,15 +71,23 @@ impl Store {
             .collect())
     }
 
-    /// The transcript of a session, if one was saved; with its tenant.
+    /// The transcript of a session, if one was saved; with its tenant and the task
+    /// that saved it last.
     pub async fn load_session(
         &self,
         session: SessionId,
-    ) -> Result<Option<(String, serde_json::Value)>, StoreError> {
-        sqlx::query_as("SELECT tenant, transcript FROM sessions WHERE session_id = $1")
-            .bind(session.as_uuid())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| StoreError::from_sqlx("load a session", e))
+    ) -> Result<Option<StoredSession>, StoreError> {
+        let row: Option<(String, uuid::Uuid, serde_json::Value)> = sqlx::query_as(
+            "SELECT tenant, task_id, transcript FROM sessions WHERE session_id = $1",
+        )
+        .bind(session.as_uuid())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("load a session", e))?;
+        Ok(row.map(|(tenant, task, transcript)| StoredSession {
+            tenant,
+            saved_by: TaskId::from_uuid(task),
+            transcript,
+        }))
     }
 }

@@ -181,13 +181,14 @@ impl Store {
     }
 
     /// Cancels a task and every live descendant; returns the ids actually cancelled
-    /// (empty when the task was already finished). Cancelling twice is harmless.
+    /// (empty when the task was already finished). Cancelling twice is harmless. An
+    /// error of an earlier attempt is cleared: the reason is the cancel.
     pub async fn cancel_tree(&self, task_id: TaskId) -> Result<Vec<TaskId>, StoreError> {
         let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
             "WITH RECURSIVE tree AS ( \
                  SELECT task_id FROM tasks WHERE task_id = $1 \
                  UNION ALL SELECT t.task_id FROM tasks t JOIN tree ON t.parent_task_id = tree.task_id) \
-             UPDATE tasks SET status = 'cancelled', updated_at = now(), finished_at = now() \
+             UPDATE tasks SET status = 'cancelled', last_error = NULL, updated_at = now(), finished_at = now() \
              WHERE task_id IN (SELECT task_id FROM tree) AND status IN {LIVE} RETURNING task_id"
         )))
         .bind(task_id.as_uuid())

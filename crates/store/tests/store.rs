@@ -427,12 +427,15 @@ async fn a_second_task_on_a_busy_session_waits_for_the_first() {
         .await
         .expect("stale save");
     assert_eq!(stale, vec![false]);
-    let (tenant, loaded) = store
+    let loaded = store
         .load_session(session)
         .await
         .expect("load")
         .expect("saved");
-    assert_eq!((tenant.as_str(), loaded), ("acme", transcript));
+    assert_eq!(
+        (loaded.tenant.as_str(), loaded.saved_by, loaded.transcript),
+        ("acme", a, transcript)
+    );
 
     store
         .record_results(&[result(a, epoch, "done")])
@@ -655,6 +658,117 @@ async fn ids_are_found_only_with_their_tenant() {
             .load_session_for_task(session, id)
             .await
             .expect("load"),
-        SessionLoad::Found(transcript)
+        SessionLoad::Found {
+            transcript,
+            saved_by: id
+        }
+    );
+}
+
+/// A root with a queued child, and a finished child holding a queued grandchild.
+async fn tree(store: &Store) -> (TaskId, TaskId, TaskId, TaskId) {
+    let root = task(None, "d");
+    let root_id = root.request.task_id;
+    let child = |parent| {
+        let mut t = task(None, "d");
+        t.request.parent_task_id = Some(parent);
+        t
+    };
+    let (live, done) = (child(root_id), child(root_id));
+    let (live_id, done_id) = (live.request.task_id, done.request.task_id);
+    let grandchild = child(done_id);
+    let grandchild_id = grandchild.request.task_id;
+    store
+        .insert_tasks(&[root, live, done, grandchild])
+        .await
+        .expect("insert");
+    let ClaimOutcome::Granted { epoch, .. } = claim(store, done_id).await else {
+        panic!("the child is claimable")
+    };
+    store
+        .record_results(&[result(done_id, epoch, "done")])
+        .await
+        .expect("record");
+    (root_id, live_id, done_id, grandchild_id)
+}
+
+#[tokio::test]
+async fn the_live_descendants_of_an_ended_task_are_cancelled_naming_it() {
+    let (_db, store) = store().await;
+    let (root, live, done, grandchild) = tree(&store).await;
+    assert!(
+        store
+            .cancel_descendants(&[root])
+            .await
+            .expect("cancel")
+            .is_empty(),
+        "a live parent keeps its children"
+    );
+
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, root).await else {
+        panic!("the root is claimable")
+    };
+    let mut failed = result(root, epoch, "");
+    failed.status = TaskStatus::Error;
+    store.record_results(&[failed]).await.expect("record");
+    let mut cancelled = store.cancel_descendants(&[root]).await.expect("cancel");
+    cancelled.sort_by_key(|c| c.task_id != live);
+    let ids: Vec<TaskId> = cancelled.iter().map(|c| c.task_id).collect();
+    assert_eq!(ids, [live, grandchild], "the finished child stays finished");
+    assert_eq!(
+        cancelled[0].reason,
+        format!("parent task {root} ended (error)")
+    );
+    assert_eq!(
+        cancelled[1].reason,
+        format!("ancestor task {root} ended (error)")
+    );
+    for (id, status) in [
+        (live, TaskStatus::Cancelled),
+        (grandchild, TaskStatus::Cancelled),
+        (done, TaskStatus::Completed),
+    ] {
+        let record = store.get_task(id).await.expect("get").expect("exists");
+        assert_eq!(record.status, status, "{id}");
+    }
+    let record = store.get_task(live).await.expect("get").expect("exists");
+    assert_eq!(record.last_error, Some(cancelled[0].reason.clone()));
+    assert!(
+        store
+            .cancel_descendants(&[root])
+            .await
+            .expect("again")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn ended_tasks_with_live_children_are_found_until_their_children_are_cancelled() {
+    let (_db, store) = store().await;
+    let (root, _, done, _) = tree(&store).await;
+    // The finished child's queued grandchild is an orphan already; the live root's
+    // queued child is not.
+    assert_eq!(
+        store.ended_with_live_children(10).await.expect("find"),
+        [done]
+    );
+    assert!(
+        store
+            .dead_letter_task(root, "gave up")
+            .await
+            .expect("dead-letter")
+    );
+    let mut found = store.ended_with_live_children(10).await.expect("find");
+    found.sort();
+    let mut expected = vec![root, done];
+    expected.sort();
+    assert_eq!(found, expected);
+    store.cancel_descendants(&found).await.expect("cancel");
+    assert!(
+        store
+            .ended_with_live_children(10)
+            .await
+            .expect("find")
+            .is_empty()
     );
 }

@@ -16,7 +16,7 @@ pub mod postgres;
 pub mod private_postgres;
 pub mod tls;
 
-pub use model::{ScriptedModel, ScriptedReply, SeenRequest};
+pub use model::{Gate, ScriptedModel, ScriptedReply, SeenRequest};
 pub use nats::NatsServer;
 pub use postgres::TestDatabase;
 pub use private_postgres::PrivatePostgres;

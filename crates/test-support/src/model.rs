@@ -21,7 +21,7 @@ mod anthropic;
 mod openai;
 mod reply;
 
-pub use reply::ScriptedReply;
+pub use reply::{Gate, ScriptedReply};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -351,6 +351,9 @@ async fn serve(
     };
     if !scripted.delay().is_zero() {
         tokio::time::sleep(scripted.delay()).await;
+    }
+    if let Some(gate) = scripted.gate() {
+        gate.passed().await;
     }
     reply::respond(&scripted, &request)
 }

@@ -3,7 +3,11 @@
 //! - `task` tool: a child task is submitted through the coordinator (which checks the
 //!   depth limit, the scope and the deadline), then followed live on its progress
 //!   subject (its tool calls reach the parent's progress) until the coordinator says it
-//!   finished; its recorded result comes back to the model.
+//!   finished; its recorded result comes back to the model. The submit is idempotent,
+//!   keyed by the parent task and the call id: a later attempt of the parent, resumed
+//!   from its checkpoint, makes the same call and re-attaches to the same child.
+//! - checkpoints: the session so far is saved through the coordinator (fenced by the
+//!   claim) before a step's children start.
 //! - `ask` permissions: the coordinator marks the task `awaiting_approval`; the answer
 //!   (gRPC `Approve`) arrives on the task's approval subject. An unanswered ask times
 //!   out as a deny; it never blocks forever.
@@ -17,17 +21,17 @@ use prost::Message as _;
 use taskwire_agent::host::{
     ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
 };
+use taskwire_agent::transcript::Transcript;
 use taskwire_agent::{SessionHost, ToolCallState};
 use taskwire_llm::Usage;
-use taskwire_protocol::{ClaimEpoch, TaskId, TaskStatus, pb, task::decode};
+use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, TaskStatus, pb, task::decode};
 use tokio_util::sync::CancellationToken;
 
 use crate::task::Context;
 
-/// How long a child submit may take (sent once: a second try could start a second child).
-const RPC_TIMEOUT: Duration = Duration::from_secs(10);
-/// Other worker requests are idempotent: several short tries ride out a coordinator
-/// that was killed (its requests go unanswered) or is restarting (no responders).
+/// Worker requests are idempotent (child submits by their key): several short tries
+/// ride out a coordinator that was killed (its requests go unanswered) or is
+/// restarting (no responders).
 const RPC_TRY_TIMEOUT: Duration = Duration::from_secs(3);
 const RPC_RETRIES: u32 = 2;
 /// How often a task waiting for an approval asks the coordinator whether it was answered.
@@ -41,6 +45,8 @@ pub struct WorkerHost<'a> {
     pub ctx: &'a Context,
     pub task_id: TaskId,
     pub epoch: ClaimEpoch,
+    /// The session this attempt runs, which checkpoints save.
+    pub session_id: SessionId,
     /// The model this session runs on (children inherit it).
     pub model: String,
     pub subagents: Vec<(String, String)>,
@@ -55,18 +61,13 @@ pub async fn rpc<R: prost::Message + Default>(
 ) -> Result<R, String> {
     let subject = ctx.subjects.rpc(method);
     let body = bytes::Bytes::from(body);
-    let (retries, per_try) = if method == "child" {
-        (0, RPC_TIMEOUT)
-    } else {
-        (RPC_RETRIES, RPC_TRY_TIMEOUT)
-    };
     let mut last_error = String::new();
-    for attempt in 0..=retries {
+    for attempt in 0..=RPC_RETRIES {
         if attempt > 0 {
             tokio::time::sleep(Duration::from_millis(500) * attempt).await;
         }
-        match tokio::time::timeout(per_try, ctx.client.request(subject.clone(), body.clone())).await
-        {
+        let request = ctx.client.request(subject.clone(), body.clone());
+        match tokio::time::timeout(RPC_TRY_TIMEOUT, request).await {
             Ok(Ok(reply)) => {
                 return decode::<R>("worker request reply", &reply.payload)
                     .map_err(|e| e.to_string());
@@ -87,7 +88,11 @@ pub fn failed(status: Option<&pb::RpcStatus>) -> Option<String> {
 
 #[async_trait]
 impl SessionHost for WorkerHost<'_> {
-    async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {
+    async fn approve(
+        &self,
+        request: ApprovalRequest,
+        asked: &(dyn Fn() + Send + Sync),
+    ) -> ApprovalAnswer {
         let ctx = self.ctx;
         // Subscribe before asking, so the answer cannot slip past.
         let mut decisions = match ctx
@@ -116,7 +121,7 @@ impl SessionHost for WorkerHost<'_> {
             .encode_to_vec()
         };
         match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false, false)).await {
-            Ok(r) if failed(r.status.as_ref()).is_none() => {}
+            Ok(r) if failed(r.status.as_ref()).is_none() => asked(),
             Ok(r) => {
                 let reason = failed(r.status.as_ref()).unwrap_or_default();
                 return ApprovalAnswer::Reject {
@@ -177,6 +182,12 @@ impl SessionHost for WorkerHost<'_> {
         cancel: CancellationToken,
     ) -> Result<ChildTaskResult, String> {
         let ctx = self.ctx;
+        // Without a call id there is nothing to recognise the call by on a later attempt.
+        let idempotency_key = if request.call_id.is_empty() {
+            String::new()
+        } else {
+            format!("child:{}:{}", self.task_id, request.call_id)
+        };
         let submit = pb::ChildSubmit {
             parent_task_id: self.task_id.to_string(),
             parent_claim_epoch: self.epoch.0,
@@ -187,6 +198,7 @@ impl SessionHost for WorkerHost<'_> {
                 intent: request.description.clone(),
                 resume_token: request.session_id.clone().unwrap_or_default(),
                 command: request.command.clone().unwrap_or_default(),
+                idempotency_key,
                 ..Default::default()
             }),
         };
@@ -195,7 +207,11 @@ impl SessionHost for WorkerHost<'_> {
             return Err(format!("the child task was refused: {e}"));
         }
         let child = TaskId::parse_field("task_id", &reply.task_id).map_err(|e| e.to_string())?;
-        tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, "child task started");
+        if reply.created {
+            tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, "child task started");
+        } else {
+            tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, call_id = %request.call_id, "re-attached to child task");
+        }
         let outcome = tokio::select! {
             r = follow_child(ctx, self.task_id, child, on_progress) => r,
             _ = cancel.cancelled() => Err(format!("stopped while child task {child} was running")),
@@ -208,6 +224,24 @@ impl SessionHost for WorkerHost<'_> {
 
     fn subagents(&self) -> Vec<(String, String)> {
         self.subagents.clone()
+    }
+
+    async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
+        let transcript_json = serde_json::to_vec(transcript)
+            .map_err(|e| format!("failed to encode the transcript: {e}"))?;
+        let save = pb::SessionSave {
+            session_id: self.session_id.to_string(),
+            task_id: self.task_id.to_string(),
+            claim_epoch: self.epoch.0,
+            transcript_json,
+        };
+        let reply =
+            rpc::<pb::SessionSaveReply>(self.ctx, "session.save", save.encode_to_vec()).await?;
+        if let Some(e) = failed(reply.status.as_ref()) {
+            return Err(e);
+        }
+        tracing::debug!(task.id = %self.task_id, session.id = %self.session_id, "checkpoint saved");
+        Ok(())
     }
 }
 

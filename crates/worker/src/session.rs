@@ -58,11 +58,7 @@ pub async fn run(
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
-    let mut history = if request.new_session {
-        Transcript::new(session_id.to_string())
-    } else {
-        load_transcript(ctx, request.task_id, session_id).await?
-    };
+    let (mut history, from_checkpoint) = history(ctx, request, claim, session_id).await?;
 
     let (sink, publisher) = ProgressPublisher::start(
         ctx.js.clone(),
@@ -75,6 +71,7 @@ pub async fn run(
         ctx,
         task_id: request.task_id,
         epoch: claim.epoch,
+        session_id,
         model: model.clone(),
         // The `task` tool lists only the agents this one (and its ancestors) may start.
         subagents: {
@@ -91,8 +88,9 @@ pub async fn run(
     let run = async {
         let mut prompt = request.prompt.clone();
         let mut subtask_usage = taskwire_llm::Usage::default();
-        if let Some(part) = &request.subtask {
-            // A slash command's delegation runs first, with no model deciding it.
+        if let Some(part) = request.subtask.as_ref().filter(|_| !from_checkpoint) {
+            // A slash command's delegation runs first, with no model deciding it (a
+            // checkpoint comes after it, and holds it).
             let part = SubtaskPart {
                 agent: part.agent.clone(),
                 description: part.description.clone(),
@@ -112,6 +110,7 @@ pub async fn run(
             history,
             workspace: ctx.workspace.clone(),
             inherited_permission: inherited,
+            from_checkpoint,
         };
         let mut outcome = run_session(
             params,
@@ -136,11 +135,41 @@ pub async fn run(
 /// larger ones are saved on their own, before the result, through the coordinator.
 const TRANSCRIPT_WITH_RESULT: usize = 256 * 1024;
 
+/// The session to start from, and whether it is this task's own checkpoint.
+///
+/// A new session has nothing to load on its first attempt. Otherwise the saved
+/// transcript is loaded: when this task saved it (an earlier attempt's checkpoint, or
+/// the transcript of an attempt that failed and is retried) the run goes on from it;
+/// when another task did (`resume_token` of a finished session) it is history to add
+/// this task's prompt to. A new session never continues someone else's transcript.
+async fn history(
+    ctx: &Context,
+    request: &TaskRequest,
+    claim: Claim,
+    session_id: SessionId,
+) -> Result<(Transcript, bool), StartError> {
+    let fresh = || Transcript::new(session_id.to_string());
+    if request.new_session && claim.attempt <= 1 {
+        return Ok((fresh(), false));
+    }
+    Ok(
+        match load_transcript(ctx, request.task_id, session_id).await? {
+            Some((transcript, saved_by)) if saved_by == request.task_id.to_string() => {
+                tracing::info!(task.id = %request.task_id, session.id = %session_id, "resuming from this task's checkpoint");
+                (transcript, true)
+            }
+            Some((transcript, _)) if !request.new_session => (transcript, false),
+            _ => (fresh(), false),
+        },
+    )
+}
+
+/// The saved transcript and the task that saved it, if there is one.
 async fn load_transcript(
     ctx: &Context,
     task_id: TaskId,
     session_id: SessionId,
-) -> Result<Transcript, StartError> {
+) -> Result<Option<(Transcript, String)>, StartError> {
     let unavailable =
         |e: String| StartError::Unavailable(format!("failed to load session {session_id}: {e}"));
     let load = pb::SessionLoad {
@@ -154,13 +183,14 @@ async fn load_transcript(
         return Err(unavailable(e));
     }
     if !reply.found {
-        return Ok(Transcript::new(session_id.to_string()));
+        return Ok(None);
     }
-    serde_json::from_slice(&reply.transcript_json).map_err(|e| {
+    let transcript = serde_json::from_slice(&reply.transcript_json).map_err(|e| {
         StartError::Invalid(format!(
             "session {session_id} has an unreadable transcript: {e}"
         ))
-    })
+    })?;
+    Ok(Some((transcript, reply.saved_by_task_id)))
 }
 
 /// The transcript as JSON to send with the result, or `None` after saving a large one

@@ -97,6 +97,7 @@ pub async fn run_subtask(
     emit(ToolCallState::Pending, None);
     emit(ToolCallState::Running, None);
     let request = ChildTaskRequest {
+        call_id: call_id.to_owned(),
         description: part.description.clone(),
         prompt: part.prompt.clone(),
         subagent_type: part.agent.clone(),

@@ -96,7 +96,11 @@ impl<'a> Turn<'a> {
                             }
                             self.emit(call, ToolCallState::Running, &title, None);
                         }
-                        (index, ready.tool.execute(ready.args, self.ctx).await)
+                        let ctx = ToolContext {
+                            call_id: call.id.clone(),
+                            ..self.ctx.clone()
+                        };
+                        (index, ready.tool.execute(ready.args, &ctx).await)
                     });
                 }
             }
@@ -286,18 +290,22 @@ impl<'a> Turn<'a> {
             }
         };
         let request_id = state.next_approval_id(&call.id);
-        self.ctx.observer.on_event(SessionEvent::ApprovalRequired {
-            request_id: request_id.clone(),
-            permission: permission.to_owned(),
-            patterns: patterns.clone(),
-        });
         let request = ApprovalRequest {
-            request_id,
+            request_id: request_id.clone(),
             permission: permission.to_owned(),
             patterns: patterns.clone(),
             title: title.to_owned(),
         };
-        let answer = self.ctx.host.approve(request).await;
+        // Announced once the host has recorded the request, so that whoever sees the
+        // event can answer it at once.
+        let announce = || {
+            self.ctx.observer.on_event(SessionEvent::ApprovalRequired {
+                request_id: request_id.clone(),
+                permission: permission.to_owned(),
+                patterns: patterns.clone(),
+            });
+        };
+        let answer = self.ctx.host.approve(request, &announce).await;
         tracing::debug!(tool.name = %call.name, ?answer, "approval answered");
         match answer {
             ApprovalAnswer::Once => Ok(()),

@@ -104,6 +104,7 @@ impl Tool for TaskTool {
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
         let request = ChildTaskRequest {
+            call_id: ctx.call_id.clone(),
             description: args.description.clone(),
             prompt: args.prompt,
             subagent_type: args.subagent_type.clone(),

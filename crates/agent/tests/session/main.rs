@@ -8,11 +8,14 @@
 //! - `approvals`: `ask` through the host (once, always, reject, time out), bash rules.
 //! - `inherited`: a child session bounded by its ancestors' rules.
 //! - `tasks`: the `task` tool: parallel children, metadata, failures, usage.
+//! - `checkpoints`: a step calling `task` saved before its children start; resuming
+//!   from it.
 //! - `agents`: markdown agents, tool-less agents, transcripts, slash-command subtasks.
 //! - `endings`: step limit, cancellation, model errors.
 
 mod agents;
 mod approvals;
+mod checkpoints;
 mod endings;
 mod flow;
 mod inherited;

@@ -139,6 +139,7 @@ impl Fixture {
             history: Transcript::new("ses-test"),
             workspace: self.workspace.clone(),
             inherited_permission: Vec::new(),
+            from_checkpoint: false,
         }
     }
 
@@ -282,6 +283,10 @@ pub(crate) struct TestHost {
     /// When set, every child waits here first: two children can only both pass if
     /// they run at the same time.
     barrier: Option<tokio::sync::Barrier>,
+    /// Every checkpoint saved, with how many children had been asked for by then.
+    pub(crate) checkpoints: Mutex<Vec<(Transcript, usize)>>,
+    /// When set, every checkpoint fails with this reason.
+    refuse_checkpoints: Option<String>,
 }
 
 impl TestHost {
@@ -291,7 +296,23 @@ impl TestHost {
             approvals: Mutex::default(),
             children: Mutex::default(),
             barrier: None,
+            checkpoints: Mutex::default(),
+            refuse_checkpoints: None,
         }
+    }
+
+    /// Checkpoints fail with `reason`.
+    pub(crate) fn refusing_checkpoints(mut self, reason: &str) -> Self {
+        self.refuse_checkpoints = Some(reason.to_owned());
+        self
+    }
+
+    pub(crate) fn children(&self) -> Vec<ChildTaskRequest> {
+        self.children.lock().expect("not poisoned").clone()
+    }
+
+    pub(crate) fn checkpoints(&self) -> Vec<(Transcript, usize)> {
+        self.checkpoints.lock().expect("not poisoned").clone()
     }
 
     /// Children wait until `n` of them are running at once.
@@ -307,8 +328,13 @@ impl TestHost {
 
 #[async_trait::async_trait]
 impl SessionHost for TestHost {
-    async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {
+    async fn approve(
+        &self,
+        request: ApprovalRequest,
+        asked: &(dyn Fn() + Send + Sync),
+    ) -> ApprovalAnswer {
         self.approvals.lock().expect("not poisoned").push(request);
+        asked();
         self.answers
             .lock()
             .expect("not poisoned")
@@ -345,6 +371,18 @@ impl SessionHost for TestHost {
             });
         }
         child_result(&request)
+    }
+
+    async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
+        if let Some(reason) = &self.refuse_checkpoints {
+            return Err(reason.clone());
+        }
+        let started = self.children.lock().expect("not poisoned").len();
+        self.checkpoints
+            .lock()
+            .expect("not poisoned")
+            .push((transcript.clone(), started));
+        Ok(())
     }
 
     fn subagents(&self) -> Vec<(String, String)> {

@@ -24,9 +24,40 @@ pub struct ScriptedReply {
     usage: Option<(u64, u64)>,
     retry_after: Option<u64>,
     delay: Duration,
+    gate: Option<Gate>,
     finish_reason: Option<String>,
     break_stream: bool,
     stream_error: Option<String>,
+}
+
+/// Holds back the replies given it until a test opens it: a model that is "thinking"
+/// for exactly as long as the test needs. Clones share one gate.
+#[derive(Debug, Clone)]
+pub struct Gate(std::sync::Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+
+    /// Lets every held and every later reply through.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Waits until the gate is open.
+    pub(super) async fn passed(&self) {
+        let mut open = self.0.subscribe();
+        // The sender lives in `self`, so the wait ends only by opening.
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -122,6 +153,12 @@ impl ScriptedReply {
         self
     }
 
+    /// Holds the answer back until `gate` opens (after any delay).
+    pub fn with_gate(mut self, gate: &Gate) -> Self {
+        self.gate = Some(gate.clone());
+        self
+    }
+
     /// Overrides the finish reason, in OpenAI vocabulary (`length`, `content_filter`,
     /// ...); the Anthropic endpoint maps it to its `stop_reason`.
     pub fn with_finish_reason(mut self, reason: impl Into<String>) -> Self {
@@ -151,6 +188,11 @@ impl ScriptedReply {
         self.delay
     }
 
+    /// The gate the answer waits for, if any.
+    pub(super) fn gate(&self) -> Option<&Gate> {
+        self.gate.as_ref()
+    }
+
     fn answer(text: String, tool_calls: Vec<ScriptedToolCall>) -> Self {
         Self::with_kind(ReplyKind::Answer { text, tool_calls })
     }
@@ -161,6 +203,7 @@ impl ScriptedReply {
             usage: None,
             retry_after: None,
             delay: Duration::ZERO,
+            gate: None,
             finish_reason: None,
             break_stream: false,
             stream_error: None,
