@@ -77,19 +77,6 @@ async fn run(cluster: &Cluster, command: &str, arguments: &str) -> pb::Task {
     cluster.wait_finished(&r.task_id).await.expect("finished")
 }
 
-async fn children(cluster: &Cluster, parent: &str) -> Vec<pb::Task> {
-    let mut client = cluster.client().await.expect("client");
-    client
-        .list(pb::ListRequest {
-            parent_task_id: parent.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("list")
-        .into_inner()
-        .tasks
-}
-
 #[tokio::test]
 async fn a_command_for_a_subagent_runs_as_a_subtask_then_the_session_summarises() {
     let config = config_dir();
@@ -105,7 +92,7 @@ async fn a_command_for_a_subagent_runs_as_a_subtask_then_the_session_summarises(
         task.agent, "build",
         "the session runs in the default primary agent"
     );
-    let kids = children(&cluster, &task.task_id).await;
+    let kids = cluster.children(&task.task_id).await.expect("children");
     assert_eq!(kids.len(), 1, "one subtask, started without asking a model");
     assert_eq!(kids[0].agent, "explore");
     assert_eq!(kids[0].prompt, "Find Config in Config src");
@@ -143,7 +130,13 @@ async fn subtask_false_sends_the_rendered_prompt_to_the_agent() {
     assert_eq!(task.status(), pb::TaskStatus::Completed);
     assert_eq!(task.agent, "explore");
     assert_eq!(task.prompt, "Answer about retries");
-    assert!(children(&cluster, &task.task_id).await.is_empty());
+    assert!(
+        cluster
+            .children(&task.task_id)
+            .await
+            .expect("children")
+            .is_empty()
+    );
     assert_eq!(
         task.result.expect("result").output.expect("output").text,
         "answered: Answer about retries"
@@ -162,7 +155,7 @@ async fn subtask_true_delegates_even_to_a_primary_agent() {
         "{:?}",
         task.result
     );
-    let kids = children(&cluster, &task.task_id).await;
+    let kids = cluster.children(&task.task_id).await.expect("children");
     assert_eq!(kids.len(), 1);
     assert_eq!(
         (kids[0].agent.as_str(), kids[0].prompt.as_str()),

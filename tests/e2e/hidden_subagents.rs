@@ -14,10 +14,7 @@ fn write(dir: &std::path::Path, file: &str, text: &str) {
 }
 
 fn first_user(req: &SeenRequest) -> &str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "user")
-        .map_or("", |m| m.content.as_str())
+    req.first_user_message().unwrap_or_default()
 }
 
 /// A root prompt `call NAME` makes one `task` call to NAME, then reports its result;
@@ -94,21 +91,6 @@ async fn run(cluster: &Cluster, agent: &str, prompt: &str) -> (pb::Task, String)
     (task, text)
 }
 
-async fn children(cluster: &Cluster, parent: &str) -> Vec<pb::Task> {
-    cluster
-        .client()
-        .await
-        .expect("client")
-        .list(pb::ListRequest {
-            parent_task_id: parent.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("list")
-        .into_inner()
-        .tasks
-}
-
 #[tokio::test]
 async fn a_hidden_markdown_subagent_is_not_listed_but_runs_when_named() {
     let (cluster, _config) = cluster().await;
@@ -118,7 +100,7 @@ async fn a_hidden_markdown_subagent_is_not_listed_but_runs_when_named() {
         text.starts_with("task said: scout work: done\n\n<task_metadata>"),
         "{text}"
     );
-    let kids = children(&cluster, &task.task_id).await;
+    let kids = cluster.children(&task.task_id).await.expect("children");
     assert_eq!(kids.len(), 1);
     assert_eq!(kids[0].agent, "scout");
     assert_eq!(kids[0].status(), pb::TaskStatus::Completed);
@@ -165,7 +147,13 @@ async fn an_unknown_subagent_is_a_tool_error_that_names_it() {
         text.contains("explore") && !text.contains("scout"),
         "{text}"
     );
-    assert!(children(&cluster, &task.task_id).await.is_empty());
+    assert!(
+        cluster
+            .children(&task.task_id)
+            .await
+            .expect("children")
+            .is_empty()
+    );
     cluster.shutdown().await;
 }
 
@@ -178,7 +166,13 @@ async fn a_hidden_subagent_the_callers_rules_deny_is_refused() {
         text,
         "task said: error: permission denied: task on scout is denied by rule \"task scout deny\""
     );
-    assert!(children(&cluster, &task.task_id).await.is_empty());
+    assert!(
+        cluster
+            .children(&task.task_id)
+            .await
+            .expect("children")
+            .is_empty()
+    );
     let requests = cluster.model.requests();
     assert!(
         !requests.iter().any(|r| first_user(r) == "scout work"),

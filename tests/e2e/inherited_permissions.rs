@@ -11,10 +11,7 @@ use taskwire_protocol::pb;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
 fn first_user(req: &SeenRequest) -> &str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "user")
-        .map_or("", |m| m.content.as_str())
+    req.first_user_message().unwrap_or_default()
 }
 
 fn tool_result<'r>(req: &'r SeenRequest, call_id: &str) -> &'r str {
@@ -61,18 +58,9 @@ fn delegate(req: &SeenRequest) -> ScriptedReply {
 
 /// The only child of `parent`, once it exists.
 async fn only_child(cluster: &Cluster, parent: &str) -> pb::Task {
-    let mut client = cluster.client().await.expect("client");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let mut tasks = client
-            .list(pb::ListRequest {
-                parent_task_id: parent.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("list")
-            .into_inner()
-            .tasks;
+        let mut tasks = cluster.children(parent).await.expect("children");
         if let Some(child) = tasks.pop() {
             assert!(tasks.is_empty(), "one child");
             return child;

@@ -8,11 +8,7 @@ use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 use tonic::Code;
 
 fn first_user(req: &SeenRequest) -> String {
-    req.messages
-        .iter()
-        .find(|m| m.role == "user")
-        .map(|m| m.content.clone())
-        .unwrap_or_default()
+    req.first_user_message().unwrap_or_default().to_owned()
 }
 
 /// The parent delegates to two explore children in one turn, then reports what they

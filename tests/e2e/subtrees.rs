@@ -16,10 +16,7 @@ const PARENT: &str = "delegate and wait";
 const CHILD: &str = "child: take your time";
 
 fn first_user(req: &SeenRequest) -> &str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "user")
-        .map_or("", |m| m.content.as_str())
+    req.first_user_message().unwrap_or_default()
 }
 
 /// The parent starts one child and, once it has its result, answers; the child
@@ -70,18 +67,9 @@ async fn submit(cluster: &Cluster, deadline: Option<prost_types::Timestamp>) -> 
 
 /// Waits until the parent's only child runs and its model was asked; returns its id.
 async fn running_child(cluster: &Cluster, parent: &str) -> String {
-    let mut client = cluster.client().await.expect("client");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let children = client
-            .list(pb::ListRequest {
-                parent_task_id: parent.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("list")
-            .into_inner()
-            .tasks;
+        let children = cluster.children(parent).await.expect("children");
         let asked = cluster
             .model
             .requests()

@@ -16,11 +16,7 @@ const RELAY: &str = "---\ndescription: Passes work on\nmode: subagent\ntools: { 
                      You delegate.\n";
 
 fn first_user(req: &SeenRequest) -> String {
-    req.messages
-        .iter()
-        .find(|m| m.role == "user")
-        .map(|m| m.content.clone())
-        .unwrap_or_default()
+    req.first_user_message().unwrap_or_default().to_owned()
 }
 
 fn last_tool(req: &SeenRequest) -> String {
@@ -104,19 +100,6 @@ async fn descendant_ask(cluster: &Cluster, root: &str) -> pb::TaskProgress {
     .expect("the descendant's ask reached the root in time")
 }
 
-async fn children(cluster: &Cluster, parent: &str) -> Vec<pb::Task> {
-    let mut client = cluster.client().await.expect("client");
-    client
-        .list(pb::ListRequest {
-            parent_task_id: parent.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("list")
-        .into_inner()
-        .tasks
-}
-
 fn ask_of(p: &pb::TaskProgress) -> &pb::ApprovalRequired {
     match &p.event {
         Some(pb::task_progress::Event::ApprovalRequired(a)) => a,
@@ -135,7 +118,7 @@ async fn a_childs_ask_reaches_the_roots_watch_and_taskwire_approve_answers_it() 
 
     let event = descendant_ask(&cluster, &root).await;
     let ask = ask_of(&event);
-    let kids = children(&cluster, &root).await;
+    let kids = cluster.children(&root).await.expect("children");
     assert_eq!(kids.len(), 1);
     assert_eq!(ask.task_id, kids[0].task_id, "names the child that asks");
     assert_eq!(ask.patterns, vec!["touch approved.txt".to_owned()]);
@@ -211,10 +194,13 @@ async fn a_grandchilds_ask_reaches_the_root_through_every_ancestor() {
 
     let event = descendant_ask(&cluster, &root).await;
     let ask = ask_of(&event).clone();
-    let middle = children(&cluster, &root).await;
+    let middle = cluster.children(&root).await.expect("children");
     assert_eq!(middle.len(), 1);
     assert_eq!(middle[0].agent, "relay");
-    let leaf = children(&cluster, &middle[0].task_id).await;
+    let leaf = cluster
+        .children(&middle[0].task_id)
+        .await
+        .expect("children");
     assert_eq!(leaf.len(), 1);
     assert_eq!(ask.task_id, leaf[0].task_id, "names the grandchild");
     assert_eq!(event.status(), pb::TaskStatus::AwaitingApproval);

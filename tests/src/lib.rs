@@ -196,6 +196,20 @@ impl Cluster {
         wait_for(self, task_id, "finished", |task| task.result.is_some()).await
     }
 
+    /// The children of `parent` (`List` by parent), newest first.
+    pub async fn children(&self, parent: &str) -> anyhow::Result<Vec<pb::Task>> {
+        Ok(self
+            .client()
+            .await?
+            .list(pb::ListRequest {
+                parent_task_id: parent.into(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .tasks)
+    }
+
     /// Reads a whole `Watch` stream (progress events, then the result).
     pub async fn watch(&self, task_id: &str) -> anyhow::Result<Vec<pb::WatchEvent>> {
         let mut stream = self

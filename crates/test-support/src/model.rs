@@ -115,6 +115,14 @@ impl SeenRequest {
             .count()
     }
 
+    /// Content of the first `user` message (the task's prompt), if any.
+    pub fn first_user_message(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == "user")
+            .map(|m| m.content.as_str())
+    }
+
     /// Content of the last `user` message, if any.
     pub fn last_user_message(&self) -> Option<&str> {
         self.messages

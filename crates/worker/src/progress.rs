@@ -107,12 +107,7 @@ fn progress_message(
             request_id,
             permission,
             patterns,
-        } => Event::ApprovalRequired(pb::ApprovalRequired {
-            request_id,
-            permission,
-            patterns,
-            task_id: task_id.to_string(),
-        }),
+        } => approval(task_id.to_string(), request_id, permission, patterns),
         // A descendant's ask, shown here so that the root's watchers see it; this
         // task waits on it.
         SessionEvent::ChildApprovalRequired {
@@ -120,12 +115,7 @@ fn progress_message(
             request_id,
             permission,
             patterns,
-        } => Event::ApprovalRequired(pb::ApprovalRequired {
-            request_id,
-            permission,
-            patterns,
-            task_id: asking,
-        }),
+        } => approval(asking, request_id, permission, patterns),
         SessionEvent::ChildTask {
             task_id,
             agent,
@@ -162,6 +152,21 @@ fn progress_message(
         at: Some(time::to_wire(chrono::Utc::now())),
         event: Some(event),
     }
+}
+
+/// An `approval_required` event asked by `asking` (this task or a descendant).
+fn approval(
+    asking: String,
+    request_id: String,
+    permission: String,
+    patterns: Vec<String>,
+) -> pb::task_progress::Event {
+    pb::task_progress::Event::ApprovalRequired(pb::ApprovalRequired {
+        request_id,
+        permission,
+        patterns,
+        task_id: asking,
+    })
 }
 
 /// Waits for publish acks together: when a connection drop lost some, the wait is one

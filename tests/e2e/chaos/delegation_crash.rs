@@ -23,10 +23,7 @@ const PARENT_PROMPT: &str = "investigate alpha and omega";
 const CHILD_PROMPTS: [&str; 2] = ["child: find alpha", "child: find omega"];
 
 fn first_user(req: &SeenRequest) -> &str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "user")
-        .map_or("", |m| m.content.as_str())
+    req.first_user_message().unwrap_or_default()
 }
 
 /// The parent calls `task` twice in one turn, then reports what the children said.
@@ -109,16 +106,8 @@ impl Fleet {
     }
 
     async fn children(&self, parent: &str) -> Vec<pb::Task> {
+        let listed = self.cluster.children(parent).await.expect("children");
         let mut client = self.cluster.client().await.expect("client");
-        let listed = client
-            .list(pb::ListRequest {
-                parent_task_id: parent.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("list")
-            .into_inner()
-            .tasks;
         let mut children = Vec::new();
         for child in listed {
             let full = client
