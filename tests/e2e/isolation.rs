@@ -106,6 +106,22 @@ impl Tenants {
         r
     }
 
+    /// Submits acme's `plan` task that asks before running a command, and waits until
+    /// it is awaiting the approval.
+    async fn acme_waiting_on_approval(&mut self) -> pb::SubmitResponse {
+        let acme = self
+            .client
+            .submit(as_tenant(ACME, submit("plan", "touch the file")))
+            .await
+            .expect("submit")
+            .into_inner();
+        self.get(ACME, &acme.task_id, |t| {
+            t.status() == pb::TaskStatus::AwaitingApproval
+        })
+        .await;
+        acme
+    }
+
     /// Polls `Get` as `token` until `check` holds.
     async fn get(&mut self, token: &str, id: &str, check: impl Fn(&pb::Task) -> bool) -> pb::Task {
         let deadline = tokio::time::Instant::now() + taskwire_e2e::PATIENCE;
@@ -256,12 +272,7 @@ async fn submit_cannot_name_a_parent_of_another_tenant() {
 #[tokio::test]
 async fn approve_cannot_answer_another_tenants_task_or_request() {
     let mut t = tenants().await;
-    let acme = t
-        .client
-        .submit(as_tenant(ACME, submit("plan", "touch the file")))
-        .await
-        .expect("submit")
-        .into_inner();
+    let acme = t.acme_waiting_on_approval().await;
     let mut watch = t
         .client
         .watch(as_tenant(
@@ -356,16 +367,7 @@ async fn get_and_watch_of_another_tenants_task_are_not_found() {
 #[tokio::test]
 async fn cancel_of_another_tenants_task_is_not_found_and_changes_nothing() {
     let mut t = tenants().await;
-    let acme = t
-        .client
-        .submit(as_tenant(ACME, submit("plan", "touch the file")))
-        .await
-        .expect("submit")
-        .into_inner();
-    t.get(ACME, &acme.task_id, |t| {
-        t.status() == pb::TaskStatus::AwaitingApproval
-    })
-    .await;
+    let acme = t.acme_waiting_on_approval().await;
     not_found(
         t.client
             .cancel(as_tenant(

@@ -179,6 +179,31 @@ fn check_once_each(fleet: &Fleet, parent: &pb::Task, children: &[pb::Task]) {
     }
 }
 
+/// Waits until worker-a runs `parent`, starts worker-c for the children and waits
+/// until both children have asked their model; returns worker-c.
+async fn children_running(fleet: &Fleet, parent: &str, worker_a: &mut Process) -> Process {
+    let cluster = &fleet.cluster;
+    wait_for(cluster, parent, "running on worker-a", |t| {
+        t.attempts
+            .first()
+            .is_some_and(|a| a.worker_id == "worker-a")
+    })
+    .await
+    .expect("claimed");
+    let worker_c = fleet.worker("worker-c", 2).await;
+    eventually("both children's model requests", || {
+        worker_a.check_running()?;
+        let seen = requests_by_prompt(&cluster.model);
+        Ok(CHILD_PROMPTS
+            .iter()
+            .all(|p| seen.contains_key(*p))
+            .then_some(()))
+    })
+    .await
+    .expect("children running");
+    worker_c
+}
+
 async fn results_in_watch(cluster: &Cluster, task_id: &str) -> usize {
     cluster
         .watch(task_id)
@@ -202,24 +227,7 @@ async fn a_parent_killed_while_its_children_run_re_attaches_to_them_and_complete
         .submit("general", PARENT_PROMPT)
         .await
         .expect("submit");
-    wait_for(cluster, &parent, "running on worker-a", |t| {
-        t.attempts
-            .first()
-            .is_some_and(|a| a.worker_id == "worker-a")
-    })
-    .await
-    .expect("claimed");
-    let _worker_c = fleet.worker("worker-c", 2).await;
-    eventually("both children's model requests", || {
-        worker_a.check_running()?;
-        let seen = requests_by_prompt(&cluster.model);
-        Ok(CHILD_PROMPTS
-            .iter()
-            .all(|p| seen.contains_key(*p))
-            .then_some(()))
-    })
-    .await
-    .expect("children running");
+    let _worker_c = children_running(&fleet, &parent, &mut worker_a).await;
     // Only now the worker that takes the parent over: nothing else is left to run.
     let worker_b = fleet.worker("worker-b", 1).await;
 
@@ -319,24 +327,7 @@ async fn a_parent_whose_last_attempt_dies_is_dead_lettered_and_its_running_child
         .expect("submit")
         .into_inner()
         .task_id;
-    wait_for(cluster, &parent, "running on worker-a", |t| {
-        t.attempts
-            .first()
-            .is_some_and(|a| a.worker_id == "worker-a")
-    })
-    .await
-    .expect("claimed");
-    let _worker_c = fleet.worker("worker-c", 2).await;
-    eventually("both children's model requests", || {
-        worker_a.check_running()?;
-        let seen = requests_by_prompt(&cluster.model);
-        Ok(CHILD_PROMPTS
-            .iter()
-            .all(|p| seen.contains_key(*p))
-            .then_some(()))
-    })
-    .await
-    .expect("children running");
+    let _worker_c = children_running(&fleet, &parent, &mut worker_a).await;
     let _worker_b = fleet.worker("worker-b", 1).await;
 
     worker_a.kill();
