@@ -7,6 +7,8 @@
 //!   they finished); the parent re-attaches to them and no child runs twice.
 //! - [`coordinator_crash`]: the coordinator killed during a burst of submits, and down
 //!   for longer than JetStream's delivery budget lasts with queued tasks.
+//! - [`two_coordinators`]: two coordinators share submits; one is killed mid-burst and
+//!   the other finishes the work.
 //! - [`nats_restart`]: the broker restarted under load.
 //! - [`postgres_outage`]: the database stopped and started again; a transcript load
 //!   refused while it is down.
@@ -19,6 +21,7 @@ mod coordinator_crash;
 mod delegation_crash;
 mod nats_restart;
 mod postgres_outage;
+mod two_coordinators;
 mod worker_crash;
 
 use std::collections::HashMap;

@@ -2,9 +2,11 @@
 //!
 //! Woken by the submit batcher (and every `POLL` regardless, for rows left by another
 //! coordinator or a crash). Publishes a batch pipelined — all sends first, then all
-//! acks — and deletes only the rows JetStream acknowledged. A row published twice (a
-//! crash between publish and delete, or two relays) carries the same `Nats-Msg-Id`, so
-//! JetStream stores it once. Failure policy: log, back off, retry forever.
+//! acks — and deletes only the rows JetStream acknowledged, in the transaction that
+//! locked them (`FOR UPDATE SKIP LOCKED`): several coordinators' relays each publish
+//! rows the others are not. A row published twice (a crash between publish and
+//! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. Failure policy:
+//! log, back off, retry forever.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +14,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, message::PublishMessage};
 use taskwire_bus::headers;
 use taskwire_store::Store;
+use taskwire_store::outbox::OutboxMessage;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -54,17 +57,29 @@ pub async fn run(
 
 /// Publishes one batch; returns how many rows it read.
 async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, String> {
-    let rows = store
-        .outbox_pending(BATCH)
+    let mut failure = None;
+    let read = store
+        .relay_outbox(BATCH, |rows| publish(js, rows, &mut failure))
         .await
         .map_err(|e| e.to_string())?;
-    if rows.is_empty() {
-        return Ok(0);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(read),
     }
-    let mut pending = Vec::with_capacity(rows.len());
-    for row in &rows {
+}
+
+/// Publishes `rows` pipelined (all sends, then all acks); returns the ids JetStream
+/// acknowledged, and leaves in `failure` why the others were not.
+async fn publish(
+    js: &jetstream::Context,
+    rows: Vec<OutboxMessage>,
+    failure: &mut Option<String>,
+) -> Vec<i64> {
+    let total = rows.len();
+    let mut pending = Vec::with_capacity(total);
+    for row in rows {
         let msg = PublishMessage::build()
-            .payload(row.payload.clone().into())
+            .payload(row.payload.into())
             .message_id(&row.msg_id)
             .header(headers::TRACEPARENT, traceparent(&row.trace_id).as_str())
             .header(headers::TASK_ID, row.msg_id.as_str());
@@ -72,35 +87,32 @@ async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, Str
             Ok(ack) => pending.push((row.id, ack)),
             Err(e) => {
                 tracing::warn!(error = %e, subject = %row.subject, "failed to publish outbox row");
+                failure.get_or_insert_with(|| e.to_string());
                 break;
             }
         }
     }
-    let mut done = Vec::with_capacity(pending.len());
-    let mut first_error = None;
     // Awaited together: acks lost to a reconnect cost one timeout, not one each.
     let (ids, acks): (Vec<i64>, Vec<_>) = pending.into_iter().unzip();
     let acks = futures::future::join_all(acks.into_iter().map(|a| a.into_future())).await;
+    let mut done = Vec::with_capacity(ids.len());
     for (id, ack) in ids.into_iter().zip(acks) {
         match ack {
             Ok(_) => done.push(id),
             Err(e) => {
-                first_error.get_or_insert_with(|| e.to_string());
+                failure.get_or_insert_with(|| e.to_string());
             }
         }
     }
-    store
-        .outbox_delete(&done)
-        .await
-        .map_err(|e| e.to_string())?;
-    match first_error {
-        Some(e) => Err(format!(
-            "jetstream refused {} of {} messages: {e}",
-            rows.len() - done.len(),
-            rows.len()
-        )),
-        None => Ok(rows.len()),
+    if let Some(e) = failure.as_mut()
+        && done.len() < total
+    {
+        *e = format!(
+            "jetstream refused {} of {total} messages: {e}",
+            total - done.len()
+        );
     }
+    done
 }
 
 /// A W3C `traceparent` for the dispatch of a task of trace `trace_id`.

@@ -13,10 +13,50 @@ pub struct OutboxMessage {
 }
 
 impl Store {
-    /// The oldest `limit` unpublished messages.
+    /// Publishes one batch of the oldest unpublished messages through `publish` and
+    /// deletes those it reports as stored; returns how many rows it read.
     ///
-    /// Several relays may run (one per coordinator): a message may then be published
-    /// twice, which JetStream deduplicates by `Nats-Msg-Id`.
+    /// The rows are locked for the batch (`FOR UPDATE SKIP LOCKED`), so several relays
+    /// (one per coordinator) each take rows the others are not publishing. A relay that
+    /// dies mid-batch leaves its rows unlocked and undeleted: another publishes them
+    /// again, with the same `Nats-Msg-Id`, which JetStream stores once.
+    pub async fn relay_outbox<F, Fut>(&self, limit: i64, publish: F) -> Result<usize, StoreError>
+    where
+        F: FnOnce(Vec<OutboxMessage>) -> Fut,
+        Fut: std::future::Future<Output = Vec<i64>>,
+    {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin an outbox batch", e))?;
+        let rows = sqlx::query_as::<_, OutboxMessage>(
+            "SELECT id, trace_id, subject, msg_id, payload FROM outbox ORDER BY id LIMIT $1 \
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read the outbox", e))?;
+        let read = rows.len();
+        if read == 0 {
+            return Ok(0);
+        }
+        let done = publish(rows).await;
+        if !done.is_empty() {
+            sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
+                .bind(&done)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| StoreError::from_sqlx("delete published outbox rows", e))?;
+        }
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit an outbox batch", e))?;
+        Ok(read)
+    }
+
+    /// The oldest `limit` unpublished messages (read without locking them).
     pub async fn outbox_pending(&self, limit: i64) -> Result<Vec<OutboxMessage>, StoreError> {
         sqlx::query_as::<_, OutboxMessage>(
             "SELECT id, trace_id, subject, msg_id, payload FROM outbox ORDER BY id LIMIT $1",

@@ -772,3 +772,53 @@ async fn ended_tasks_with_live_children_are_found_until_their_children_are_cance
             .is_empty()
     );
 }
+
+/// Two relays at once (two coordinators) publish disjoint rows: a batch locks what it
+/// read until it has deleted what was published; a batch that publishes nothing leaves
+/// its rows for the next one.
+#[tokio::test]
+async fn concurrent_outbox_batches_take_disjoint_rows() {
+    let (_db, store) = store().await;
+    let tasks: Vec<NewTask> = (0..4).map(|_| task(None, "d")).collect();
+    store.insert_tasks(&tasks).await.expect("insert");
+    let (hold, release) = tokio::sync::oneshot::channel::<()>();
+    let (took, taken) = tokio::sync::oneshot::channel::<Vec<i64>>();
+    let first = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .relay_outbox(2, |rows| async move {
+                    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                    took.send(ids.clone()).expect("test waits");
+                    release.await.expect("released");
+                    ids
+                })
+                .await
+                .expect("first batch")
+        }
+    });
+    let first_ids = taken.await.expect("first batch read");
+    let mut second_ids = Vec::new();
+    let read = store
+        .relay_outbox(10, |rows| {
+            second_ids = rows.iter().map(|r| r.id).collect();
+            async { Vec::new() } // published nothing: the rows stay
+        })
+        .await
+        .expect("second batch");
+    assert_eq!((first_ids.len(), read), (2, 2));
+    assert!(
+        first_ids.iter().all(|id| !second_ids.contains(id)),
+        "{first_ids:?} {second_ids:?}"
+    );
+    hold.send(()).expect("first batch waits");
+    assert_eq!(first.await.expect("joined"), 2);
+    let left: Vec<i64> = store
+        .outbox_pending(10)
+        .await
+        .expect("outbox")
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(left, second_ids, "published rows deleted, unpublished kept");
+}

@@ -28,34 +28,39 @@ const KILL_AFTER: usize = 80;
 /// consumer's ack wait (30 s, fixed in the aggregator).
 const RECOVERY_PATIENCE: Duration = Duration::from_secs(45);
 
-fn prompt(i: usize) -> String {
+pub(super) fn prompt(i: usize) -> String {
     format!("burst task {i}")
 }
 
 /// NATS, a database and a slow echo model, which `taskwire coordinator` and
 /// `taskwire worker` processes are started on.
-struct Deployment {
+pub(super) struct Deployment {
     taskwire: Taskwire,
     nats: NatsServer,
     db: TestDatabase,
-    model: ScriptedModel,
+    pub(super) model: ScriptedModel,
     workspace: tempfile::TempDir,
 }
 
 impl Deployment {
-    async fn start() -> Self {
+    pub(super) async fn start() -> Self {
+        Self::with_model(slow_echo(Duration::from_millis(20)).await).await
+    }
+
+    /// A deployment whose workers ask `model`.
+    pub(super) async fn with_model(model: ScriptedModel) -> Self {
         taskwire_test_support::init_tracing();
         Self {
             taskwire: Taskwire::locate().expect("taskwire binary"),
             nats: NatsServer::start().expect("nats"),
             db: TestDatabase::create().await.expect("database"),
-            model: slow_echo(Duration::from_millis(20)).await,
+            model,
             workspace: tempfile::tempdir().expect("workspace"),
         }
     }
 
     /// A coordinator process named `name` on a free port, and a client once it serves.
-    async fn coordinator(&self, name: &str) -> (Process, TaskServiceClient<Channel>) {
+    pub(super) async fn coordinator(&self, name: &str) -> (Process, TaskServiceClient<Channel>) {
         let addr = free_addr().expect("port");
         let mut coordinator = self
             .taskwire
@@ -68,7 +73,7 @@ impl Deployment {
     }
 
     /// A worker process named `worker` that runs `concurrency` sessions at once.
-    fn worker(&self, concurrency: usize) -> Process {
+    pub(super) fn worker(&self, concurrency: usize) -> Process {
         let (nats_url, model_url) = (self.nats.url(), self.model.base_url());
         let options = WorkerOptions {
             concurrency,
@@ -197,7 +202,7 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
         .expect("the worker rode out the coordinator crash");
 }
 
-fn keyed_task(i: usize) -> pb::SubmitRequest {
+pub(super) fn keyed_task(i: usize) -> pb::SubmitRequest {
     pb::SubmitRequest {
         idempotency_key: format!("burst-{i}"),
         ..task(&prompt(i))
@@ -205,7 +210,7 @@ fn keyed_task(i: usize) -> pb::SubmitRequest {
 }
 
 /// Lists every stored task until all are finished; returns how many there are.
-async fn eventually_all_finished(
+pub(super) async fn eventually_all_finished(
     client: &mut pb::task_service_client::TaskServiceClient<tonic::transport::Channel>,
 ) -> usize {
     let deadline = tokio::time::Instant::now() + taskwire_e2e::PATIENCE;
