@@ -25,6 +25,8 @@
 //! - [`workspace`]: [`Workspace`], which confines every tool path to one directory.
 //! - [`tools`]: the [`Tool`] trait, [`ToolRegistry`] and the built-in tools.
 //! - [`session`]: the step loop, its events, state and outcome.
+//! - [`system_prompt`]: the agent's prompt, the environment block and the project's
+//!   instructions (`AGENTS.md`, configured files).
 //! - [`transcript`]: the serialisable session record and its conversion to messages.
 //! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`], [`LoadError`].
 //!
@@ -41,6 +43,7 @@ pub mod permission;
 pub mod policy;
 pub mod session;
 pub mod shell;
+pub mod system_prompt;
 pub mod tools;
 pub mod transcript;
 pub mod workspace;

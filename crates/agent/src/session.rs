@@ -66,6 +66,9 @@ pub struct SessionParams {
     /// that have no result, with their ids (so `task` calls find the children they
     /// started), and counts the steps already taken against `max_steps`.
     pub from_checkpoint: bool,
+    /// Instruction files added to the system prompt after the project's `AGENTS.md`,
+    /// as paths relative to the workspace root (see [`crate::system_prompt`]).
+    pub instructions: Vec<String>,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -102,6 +105,7 @@ async fn run(
         workspace,
         inherited_permission,
         from_checkpoint,
+        instructions,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -124,7 +128,13 @@ async fn run(
     let offers_task = offered.iter().any(|tool| tool.name() == TASK_TOOL);
 
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
-    messages.push(Message::system(system_prompt(&agent, &workspace)));
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    messages.push(Message::system(crate::system_prompt::build(
+        &agent,
+        &workspace,
+        &instructions,
+        &today,
+    )));
     messages.extend(history.to_messages());
     // An empty prompt continues from the history as it is (after a subtask, whose
     // synthetic user message is already there).
@@ -359,16 +369,6 @@ async fn chat(
         StreamDelta::Text(text) => observer.on_event(SessionEvent::TextDelta { text }),
     };
     provider.chat(request, &mut on_delta).await
-}
-
-/// The agent's prompt plus what it needs to know about where it runs.
-fn system_prompt(agent: &AgentSpec, workspace: &Workspace) -> String {
-    format!(
-        "{}\n\n<env>\nworkspace root: {}\nTool paths are relative to the workspace root; \
-         paths outside it are refused.\n</env>",
-        agent.prompt.trim_end(),
-        workspace.root().display()
-    )
 }
 
 /// Totals gathered while the session runs.

@@ -41,6 +41,9 @@ pub struct WorkerConfig {
     pub retry_max_delay: Duration,
     /// How long an `ask` waits for an answer before it counts as a deny. Default 10 min.
     pub approval_timeout: Duration,
+    /// Instruction files added to every session's system prompt after the project's
+    /// `AGENTS.md` (or `CLAUDE.md`), as paths relative to the workspace. Default none.
+    pub instructions: Vec<String>,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -109,6 +112,7 @@ impl Default for WorkerConfig {
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(60),
             approval_timeout: Duration::from_secs(600),
+            instructions: Vec::new(),
         }
     }
 }

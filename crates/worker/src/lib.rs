@@ -138,6 +138,7 @@ pub async fn run_with_provider(
         retry_base_delay: config.retry_base_delay,
         retry_max_delay: config.retry_max_delay,
         approval_timeout: config.approval_timeout,
+        instructions: config.instructions.clone(),
     });
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");
 

@@ -111,6 +111,7 @@ pub async fn run(
             workspace: ctx.workspace.clone(),
             inherited_permission: inherited,
             from_checkpoint,
+            instructions: ctx.instructions.clone(),
         };
         let mut outcome = run_session(
             params,

@@ -42,6 +42,8 @@ pub struct Context {
     pub retry_base_delay: Duration,
     pub retry_max_delay: Duration,
     pub approval_timeout: Duration,
+    /// Instruction files for every session's system prompt.
+    pub instructions: Vec<String>,
 }
 
 /// The claim that lets this worker run one attempt.

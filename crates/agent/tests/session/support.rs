@@ -140,6 +140,7 @@ impl Fixture {
             workspace: self.workspace.clone(),
             inherited_permission: Vec::new(),
             from_checkpoint: false,
+            instructions: Vec::new(),
         }
     }
 

@@ -89,6 +89,14 @@ settings! {
             hide_env_values = true
         )]
         pub anthropic_api_key: Option<String>,
+        /// Instruction files (relative to the workspace) added to every session's system prompt after AGENTS.md; comma-separated or repeated [default: none]
+        #[arg(
+            long = "instructions",
+            env = "TASKWIRE_INSTRUCTIONS",
+            value_name = "FILE",
+            value_delimiter = ','
+        )]
+        pub instructions: Option<Vec<String>>,
     }
 }
 
@@ -117,6 +125,7 @@ impl WorkerSettings {
         set(&mut c.approval_timeout, self.approval_timeout);
         set_some(&mut c.model.anthropic_base_url, self.anthropic_base_url);
         set_some(&mut c.model.anthropic_api_key, self.anthropic_api_key);
+        set(&mut c.instructions, self.instructions);
         c
     }
 
@@ -147,6 +156,7 @@ impl WorkerSettings {
                 .as_deref()
                 .map(redact_url_password),
             anthropic_api_key: redacted(c.model.anthropic_api_key.as_deref()),
+            instructions: Some(c.instructions.clone()),
             ..Self::printable_nats(c)
         }
     }
