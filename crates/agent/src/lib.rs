@@ -28,6 +28,8 @@
 //! - [`system_prompt`]: the agent's prompt, the environment block and the project's
 //!   instructions (`AGENTS.md`, configured files).
 //! - [`transcript`]: the serialisable session record and its conversion to messages.
+//! - [`user_message`]: the prompt with the task's inputs (`@path`, `input`,
+//!   `context_refs`, `attachments`) rendered after it.
 //! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`], [`LoadError`].
 //!
 //! [`Provider`]: taskwire_llm::Provider
@@ -46,6 +48,7 @@ pub mod shell;
 pub mod system_prompt;
 pub mod tools;
 pub mod transcript;
+pub mod user_message;
 pub mod workspace;
 
 pub use agent::{AgentMode, AgentName, AgentSpec};

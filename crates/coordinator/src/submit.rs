@@ -216,6 +216,25 @@ pub fn build_task(
             format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}"),
         ));
     }
+    // A file ref names a path inside the worker's workspace; one that cannot be is
+    // refused here (the worker also checks, through the workspace, symlinks included).
+    if let Some(bad) = req.context_refs.iter().find(|c| {
+        let path = if c.id.is_empty() { &c.uri } else { &c.id };
+        let path = std::path::Path::new(path.strip_prefix("file://").unwrap_or(path));
+        c.r#type == "file"
+            && (path.is_absolute()
+                || path
+                    .components()
+                    .any(|p| matches!(p, std::path::Component::ParentDir)))
+    }) {
+        return Err(CoordinatorError::invalid(
+            "context_refs",
+            format!(
+                "file `{}` is outside the workspace (use a path relative to it)",
+                if bad.id.is_empty() { &bad.uri } else { &bad.id }
+            ),
+        ));
+    }
     if req.max_steps == Some(0) {
         return Err(CoordinatorError::invalid("max_steps", "must be at least 1"));
     }

@@ -6,6 +6,7 @@ use taskwire_agent::command::run_subtask;
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions};
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
+use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, render};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
@@ -58,6 +59,10 @@ pub async fn run(
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
+    // What the task brought along goes into its first user message; a ref the task
+    // cannot have (outside the workspace) fails it before anything runs.
+    let rendered = render(&request.prompt, &inputs_of(request), &ctx.workspace)
+        .map_err(|e| StartError::Invalid(e.to_string()))?;
     let (mut history, from_checkpoint) = history(ctx, request, claim, session_id).await?;
 
     let (sink, publisher) = ProgressPublisher::start(
@@ -86,7 +91,7 @@ pub async fn run(
         approval_timeout: ctx.approval_timeout,
     };
     let run = async {
-        let mut prompt = request.prompt.clone();
+        let mut prompt = rendered;
         let mut subtask_usage = taskwire_llm::Usage::default();
         if let Some(part) = request.subtask.as_ref().filter(|_| !from_checkpoint) {
             // A slash command's delegation runs first, with no model deciding it (a
@@ -130,6 +135,32 @@ pub async fn run(
     let transcript =
         transcript_for_result(ctx, request, claim, session_id, &outcome.transcript).await;
     Ok((outcome, transcript))
+}
+
+/// The task's inputs as the agent crate takes them.
+fn inputs_of(request: &TaskRequest) -> TaskInputs {
+    TaskInputs {
+        input: request.input.clone(),
+        context_refs: request
+            .context_refs
+            .iter()
+            .map(|r| InputRef {
+                kind: r.kind.clone(),
+                id: r.id.clone(),
+                uri: r.uri.clone(),
+            })
+            .collect(),
+        attachments: request
+            .attachments
+            .iter()
+            .map(|a| InputAttachment {
+                name: a.name.clone(),
+                media_type: a.media_type.clone(),
+                uri: a.uri.clone(),
+                data: a.data.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// Transcripts up to this size travel with the result (saved in its transaction);
