@@ -131,6 +131,7 @@ async fn run(
         host,
         observer,
         state: &state,
+        permission: &agent.permission,
     };
     let turn = Turn {
         agent: &agent,

@@ -30,7 +30,7 @@ use serde_json::Value;
 use taskwire_llm::ToolDef;
 use tokio_util::sync::CancellationToken;
 
-pub use self::bash::BashTool;
+pub use self::bash::{BashTool, CommandSandbox, Enforced, NETWORK_PERMISSION};
 pub use self::edit::EditTool;
 pub use self::glob::GlobTool;
 pub use self::grep::GrepTool;
@@ -44,7 +44,7 @@ pub use self::write::WriteTool;
 use crate::agent::AgentSpec;
 use crate::error::ToolError;
 use crate::host::SessionHost;
-use crate::permission;
+use crate::permission::{self, PermissionRule};
 use crate::session::{SessionObserver, SessionState};
 use crate::workspace::Workspace;
 
@@ -62,6 +62,9 @@ pub struct ToolContext<'a> {
     pub observer: &'a dyn SessionObserver,
     /// The session's todo list and child usage.
     pub state: &'a SessionState,
+    /// The agent's permission rules, for tools that enforce some while they run
+    /// (`bash` opens hosts of the `network` permission to its commands).
+    pub permission: &'a [PermissionRule],
 }
 
 /// A successful tool call.
@@ -172,7 +175,7 @@ impl ToolRegistry {
         let mut registry = Self::read_only();
         registry.register(EditTool);
         registry.register(WriteTool);
-        registry.register(BashTool);
+        registry.register(BashTool::default());
         registry.register(WebFetchTool::default());
         registry.register(TodoWriteTool);
         registry.register(TodoReadTool);
@@ -221,6 +224,7 @@ pub(crate) fn test_context(workspace: Workspace) -> ToolContext<'static> {
         host: &crate::host::NoopHost,
         observer: &crate::session::NoopObserver,
         state: Box::leak(Box::new(SessionState::new())),
+        permission: &[],
     }
 }
 

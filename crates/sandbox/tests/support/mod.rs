@@ -1,4 +1,6 @@
 //! Runs real bash under the real sandbox.
+// Shared by several test binaries, each of which uses only part of it.
+#![allow(dead_code)]
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
