@@ -41,6 +41,13 @@ pub struct WorkerConfig {
     pub retry_max_delay: Duration,
     /// How long an `ask` waits for an answer before it counts as a deny. Default 10 min.
     pub approval_timeout: Duration,
+    /// Run the commands tools start (`bash`) without the sandbox, with the worker's
+    /// own powers. Without it, a worker on a kernel that lacks a mechanism the sandbox
+    /// needs refuses those commands. Default false.
+    pub unsafe_no_sandbox: bool,
+    /// Files no command may read even inside a readable system tree, besides the NATS
+    /// credentials file (always hidden); the CLI adds its config file. Default empty.
+    pub hidden_paths: Vec<PathBuf>,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -109,6 +116,8 @@ impl Default for WorkerConfig {
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(60),
             approval_timeout: Duration::from_secs(600),
+            unsafe_no_sandbox: false,
+            hidden_paths: Vec::new(),
         }
     }
 }

@@ -89,6 +89,17 @@ settings! {
             hide_env_values = true
         )]
         pub anthropic_api_key: Option<String>,
+        /// Run commands that tools start (bash) without the sandbox, with the worker's own powers; without it, a kernel lacking Landlock ABI 4 or seccomp makes the worker refuse them [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_UNSAFE_NO_SANDBOX",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub unsafe_no_sandbox: Option<bool>,
     }
 }
 
@@ -117,6 +128,7 @@ impl WorkerSettings {
         set(&mut c.approval_timeout, self.approval_timeout);
         set_some(&mut c.model.anthropic_base_url, self.anthropic_base_url);
         set_some(&mut c.model.anthropic_api_key, self.anthropic_api_key);
+        set(&mut c.unsafe_no_sandbox, self.unsafe_no_sandbox);
         c
     }
 
@@ -147,6 +159,7 @@ impl WorkerSettings {
                 .as_deref()
                 .map(redact_url_password),
             anthropic_api_key: redacted(c.model.anthropic_api_key.as_deref()),
+            unsafe_no_sandbox: Some(c.unsafe_no_sandbox),
             ..Self::printable_nats(c)
         }
     }
