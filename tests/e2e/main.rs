@@ -4,6 +4,7 @@
 mod backpressure;
 mod chaos;
 mod commands;
+mod containment;
 mod dispatch;
 mod flow;
 mod isolation;
