@@ -117,7 +117,7 @@ impl Drop for CommandCgroup {
         for attempt in 0..50 {
             match fs::remove_dir(&self.dir) {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < 49 => {
-                    std::thread::sleep(Duration::from_millis(2 << attempt.min(5)));
+                    std::thread::sleep(Duration::from_micros(100 << attempt.min(8)));
                 }
                 _ => return,
             }
