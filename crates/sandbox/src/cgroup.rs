@@ -23,8 +23,11 @@ use rustix::process::{Pid, Signal, kill_process};
 #[derive(Debug)]
 pub(crate) struct PidsCgroup {
     base: PathBuf,
-    next: AtomicU64,
 }
+
+/// Numbers commands' cgroups; process-wide, since every `PidsCgroup` of a process
+/// shares its base directory.
+static NEXT_COMMAND: AtomicU64 = AtomicU64::new(0);
 
 impl PidsCgroup {
     /// Creates `taskwire-<pid>` in the worker's pids cgroup, or `None` when no pids
@@ -52,10 +55,7 @@ impl PidsCgroup {
         if v2 {
             let _ = fs::write(base.join("cgroup.subtree_control"), "+pids");
         }
-        let cgroup = Self {
-            base,
-            next: AtomicU64::new(0),
-        };
+        let cgroup = Self { base };
         // Prove a command's cgroup can be made and limited before relying on it.
         match cgroup.command(1) {
             Ok(_) => Some(cgroup),
@@ -65,7 +65,7 @@ impl PidsCgroup {
 
     /// A new cgroup for one command, allowing `processes` at once.
     pub(crate) fn command(&self, processes: u64) -> io::Result<CommandCgroup> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT_COMMAND.fetch_add(1, Ordering::Relaxed);
         let dir = self.base.join(format!("cmd-{n}"));
         fs::create_dir(&dir)?;
         let mut group = CommandCgroup { dir, procs: None };
