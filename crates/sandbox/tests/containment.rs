@@ -376,6 +376,13 @@ EOF"#,
     );
     if sandbox.support().landlock_abi >= 6 {
         assert!(run.output.contains("signal denied"), "{}", run.output);
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "signal scoping needs landlock abi 6; this kernel has {}",
+            sandbox.support().landlock_abi
+        );
+        eprintln!("signals not checked: landlock abi 6 is missing");
     }
 }
 

@@ -61,7 +61,10 @@ fn main() -> anyhow::Result<()> {
         drop(confinement);
         drop(temp);
         let t4 = Instant::now();
-        for (stage, (from, to)) in stages.iter_mut().zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4)]) {
+        for (stage, (from, to)) in stages
+            .iter_mut()
+            .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4)])
+        {
             *stage += to - from;
         }
         anyhow::ensure!(status.success(), "confined bash failed: {status}");
