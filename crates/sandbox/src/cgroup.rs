@@ -46,6 +46,7 @@ impl PidsCgroup {
             // (the root cgroup, or a delegated one holding no processes itself).
             let _ = fs::write(dir.join("cgroup.subtree_control"), "+pids");
         }
+        remove_stale(dir);
         let base = dir.join(format!("taskwire-{}", std::process::id()));
         match fs::create_dir(&base) {
             Ok(()) => {}
@@ -81,6 +82,37 @@ impl PidsCgroup {
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
         let _ = fs::remove_dir(&self.base);
+    }
+}
+
+/// Removes the directories of workers that are gone (a process that exits without
+/// dropping its sandbox leaves its directory behind); a cgroup with processes in it
+/// cannot be removed, so nothing alive is touched.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("taskwire-"))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let stale = entry.path();
+        if let Ok(children) = fs::read_dir(&stale) {
+            for child in children.filter_map(Result::ok) {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = fs::remove_dir(child.path());
+                }
+            }
+        }
+        let _ = fs::remove_dir(&stale);
     }
 }
 
