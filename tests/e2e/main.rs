@@ -4,6 +4,7 @@
 mod backpressure;
 mod chaos;
 mod commands;
+mod containment;
 mod context;
 mod discovery;
 mod dispatch;

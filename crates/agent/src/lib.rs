@@ -7,7 +7,9 @@
 //! reaches the rest of the fleet (approvals, child tasks); progress comes back
 //! through a [`SessionObserver`] and the end as a [`SessionOutcome`] carrying the
 //! [`Transcript`] to persist. The crate never depends on tonic, sqlx or async-nats;
-//! its only network IO is the `webfetch` tool.
+//! its only network IO is the `webfetch` tool and the proxy through which `bash`
+//! commands reach the hosts a `network` rule allows. Commands run confined by
+//! `taskwire-sandbox` ([`CommandSandbox`]).
 //!
 //! Modules:
 //! - [`agent`]: [`AgentName`], [`AgentMode`], [`AgentSpec`].
@@ -66,6 +68,6 @@ pub use session::{
     NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionParams, SessionState,
     SessionStatus, ToolCallState, ToolCallSummary, run_session,
 };
-pub use tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tools::{CommandSandbox, Tool, ToolContext, ToolOutput, ToolRegistry};
 pub use transcript::{MessageRole, Part, SubtaskPart, Transcript, TranscriptMessage};
 pub use workspace::Workspace;

@@ -164,6 +164,7 @@ async fn run(
         observer,
         state: &state,
         call_id: String::new(),
+        permissions,
     };
     let turn = Turn {
         agent: &agent,

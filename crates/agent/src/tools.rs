@@ -30,7 +30,7 @@ use serde_json::Value;
 use taskwire_llm::ToolDef;
 use tokio_util::sync::CancellationToken;
 
-pub use self::bash::BashTool;
+pub use self::bash::{BashTool, CommandSandbox, Enforced, NETWORK_PERMISSION};
 pub use self::edit::EditTool;
 pub use self::glob::GlobTool;
 pub use self::grep::GrepTool;
@@ -65,6 +65,10 @@ pub struct ToolContext<'a> {
     /// The model's id of the call being executed (empty outside a call): the `task`
     /// tool names its child by it.
     pub call_id: String,
+    /// The session's permission rules (its agent's and the inherited layers), for
+    /// tools that enforce some while they run (`bash` opens hosts of the `network`
+    /// permission to its commands only where every layer allows them).
+    pub permissions: Permissions<'a>,
 }
 
 /// A successful tool call.
@@ -175,7 +179,7 @@ impl ToolRegistry {
         let mut registry = Self::read_only();
         registry.register(EditTool);
         registry.register(WriteTool);
-        registry.register(BashTool);
+        registry.register(BashTool::default());
         registry.register(WebFetchTool::default());
         registry.register(TodoWriteTool);
         registry.register(TodoReadTool);
@@ -229,6 +233,7 @@ pub(crate) fn test_context(workspace: Workspace) -> ToolContext<'static> {
         observer: &crate::session::NoopObserver,
         state: Box::leak(Box::new(SessionState::new())),
         call_id: String::new(),
+        permissions: Permissions::new(&[], &[]),
     }
 }
 

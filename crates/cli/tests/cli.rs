@@ -78,6 +78,23 @@ fn worker_settings_layer_flag_over_env_over_file_over_default() {
 }
 
 #[test]
+fn unsafe_no_sandbox_is_off_by_default_and_set_by_flag_env_or_file() {
+    assert!(print_worker(&[], &[]).contains("unsafe_no_sandbox = false\n"));
+    assert!(print_worker(&[], &["--unsafe-no-sandbox"]).contains("unsafe_no_sandbox = true\n"));
+    assert!(
+        print_worker(&[("TASKWIRE_UNSAFE_NO_SANDBOX", "true")], &[])
+            .contains("unsafe_no_sandbox = true\n")
+    );
+    let file = config_file("[worker]\nunsafe_no_sandbox = true\n");
+    let path = file.path().to_str().expect("utf-8 path");
+    assert!(print_worker(&[], &["--config", path]).contains("unsafe_no_sandbox = true\n"));
+    assert!(
+        print_worker(&[], &["--config", path, "--unsafe-no-sandbox=false"])
+            .contains("unsafe_no_sandbox = false\n")
+    );
+}
+
+#[test]
 fn no_stream_is_a_bare_flag_or_a_boolish_env_value() {
     assert!(print_worker(&[], &[]).contains("no_stream = false\n"));
     assert!(print_worker(&[], &["--no-stream"]).contains("no_stream = true\n"));

@@ -44,6 +44,13 @@ pub struct WorkerConfig {
     /// Instruction files added to every session's system prompt after the project's
     /// `AGENTS.md` (or `CLAUDE.md`), as paths relative to the workspace. Default none.
     pub instructions: Vec<String>,
+    /// Run the commands tools start (`bash`) without the sandbox, with the worker's
+    /// own powers. Without it, a worker on a kernel that lacks a mechanism the sandbox
+    /// needs refuses those commands. Default false.
+    pub unsafe_no_sandbox: bool,
+    /// Files no command may read even inside a readable system tree, besides the NATS
+    /// credentials file (always hidden); the CLI adds its config file. Default empty.
+    pub hidden_paths: Vec<PathBuf>,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -113,6 +120,8 @@ impl Default for WorkerConfig {
             retry_max_delay: Duration::from_secs(60),
             approval_timeout: Duration::from_secs(600),
             instructions: Vec::new(),
+            unsafe_no_sandbox: false,
+            hidden_paths: Vec::new(),
         }
     }
 }

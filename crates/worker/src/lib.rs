@@ -11,6 +11,7 @@
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
 //! - [`session`]: one attempt's agent session (transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
+//! - [`sandbox`]: the command sandbox chosen at start.
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
@@ -19,6 +20,7 @@ pub mod error;
 pub mod host;
 pub mod outcome;
 pub mod progress;
+pub mod sandbox;
 pub mod session;
 pub mod task;
 
@@ -28,6 +30,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use std::collections::HashMap;
+use taskwire_agent::tools::BashTool;
 use taskwire_agent::{ToolRegistry, Workspace};
 use taskwire_bus::{BusConfig, Subjects};
 
@@ -123,13 +126,15 @@ pub async fn run_with_provider(
         listener_stop.clone(),
     ));
 
+    let mut tools = ToolRegistry::builtin();
+    tools.register(BashTool::new(sandbox::command_sandbox(&config).await));
     let ctx = Arc::new(task::Context {
         client: client.clone(),
         js,
         subjects,
         worker_id: worker_id.clone(),
         provider,
-        tools: ToolRegistry::builtin(),
+        tools,
         workspace: Workspace::new(&config.workspace)?,
         default_model: config.model.default_model.clone(),
         ack_wait: config.ack_wait,

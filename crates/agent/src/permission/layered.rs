@@ -47,6 +47,12 @@ impl<'a> Permissions<'a> {
         Self { own, inherited }
     }
 
+    /// Every layer's rules, the session's own first: for permissions that are closed
+    /// unless every layer opens them (`network`).
+    pub fn layers(&self) -> impl Iterator<Item = &'a [PermissionRule]> + use<'a> {
+        std::iter::once(self.own).chain(self.inherited.iter().map(|l| l.rules.as_slice()))
+    }
+
     /// The strictest plain verdict of all layers for `permission` on `subject`,
     /// ignoring approvals; `Allow` when no rule of any layer matches.
     pub fn evaluate(&self, permission: &str, subject: &str) -> PermissionAction {

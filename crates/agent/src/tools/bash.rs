@@ -8,12 +8,18 @@
 //! whatever reason, nothing it started is left running, so background jobs cannot
 //! outlive a call on a shared worker.
 //!
-//! Not a sandbox: the command can still read and write anything the worker user can.
-//! Confinement of commands is the job of the permission rules and of the machine.
+//! The command runs confined by the worker's [`CommandSandbox`] (see `sandbox`): it
+//! writes only the workspace and a private `TMPDIR`, reads nothing of the worker,
+//! reaches no network unless a `network` rule opens hosts through a filtering proxy
+//! (see `network`), and has bounded CPU, memory and processes. Where the kernel
+//! cannot confine it, the command is refused, unless the worker was started with
+//! `--unsafe-no-sandbox`.
 
+mod network;
 mod output;
+mod sandbox;
 
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -24,7 +30,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+pub use self::network::NETWORK_PERMISSION;
 use self::output::CappedOutput;
+pub use self::sandbox::{CommandSandbox, Enforced};
 use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
 use crate::error::ToolError;
 use crate::shell::split_commands;
@@ -39,8 +47,24 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 const MAX_TITLE_CHARS: usize = 80;
 
 /// Runs shell commands.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BashTool;
+#[derive(Debug, Clone, Default)]
+pub struct BashTool {
+    /// `None`: the process-wide default, [`CommandSandbox::probed`].
+    sandbox: Option<CommandSandbox>,
+}
+
+impl BashTool {
+    /// A tool confining its commands with `sandbox`.
+    pub fn new(sandbox: CommandSandbox) -> Self {
+        Self {
+            sandbox: Some(sandbox),
+        }
+    }
+
+    fn sandbox(&self) -> CommandSandbox {
+        self.sandbox.clone().unwrap_or_else(CommandSandbox::probed)
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,8 +86,11 @@ impl Tool for BashTool {
     fn description(&self) -> &str {
         "Runs a command with `bash -c` in the workspace root and returns its combined \
          stdout and stderr (long output keeps its start and end) and its exit code. The \
-         environment is minimal (PATH, LANG, HOME set to the workspace, TERM=dumb) and \
-         there is no stdin. `timeout` is in milliseconds: default 120000, at most \
+         environment is minimal (PATH, LANG, HOME set to the workspace, TERM=dumb, \
+         TMPDIR private to the command) and there is no stdin. The command is \
+         sandboxed: it can write only the workspace and TMPDIR, cannot read outside \
+         the workspace and system directories, and has no network unless the agent's \
+         `network` permission allows hosts (then through HTTPS_PROXY). `timeout` is in milliseconds: default 120000, at most \
          600000; the command and everything it started are killed when it expires. \
          Background jobs do not survive the call. Give a short `description` (5-10 \
          words) of what the command does. Prefer the read, list, glob and grep tools for \
@@ -128,7 +155,14 @@ impl Tool for BashTool {
             Some(ms) => ms.min(MAX_TIMEOUT_MS),
             None => DEFAULT_TIMEOUT_MS,
         };
-        let run = run(&args.command, ctx, Duration::from_millis(timeout_ms)).await?;
+        let sandbox = self.sandbox();
+        let run = run(
+            &args.command,
+            ctx,
+            &sandbox,
+            Duration::from_millis(timeout_ms),
+        )
+        .await?;
         match run.ending {
             Ending::Cancelled => Err(ToolError::Cancelled),
             Ending::TimedOut => Err(ToolError::CommandTimedOut {
@@ -174,11 +208,24 @@ struct Run {
     output: CappedOutput,
 }
 
-async fn run(command: &str, ctx: &ToolContext<'_>, timeout: Duration) -> Result<Run, ToolError> {
+async fn run(
+    command: &str,
+    ctx: &ToolContext<'_>,
+    sandbox: &CommandSandbox,
+    timeout: Duration,
+) -> Result<Run, ToolError> {
     let root = ctx.workspace.root();
-    let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned());
+    // A sandboxed command cannot use the worker's own PATH entries (often under its
+    // home directory), only the system's.
+    let path = match sandbox {
+        CommandSandbox::Unsandboxed => {
+            std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned())
+        }
+        CommandSandbox::Enforced(_) | CommandSandbox::Refused { .. } => DEFAULT_PATH.to_owned(),
+    };
     let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned());
-    let mut child = tokio::process::Command::new("bash")
+    let mut std_command = std::process::Command::new("bash");
+    std_command
         .arg("-c")
         .arg(command)
         .current_dir(root)
@@ -191,13 +238,35 @@ async fn run(command: &str, ctx: &ToolContext<'_>, timeout: Duration) -> Result<
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so that one signal reaches everything the command starts.
-        .process_group(0)
+        .process_group(0);
+    let prepared =
+        self::sandbox::prepare(sandbox, &ctx.workspace, ctx.permissions, &mut std_command).await?;
+    std_command.envs(prepared.env.iter().map(|(name, value)| (name, value)));
+    let spawned = tokio::process::Command::from(std_command)
         .kill_on_drop(true)
-        .spawn()
-        .map_err(|err| ToolError::Failed {
-            tool: "bash".into(),
-            reason: format!("failed to start bash: {err}"),
-        })?;
+        .spawn();
+    let child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            prepared.release().await;
+            return Err(ToolError::Failed {
+                tool: "bash".into(),
+                reason: format!("failed to start bash: {err}"),
+            });
+        }
+    };
+    let run = supervise(child, ctx, timeout).await;
+    prepared.release().await;
+    run
+}
+
+/// Collects the output of `child` until it exits, times out or is cancelled, then
+/// kills its whole process group.
+async fn supervise(
+    mut child: tokio::process::Child,
+    ctx: &ToolContext<'_>,
+    timeout: Duration,
+) -> Result<Run, ToolError> {
     // Kills the group on every way out, including this future being dropped when the
     // session is cancelled mid-turn.
     let group = ProcessGroup::of(child.id());

@@ -28,7 +28,9 @@ pub struct WorkerArgs {
 /// model client is built without one.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let file = FileConfig::load(args.config.as_deref())?;
-    let config = config::worker_config(args.settings, &file)?;
+    let mut config = config::worker_config(args.settings, &file)?;
+    // It may hold the model API key: no command may read it.
+    config.hidden_paths.extend(args.config.clone());
     if args.print_config {
         std::io::stdout()
             .lock()
@@ -42,6 +44,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         concurrency = config.concurrency,
         workspace = %config.workspace.display(),
         model = %config.model.default_model,
+        unsafe_no_sandbox = config.unsafe_no_sandbox,
         "starting worker"
     );
     taskwire_worker::run(config, shutdown)

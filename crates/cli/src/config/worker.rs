@@ -97,6 +97,17 @@ settings! {
             value_delimiter = ','
         )]
         pub instructions: Option<Vec<String>>,
+        /// Run commands that tools start (bash) without the sandbox, with the worker's own powers; without it, a kernel lacking Landlock ABI 4 or seccomp makes the worker refuse them [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_UNSAFE_NO_SANDBOX",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub unsafe_no_sandbox: Option<bool>,
     }
 }
 
@@ -126,6 +137,7 @@ impl WorkerSettings {
         set_some(&mut c.model.anthropic_base_url, self.anthropic_base_url);
         set_some(&mut c.model.anthropic_api_key, self.anthropic_api_key);
         set(&mut c.instructions, self.instructions);
+        set(&mut c.unsafe_no_sandbox, self.unsafe_no_sandbox);
         c
     }
 
@@ -157,6 +169,7 @@ impl WorkerSettings {
                 .map(redact_url_password),
             anthropic_api_key: redacted(c.model.anthropic_api_key.as_deref()),
             instructions: Some(c.instructions.clone()),
+            unsafe_no_sandbox: Some(c.unsafe_no_sandbox),
             ..Self::printable_nats(c)
         }
     }

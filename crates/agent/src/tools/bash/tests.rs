@@ -1,6 +1,7 @@
 use std::time::Instant;
 
 use super::*;
+use crate::permission::PermissionRule;
 use crate::tools::test_context;
 
 fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
@@ -10,7 +11,7 @@ fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
 }
 
 async fn bash(ctx: &ToolContext<'_>, args: Value) -> Result<ToolOutput, ToolError> {
-    BashTool.execute(args, ctx).await
+    BashTool::default().execute(args, ctx).await
 }
 
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
@@ -169,16 +170,19 @@ fn patterns_are_the_simple_commands_and_titles_prefer_the_description() {
     let workspace = Workspace::new(dir.path()).expect("workspace");
     let args = json!({"command": " git status && rm -rf build ", "description": "Clean up"});
     assert_eq!(
-        BashTool.patterns(&args, &workspace),
+        BashTool::default().patterns(&args, &workspace),
         ["git status", "rm -rf build"]
     );
     assert_eq!(
-        BashTool.subject(&args, &workspace),
+        BashTool::default().subject(&args, &workspace),
         "git status && rm -rf build"
     );
-    assert_eq!(BashTool.title(&args), "Clean up");
-    assert_eq!(BashTool.title(&json!({"command": "ls"})), "ls");
-    assert_eq!(BashTool.patterns(&json!({"command": ""}), &workspace), [""]);
+    assert_eq!(BashTool::default().title(&args), "Clean up");
+    assert_eq!(BashTool::default().title(&json!({"command": "ls"})), "ls");
+    assert_eq!(
+        BashTool::default().patterns(&json!({"command": ""}), &workspace),
+        [""]
+    );
 }
 
 #[tokio::test]
@@ -191,4 +195,80 @@ async fn bad_timeouts_are_refused_and_huge_ones_capped() {
     bash(&ctx, json!({"command": "true", "timeout": 99_999_999}))
         .await
         .expect("capped, not refused");
+}
+
+fn support_without_landlock() -> taskwire_sandbox::Support {
+    taskwire_sandbox::Support {
+        landlock_abi: 0,
+        seccomp: true,
+        process_limit: taskwire_sandbox::ProcessLimit::Rlimit,
+    }
+}
+
+#[tokio::test]
+async fn commands_are_refused_without_landlock_unless_the_sandbox_is_disabled() {
+    let (dir, ctx) = setup();
+    let args = json!({"command": "touch ran; echo ran"});
+    let refusing = BashTool::new(CommandSandbox::new(
+        support_without_landlock(),
+        false,
+        &[],
+        Vec::new(),
+    ));
+    let err = refusing
+        .execute(args.clone(), &ctx)
+        .await
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("landlock"), "{text}");
+    assert!(text.contains("--unsafe-no-sandbox"), "{text}");
+    assert!(!dir.path().join("ran").exists(), "the command ran");
+
+    let unsafe_tool = BashTool::new(CommandSandbox::new(
+        support_without_landlock(),
+        true,
+        &[],
+        Vec::new(),
+    ));
+    let out = unsafe_tool.execute(args, &ctx).await.expect("ran");
+    assert!(out.output.starts_with("ran"), "{}", out.output);
+    assert!(dir.path().join("ran").exists());
+}
+
+#[tokio::test]
+async fn a_network_rule_for_another_host_does_not_open_local_services() {
+    let sandbox = CommandSandbox::probed();
+    if let CommandSandbox::Refused { reason } = &sandbox {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "sandbox required under CI: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("stand-in for nats");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let (_dir, ctx) = setup();
+    let rules: &'static [PermissionRule] = Box::leak(Box::new([PermissionRule::new(
+        "network",
+        "example.com",
+        crate::permission::PermissionAction::Allow,
+    )]));
+    let ctx = ToolContext {
+        permissions: crate::permission::Permissions::new(rules, &[]),
+        ..ctx
+    };
+    let command = format!(
+        "echo \"proxy=${{HTTPS_PROXY:+set}}\"; exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; \
+         curl -sS --max-time 5 -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:{port}/"
+    );
+    let out = BashTool::new(sandbox)
+        .execute(json!({ "command": command }), &ctx)
+        .await
+        .expect("ran");
+    assert!(out.output.contains("proxy=set"), "{}", out.output);
+    assert!(!out.output.contains("connected"), "{}", out.output);
+    assert!(out.output.contains("403"), "{}", out.output);
+    assert!(listener.accept().is_err(), "reached: {}", out.output);
 }
