@@ -11,6 +11,7 @@ mod hidden_subagents;
 mod inherited_permissions;
 mod isolation;
 mod lifecycle;
+mod nats_permissions;
 mod reflection;
 mod retries;
 mod secrets;
