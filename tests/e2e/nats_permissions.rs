@@ -5,7 +5,9 @@
 //! - a worker's credentials are refused for what only coordinators do (dispatching a
 //!   task, serving claims or worker requests, cancelling, answering an approval,
 //!   deleting or purging a stream): each is a violation the client is told about, and
-//!   none has any effect.
+//!   none has any effect;
+//! - a worker started before any coordinator, whose user may not create streams, waits
+//!   for the coordinator's and then serves.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +15,7 @@ use async_nats::jetstream;
 use futures::StreamExt;
 use taskwire_bus::Subjects;
 use taskwire_bus::permissions::{COORDINATOR_PASSWORD_ENV, WORKER_PASSWORD_ENV};
-use taskwire_e2e::{PATIENCE, final_result, progress_events, start_on};
+use taskwire_e2e::{InProcess, PATIENCE, final_result, progress_events, start_on};
 use taskwire_protocol::pb;
 use taskwire_test_support::{NatsServer, ScriptedModel, ScriptedReply, SeenRequest};
 use tokio::sync::mpsc;
@@ -30,24 +32,36 @@ struct RoleServer {
 
 impl RoleServer {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`RoleServer::start`] with more nats-server flags.
+    fn start_with(flags: &[&str]) -> Self {
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats/nats-server.conf");
         let dir = tempfile::tempdir().expect("log dir");
         let log = dir.path().join("nats-server.log");
-        let coordinator_password = uuid::Uuid::new_v4().simple().to_string();
-        let worker_password = uuid::Uuid::new_v4().simple().to_string();
+        // nats-server parses a variable's value as configuration: a leading letter keeps
+        // a hex password from being read as a number.
+        let coordinator_password = format!("pw{}", uuid::Uuid::new_v4().simple());
+        let worker_password = format!("pw{}", uuid::Uuid::new_v4().simple());
         let nats = NatsServer::start_with_env(
             [
                 "-c".as_ref(),
                 config.as_os_str(),
                 "-l".as_ref(),
                 log.as_os_str(),
-            ],
+            ]
+            .into_iter()
+            .chain(flags.iter().map(|f| f.as_ref())),
             [
                 (COORDINATOR_PASSWORD_ENV, coordinator_password.as_str()),
                 (WORKER_PASSWORD_ENV, worker_password.as_str()),
             ],
         )
-        .expect("nats-server with the deployment's configuration");
+        .unwrap_or_else(|e| {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("nats-server with the deployment's configuration: {e:#}\n{log}")
+        });
         Self {
             nats,
             log,
@@ -406,4 +420,58 @@ async fn a_worker_cannot_dispatch_serve_cancel_approve_or_manage_streams() {
         logged.iter().all(|l| l.contains("\"worker\"")),
         "{logged:#?}"
     );
+}
+
+#[tokio::test]
+async fn a_worker_started_before_the_coordinator_waits_for_its_streams() {
+    taskwire_test_support::init_tracing();
+    // The worker builds its model client before the harness would install this.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Traced, so that the log shows the worker's first look for the tasks stream.
+    let server = RoleServer::start_with(&["-V"]);
+    let model = ScriptedModel::echo().await;
+    let workspace = tempfile::tempdir().expect("workspace");
+    let mut config = taskwire_worker::WorkerConfig {
+        nats_url: server.worker_url(),
+        worker_id: Some("early-worker".to_owned()),
+        workspace: workspace.path().to_owned(),
+        ..Default::default()
+    };
+    config.model.base_url = model.base_url();
+    config.model.default_model = "scripted".to_owned();
+    let worker = InProcess::worker(config);
+
+    let looked = format!(
+        ":rust:early-worker\" - <<- [PUB $JS.API.STREAM.INFO.{} ",
+        Subjects::default().tasks_stream()
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&server.log)
+        .unwrap_or_default()
+        .contains(&looked)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker never looked for the tasks stream"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let coordinator_url = server.coordinator_url();
+    let cluster = start_on(server.nats, model, |c| c.nats_url = coordinator_url)
+        .await
+        .expect("coordinator");
+    let id = cluster.submit("general", "early").await.expect("submit");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed);
+    let result = task.result.expect("result");
+    assert_eq!(result.worker_id, "early-worker");
+    assert_eq!(
+        result.output.map(|o| o.text).as_deref(),
+        Some("echo: early")
+    );
+
+    worker.stop().await;
+    cluster.shutdown().await;
+    assert_eq!(server_violations(&server.log), Vec::<String>::new());
 }

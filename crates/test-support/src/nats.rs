@@ -107,6 +107,9 @@ fn spawn(
     let ports_dir = dir.join("ports");
     std::fs::create_dir_all(&ports_dir).context("failed to create ports directory")?;
     let port_arg = port.map_or_else(|| "-1".to_owned(), |p| p.to_string());
+    // Kept so that a server that will not start says why (a bad configuration file).
+    let stderr_path = dir.join("nats-server.stderr");
+    let stderr = std::fs::File::create(&stderr_path).context("failed to create stderr file")?;
     let mut child = Command::new(binary())
         .args(["-js", "-a", "127.0.0.1", "-p", &port_arg, "-sd"])
         .arg(dir.join("store"))
@@ -115,7 +118,7 @@ fn spawn(
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .with_context(|| {
             format!(
@@ -128,7 +131,10 @@ fn spawn(
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
-            Err(e)
+            let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            Err(e.context(format!("nats-server said:\n{}", tail.join("\n"))))
         }
     }
 }
@@ -193,6 +199,14 @@ mod tests {
         server.restart().expect("restarts");
         assert_eq!(server.port(), port);
         assert!(info_line(&server).contains(r#""server_name":"probe-server""#));
+    }
+
+    #[test]
+    fn a_server_that_will_not_start_says_why() {
+        let err = NatsServer::start_with_args(["--no_such_flag"])
+            .err()
+            .expect("an unknown flag stops nats-server");
+        assert!(format!("{err:#}").contains("no_such_flag"), "{err:#}");
     }
 
     #[test]
