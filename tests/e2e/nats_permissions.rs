@@ -4,8 +4,8 @@
 //!   task through an approval and a child, and the server logs no permissions violation;
 //! - a worker's credentials are refused for what only coordinators do (dispatching a
 //!   task, serving claims or worker requests, cancelling, answering an approval,
-//!   deleting or purging a stream): each is a violation the client is told about, and
-//!   none has any effect;
+//!   deleting, purging or reconfiguring a stream): each is a violation the client is
+//!   told about, and none has any effect;
 //! - a worker started before any coordinator, whose user may not create streams, waits
 //!   for the coordinator's and then serves.
 
@@ -109,9 +109,9 @@ fn server_violations(log: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Runs the whole task tree and asserts what reached the submitter; with `plan` the
-/// parent asks before its command, then delegates to an `explore` child that reads a
-/// file (so the worker follows the child's progress), then reports.
+/// The model: the `plan` parent asks before its command, then delegates to an `explore`
+/// child that reads a file (so the parent's worker follows the child's progress), then
+/// reports what the child read.
 fn parent_asks_then_delegates(req: &SeenRequest) -> ScriptedReply {
     let last_tool = || {
         req.messages
