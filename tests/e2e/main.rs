@@ -13,6 +13,7 @@ mod hidden_subagents;
 mod inherited_permissions;
 mod isolation;
 mod lifecycle;
+mod nats_permissions;
 mod reflection;
 mod retries;
 mod secrets;

@@ -57,12 +57,32 @@ pub async fn start_with(
     concurrency: usize,
     configure: impl FnOnce(&mut taskwire_coordinator::CoordinatorConfig),
 ) -> anyhow::Result<Cluster> {
-    start_cluster(model, workers, concurrency, None, configure).await
+    start_cluster(
+        NatsServer::start()?,
+        model,
+        workers,
+        concurrency,
+        None,
+        configure,
+    )
+    .await
+}
+
+/// [`start_with`] on a nats-server of the test's own making (one with a configuration
+/// file, say). The coordinator's `nats_url` is `nats.url()` unless `configure` changes
+/// it; workers added with [`Cluster::add_worker_with`] can be given their own.
+pub async fn start_on(
+    nats: NatsServer,
+    model: ScriptedModel,
+    configure: impl FnOnce(&mut taskwire_coordinator::CoordinatorConfig),
+) -> anyhow::Result<Cluster> {
+    start_cluster(nats, model, 0, 1, None, configure).await
 }
 
 /// [`start_with`]; clients connect with `client_tls` when it is set, so `configure`
 /// should then give the coordinator a certificate they trust.
 async fn start_cluster(
+    nats: NatsServer,
     model: ScriptedModel,
     workers: usize,
     concurrency: usize,
@@ -71,7 +91,6 @@ async fn start_cluster(
 ) -> anyhow::Result<Cluster> {
     taskwire_test_support::init_tracing();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let nats = NatsServer::start()?;
     let db = TestDatabase::create().await?;
     let workspace = tempfile::tempdir().context("workspace dir")?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -3,6 +3,8 @@
 //! - [`subjects`]: every subject and stream name, derived from one prefix so that
 //!   several deployments (or tests) can share a server.
 //! - [`streams`]: creates the JetStream streams and the workers' durable consumer.
+//! - [`permissions`]: what each role (coordinator, worker) may publish and subscribe
+//!   to, and the nats-server configuration that enforces it.
 //! - [`headers`]: header names (`Nats-Msg-Id`, `traceparent`, ...).
 //! - [`error`]: the error type, [`BusError`].
 //!
@@ -20,11 +22,14 @@
 
 pub mod error;
 pub mod headers;
+pub mod permissions;
 pub mod streams;
 pub mod subjects;
 
 pub use error::BusError;
-pub use streams::{BusConfig, coordinator_consumer, ensure_streams, tasks_consumer};
+pub use streams::{
+    BusConfig, coordinator_consumer, ensure_streams, tasks_consumer, wait_for_streams,
+};
 pub use subjects::Subjects;
 
 /// How to authenticate to NATS and secure the connection. `tls://` URLs use TLS too.

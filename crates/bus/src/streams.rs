@@ -1,4 +1,5 @@
-//! Stream and consumer set-up. Idempotent: every process calls it at start.
+//! Stream and consumer set-up. The coordinator creates and configures the streams at
+//! start (idempotently); workers wait for them and create only their queue's consumer.
 
 use std::time::Duration;
 
@@ -99,6 +100,37 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
         }
     }
     Ok(())
+}
+
+/// How often [`wait_for_streams`] looks again for a stream that is not there yet.
+const STREAM_POLL: Duration = Duration::from_millis(250);
+
+/// Waits until the streams a worker uses exist: tasks, events, results, dead letters.
+///
+/// Workers never create or change streams. The coordinator owns their settings (a
+/// worker updating them would undo the coordinator's `max_queued_tasks`), and the
+/// worker's NATS user may only look them up (see [`crate::permissions::worker`]).
+/// Waits for as long as it takes; the caller stops it on shutdown.
+pub async fn wait_for_streams(js: &jetstream::Context, subjects: &Subjects) {
+    for name in [
+        subjects.tasks_stream(),
+        subjects.events_stream(),
+        subjects.results_stream(),
+        subjects.dead_letter_stream(),
+    ] {
+        let mut waiting = false;
+        loop {
+            match js.get_stream(&name).await {
+                Ok(_) => break,
+                Err(e) if !waiting => {
+                    tracing::info!(stream = %name, error = %e, "waiting for a coordinator to create the stream");
+                    waiting = true;
+                }
+                Err(e) => tracing::debug!(stream = %name, error = %e, "stream not there yet"),
+            }
+            tokio::time::sleep(STREAM_POLL).await;
+        }
+    }
 }
 
 /// The durable pull consumer shared by all workers of `queue`.

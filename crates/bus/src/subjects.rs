@@ -2,6 +2,15 @@
 
 use taskwire_protocol::TaskId;
 
+/// The queue group in which coordinators answer claims and worker requests.
+pub const COORDINATORS_GROUP: &str = "taskwire-coordinators";
+/// The coordinators' durable consumer on the results stream.
+pub const RESULTS_CONSUMER: &str = "aggregator";
+/// The coordinators' durable consumer on the dead-letter stream.
+pub const DEAD_LETTERS_CONSUMER: &str = "dead-letters";
+/// The coordinators' durable consumer on the advisories stream.
+pub const ADVISORIES_CONSUMER: &str = "advisories";
+
 /// The names of one deployment's subjects and streams.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subjects {
@@ -74,6 +83,9 @@ impl Subjects {
     pub fn approval(&self, task: TaskId) -> String {
         format!("{}.approval.{task}", self.prefix)
     }
+    pub fn approval_all(&self) -> String {
+        format!("{}.approval.*", self.prefix)
+    }
     /// Cancel notice for one running task.
     pub fn cancel(&self, task: TaskId) -> String {
         format!("{}.cancel.{task}", self.prefix)
@@ -84,6 +96,9 @@ impl Subjects {
     /// "This task is finished" notice, published after the result is recorded.
     pub fn finished(&self, task: TaskId) -> String {
         format!("{}.finished.{task}", self.prefix)
+    }
+    pub fn finished_all(&self) -> String {
+        format!("{}.finished.*", self.prefix)
     }
 
     pub fn tasks_stream(&self) -> String {

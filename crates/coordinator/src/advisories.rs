@@ -44,8 +44,12 @@ async fn advisories_once(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let messages =
-        crate::aggregator::consume(&js, &subjects.advisories_stream(), "advisories").await?;
+    let messages = crate::aggregator::consume(
+        &js,
+        &subjects.advisories_stream(),
+        taskwire_bus::subjects::ADVISORIES_CONSUMER,
+    )
+    .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;

@@ -96,7 +96,12 @@ async fn results_once(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let messages = consume(&js, &subjects.results_stream(), "aggregator").await?;
+    let messages = consume(
+        &js,
+        &subjects.results_stream(),
+        taskwire_bus::subjects::RESULTS_CONSUMER,
+    )
+    .await?;
     let mut chunks = std::pin::pin!(
         messages
             .take_until(shutdown.cancelled_owned())
@@ -172,7 +177,12 @@ async fn dead_letters_once(
     subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let messages = consume(&js, &subjects.dead_letter_stream(), "dead-letters").await?;
+    let messages = consume(
+        &js,
+        &subjects.dead_letter_stream(),
+        taskwire_bus::subjects::DEAD_LETTERS_CONSUMER,
+    )
+    .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;

@@ -26,7 +26,10 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), async_nats::SubscribeError> {
     let sub = client
-        .queue_subscribe(subjects.claim(), "taskwire-coordinators".to_owned())
+        .queue_subscribe(
+            subjects.claim(),
+            taskwire_bus::subjects::COORDINATORS_GROUP.to_owned(),
+        )
         .await?;
     sub.take_until(shutdown.cancelled_owned())
         .ready_chunks(MAX_BATCH)

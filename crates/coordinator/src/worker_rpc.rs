@@ -75,7 +75,10 @@ pub async fn run(
 ) -> Result<(), async_nats::SubscribeError> {
     let sub = state
         .client
-        .queue_subscribe(state.subjects.rpc_all(), "taskwire-coordinators".to_owned())
+        .queue_subscribe(
+            state.subjects.rpc_all(),
+            taskwire_bus::subjects::COORDINATORS_GROUP.to_owned(),
+        )
         .await?;
     sub.take_until(shutdown.cancelled_owned())
         .for_each_concurrent(CONCURRENCY, |msg| {

@@ -14,6 +14,8 @@ pub struct NatsServer {
     port: u16,
     /// Flags beyond JetStream, port and store, given again on restart.
     args: Vec<OsString>,
+    /// Environment variables set for the server process, set again on restart.
+    env: Vec<(OsString, OsString)>,
 }
 
 impl NatsServer {
@@ -30,14 +32,29 @@ impl NatsServer {
     pub fn start_with_args(
         args: impl IntoIterator<Item = impl Into<OsString>>,
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(args, Vec::<(OsString, OsString)>::new())
+    }
+
+    /// [`NatsServer::start_with_args`] with environment variables for the server, such
+    /// as the passwords a configuration file (`-c FILE`) reads with `$VAR`. The port,
+    /// address and store flags still win over the file's `listen` and `store_dir`.
+    pub fn start_with_env(
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+        env: impl IntoIterator<Item = (impl Into<OsString>, impl Into<OsString>)>,
+    ) -> anyhow::Result<Self> {
         let args = args.into_iter().map(Into::into).collect::<Vec<_>>();
+        let env = env
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect::<Vec<_>>();
         let dir = tempfile::tempdir().context("failed to create nats store directory")?;
-        let (child, port) = spawn(dir.path(), None, &args)?;
+        let (child, port) = spawn(dir.path(), None, &args, &env)?;
         Ok(Self {
             child: Some(child),
             dir,
             port,
             args,
+            env,
         })
     }
 
@@ -62,7 +79,7 @@ impl NatsServer {
     /// Starts the server again on the same port with the same store and flags.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill();
-        let (child, _) = spawn(self.dir.path(), Some(self.port), &self.args)?;
+        let (child, _) = spawn(self.dir.path(), Some(self.port), &self.args, &self.env)?;
         self.child = Some(child);
         Ok(())
     }
@@ -81,18 +98,27 @@ fn binary() -> String {
 /// Starts nats-server with its store in `dir` on `port` (a free one when `None`) and
 /// returns it with its client port once it listens; a server that does not come up is
 /// killed.
-fn spawn(dir: &Path, port: Option<u16>, args: &[OsString]) -> anyhow::Result<(Child, u16)> {
+fn spawn(
+    dir: &Path,
+    port: Option<u16>,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+) -> anyhow::Result<(Child, u16)> {
     let ports_dir = dir.join("ports");
     std::fs::create_dir_all(&ports_dir).context("failed to create ports directory")?;
     let port_arg = port.map_or_else(|| "-1".to_owned(), |p| p.to_string());
+    // Kept so that a server that will not start says why (a bad configuration file).
+    let stderr_path = dir.join("nats-server.stderr");
+    let stderr = std::fs::File::create(&stderr_path).context("failed to create stderr file")?;
     let mut child = Command::new(binary())
         .args(["-js", "-a", "127.0.0.1", "-p", &port_arg, "-sd"])
         .arg(dir.join("store"))
         .arg("--ports_file_dir")
         .arg(&ports_dir)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .with_context(|| {
             format!(
@@ -105,7 +131,10 @@ fn spawn(dir: &Path, port: Option<u16>, args: &[OsString]) -> anyhow::Result<(Ch
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
-            Err(e)
+            let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            Err(e.context(format!("nats-server said:\n{}", tail.join("\n"))))
         }
     }
 }
@@ -170,6 +199,14 @@ mod tests {
         server.restart().expect("restarts");
         assert_eq!(server.port(), port);
         assert!(info_line(&server).contains(r#""server_name":"probe-server""#));
+    }
+
+    #[test]
+    fn a_server_that_will_not_start_says_why() {
+        let err = NatsServer::start_with_args(["--no_such_flag"])
+            .err()
+            .expect("an unknown flag stops nats-server");
+        assert!(format!("{err:#}").contains("no_such_flag"), "{err:#}");
     }
 
     #[test]

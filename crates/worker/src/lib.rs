@@ -106,7 +106,11 @@ pub async fn run_with_provider(
         ack_wait: config.ack_wait,
         ..BusConfig::default()
     };
-    taskwire_bus::ensure_streams(&js, &bus).await?;
+    // The coordinator creates the streams; a worker started first waits for them.
+    tokio::select! {
+        _ = shutdown.cancelled() => return Ok(()),
+        _ = taskwire_bus::wait_for_streams(&js, &subjects) => {}
+    }
     let concurrency = config.concurrency.max(1);
     let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;
 
