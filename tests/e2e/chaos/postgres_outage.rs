@@ -199,6 +199,12 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         .await
         .expect("results");
 
+    // The streams are the coordinator's to create (workers wait for them); this test
+    // stands in for the coordinator.
+    let js = async_nats::jetstream::new(client.clone());
+    taskwire_bus::ensure_streams(&js, &taskwire_bus::BusConfig::default())
+        .await
+        .expect("streams");
     let worker = start_worker(&nats, &model, workspace.path(), |config| {
         config.concurrency = 1;
         config.shutdown_grace = Duration::from_secs(1);
@@ -218,8 +224,6 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
     .expect("a valid task");
     // A resumed session: the worker has a transcript to load.
     new.request.new_session = false;
-    let js = async_nats::jetstream::new(client.clone());
-    // The worker creates the streams; publish once they exist.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let payload = pb::TaskRequest::from(&new.request).encode_to_vec();
     loop {
