@@ -6,6 +6,7 @@ mod chaos;
 mod commands;
 mod discovery;
 mod dispatch;
+mod drain;
 mod flow;
 mod hidden_subagents;
 mod inherited_permissions;
