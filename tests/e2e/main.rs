@@ -4,6 +4,7 @@
 mod backpressure;
 mod chaos;
 mod commands;
+mod deploy_chart;
 mod discovery;
 mod dispatch;
 mod drain;
