@@ -57,7 +57,7 @@ the prefix with every character other than ASCII letters and digits replaced by 
 upper-cased, then `_TASKS`.
 */}}
 {{- define "taskwire.tasksStream" -}}
-{{- printf "%s_TASKS" (regexReplaceAll "[^A-Za-z0-9.]" .Values.prefix "_" | upper) }}
+{{- printf "%s_TASKS" (regexReplaceAll "[^A-Za-z0-9]" .Values.prefix "_" | upper) }}
 {{- end }}
 
 {{/* The workers' durable consumer (`Subjects::workers_consumer`). */}}
