@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test lint fmt build setup bench
+.PHONY: demo test lint fmt build release setup bench check-deploy
 
 demo: ## a coordinator, a worker and one task, with live progress
 	scripts/demo.sh
@@ -22,6 +22,13 @@ fmt:
 
 build:
 	$(CARGO) build --workspace --locked
+
+release: ## the release binary, built the same way by deploy/Dockerfile
+	$(CARGO) build --release --locked -p taskwire-cli
+
+check-deploy: ## Dockerfile, compose file and Helm chart, checked statically
+	scripts/deploy-tools.sh >/dev/null
+	scripts/check-deploy.sh
 
 setup: ## system packages and Rust for a fresh Debian machine
 	scripts/setup.sh

@@ -288,6 +288,11 @@ async fn a_password_in_the_nats_url_stays_out_of_debug_logs() {
     let url = nats
         .url()
         .replace("nats://", &format!("nats://worker:{password}@"));
+    // The streams are the coordinator's to create; the worker waits for them.
+    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.expect("nats"));
+    taskwire_bus::ensure_streams(&js, &taskwire_bus::BusConfig::default())
+        .await
+        .expect("streams");
     let options = WorkerOptions::new(&url, "http://127.0.0.1:9/v1", workspace.path());
     let mut worker = taskwire
         .worker_with_env("worker", &options, &[("RUST_LOG", "debug")])

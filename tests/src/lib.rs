@@ -130,7 +130,7 @@ impl Cluster {
             workspace: self.workspace.path().to_owned(),
             worker_id: Some(name.to_owned()),
             ack_wait: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(5),
+            drain_grace: Duration::from_secs(5),
             ..Default::default()
         };
         config.model.base_url = self.model.base_url();

@@ -102,32 +102,34 @@ impl Taskwire {
     ) -> anyhow::Result<Process> {
         let concurrency = options.concurrency.to_string();
         let ack_wait = format!("{}ms", options.ack_wait.as_millis());
+        let drain_grace = format!("{}ms", options.drain_grace.as_millis());
         let workspace = options.workspace.to_string_lossy();
-        self.spawn_with_env(
+        let http_listen = options.http_listen.map(|a| a.to_string());
+        let mut args = vec![
+            "worker",
+            "--nats-url",
+            options.nats_url,
+            "--model-base-url",
+            options.model_base_url,
+            "--model",
+            "scripted",
+            "--workspace",
+            &workspace,
+            "--worker-id",
             name,
-            &[
-                "worker",
-                "--nats-url",
-                options.nats_url,
-                "--model-base-url",
-                options.model_base_url,
-                "--model",
-                "scripted",
-                "--workspace",
-                &workspace,
-                "--worker-id",
-                name,
-                "--concurrency",
-                &concurrency,
-                "--ack-wait",
-                &ack_wait,
-                "--claim-timeout",
-                "2s",
-                "--shutdown-grace",
-                "1s",
-            ],
-            env,
-        )
+            "--concurrency",
+            &concurrency,
+            "--ack-wait",
+            &ack_wait,
+            "--claim-timeout",
+            "2s",
+            "--drain-grace",
+            &drain_grace,
+        ];
+        if let Some(addr) = &http_listen {
+            args.extend(["--http-listen", addr]);
+        }
+        self.spawn_with_env(name, &args, env)
     }
 
     /// Starts `taskwire <args>` logging at info level (`TASKWIRE_CHILD_LOG` overrides
@@ -236,10 +238,14 @@ pub struct WorkerOptions<'a> {
     /// The shared consumer's ack wait: set by whichever worker creates it first, so give
     /// every worker the same.
     pub ack_wait: Duration,
+    /// How long sessions may finish after SIGTERM before their tasks are released.
+    pub drain_grace: Duration,
+    /// Where the worker serves `/healthz` and `/readyz`, if anywhere.
+    pub http_listen: Option<SocketAddr>,
 }
 
 impl<'a> WorkerOptions<'a> {
-    /// One session at a time and a 10 s ack wait.
+    /// One session at a time, a 10 s ack wait, a 1 s drain grace and no HTTP listener.
     pub fn new(nats_url: &'a str, model_base_url: &'a str, workspace: &'a Path) -> Self {
         Self {
             nats_url,
@@ -247,6 +253,8 @@ impl<'a> WorkerOptions<'a> {
             workspace,
             concurrency: 1,
             ack_wait: Duration::from_secs(10),
+            drain_grace: Duration::from_secs(1),
+            http_listen: None,
         }
     }
 }
@@ -325,15 +333,13 @@ impl Process {
 
     /// Asks the process to stop (SIGTERM) and waits for it to exit.
     pub async fn terminate(&mut self) -> anyhow::Result<ExitStatus> {
-        let Some(child) = self.child.as_ref() else {
-            bail!("{} was killed", self.name)
-        };
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(child),
-            rustix::process::Signal::TERM,
-        )
-        .with_context(|| format!("failed to send SIGTERM to {}", self.name))?;
+        self.sigterm()?;
         self.wait().await
+    }
+
+    /// Asks the process to stop (SIGTERM), as an orchestrator does, without waiting.
+    pub fn sigterm(&self) -> anyhow::Result<()> {
+        self.signal(rustix::process::Signal::TERM)
     }
 
     /// Everything it wrote to stdout so far.
@@ -358,6 +364,32 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `GET http://{addr}{path}`: the status code and the body. HTTP/1.0, so the answer
+/// ends with the connection and needs no chunked decoding.
+pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("failed to connect to {addr}"))?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut response))
+        .await
+        .with_context(|| format!("GET {path} on {addr} did not end"))??;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("no end of headers in {response:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("no status in {head:?}"))?;
+    Ok((status, body.to_owned()))
 }
 
 /// A loopback address that was free a moment ago.

@@ -191,8 +191,11 @@ pub fn coordinator_config(
 /// The effective worker config: `flags` (flags and env) over the file's `[worker]` table
 /// over the defaults.
 pub fn worker_config(flags: WorkerSettings, file: &FileConfig) -> anyhow::Result<WorkerConfig> {
-    let file = file.worker.clone().unwrap_or_default();
-    let config = flags.over(file).apply(WorkerConfig::default());
+    let file = file.worker.clone().unwrap_or_default().with_old_names();
+    let config = flags
+        .with_old_names()
+        .over(file)
+        .apply(WorkerConfig::default());
     if config.concurrency == 0 {
         bail!("invalid worker config: concurrency must be at least 1");
     }
@@ -425,10 +428,12 @@ mod tests {
         assert!(printed.contains("nats_require_tls = true"), "{printed}");
     }
 
-    /// Asserts that `section` of a rendered config has a key for every flag of `A`.
+    /// Asserts that `section` of a rendered config has a key for every flag of `A`
+    /// (hidden ones are old names, printed under their new name).
     fn assert_prints_every_setting<A: clap::Args>(printed: &str, section: &str) {
         let mut flags: Vec<String> = A::augment_args(clap::Command::new("probe"))
             .get_arguments()
+            .filter(|arg| !arg.is_hide_set())
             .map(|arg| arg.get_id().to_string())
             .collect();
         let file: toml::Table = toml::from_str(printed).expect("renders valid toml");
@@ -469,6 +474,7 @@ mod tests {
             nats_credentials_file: path(),
             nats_token: Some("token".to_owned()),
             nats_tls_ca: path(),
+            http_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
             ..WorkerSettings::default()
         };
         let config = worker_config(worker, &FileConfig::default()).expect("valid");
@@ -499,6 +505,54 @@ mod tests {
         let err = FileConfig::parse("[worker]\nconcurency = 2\n").expect_err("typo");
         assert!(err.to_string().contains("concurency"), "{err}");
         assert!(FileConfig::parse("[cordinator]\n").is_err());
+    }
+
+    #[test]
+    fn drain_grace_keeps_its_old_name_and_layers_under_either() {
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            settings: WorkerSettings,
+        }
+        let flags = |args: &[&str]| {
+            crate::testing::parse::<Probe>(["probe"].iter().chain(args))
+                .expect("valid flags")
+                .settings
+        };
+        let none = FileConfig::default();
+        let grace =
+            |flags, file: &FileConfig| worker_config(flags, file).expect("valid").drain_grace;
+        assert_eq!(grace(flags(&[]), &none), Duration::from_secs(30));
+        assert_eq!(
+            grace(flags(&["--drain-grace", "7s"]), &none),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            grace(flags(&["--shutdown-grace", "8s"]), &none),
+            Duration::from_secs(8)
+        );
+        assert_eq!(
+            grace(
+                flags(&["--shutdown-grace", "8s", "--drain-grace", "7s"]),
+                &none
+            ),
+            Duration::from_secs(7),
+            "the new name wins within a layer"
+        );
+        let old_file = FileConfig::parse("[worker]\nshutdown_grace = \"9s\"\n").expect("toml");
+        assert_eq!(grace(flags(&[]), &old_file), Duration::from_secs(9));
+        let new_file = FileConfig::parse("[worker]\ndrain_grace = \"9s\"\n").expect("toml");
+        assert_eq!(
+            grace(flags(&["--shutdown-grace", "8s"]), &new_file),
+            Duration::from_secs(8),
+            "a flag under the old name still beats the file"
+        );
+        let printed = render_worker(
+            &worker_config(flags(&["--shutdown-grace", "8s"]), &none).expect("valid"),
+        )
+        .expect("renders");
+        assert!(printed.contains("drain_grace = \"8s\""), "{printed}");
+        assert!(!printed.contains("shutdown_grace"), "{printed}");
     }
 
     #[test]

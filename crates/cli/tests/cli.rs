@@ -106,6 +106,35 @@ fn no_stream_is_a_bare_flag_or_a_boolish_env_value() {
 }
 
 #[test]
+fn drain_grace_and_http_listen_come_from_env_under_the_old_name_too() {
+    let default = print_worker(&[], &[]);
+    assert!(default.contains("drain_grace = \"30s\"\n"), "{default}");
+    assert!(
+        !default.contains("http_listen"),
+        "off unless set: {default}"
+    );
+    let env = [
+        ("TASKWIRE_DRAIN_GRACE", "45s"),
+        ("TASKWIRE_HTTP_LISTEN", "0.0.0.0:8080"),
+    ];
+    let printed = print_worker(&env, &[]);
+    assert!(printed.contains("drain_grace = \"45s\"\n"), "{printed}");
+    assert!(
+        printed.contains("http_listen = \"0.0.0.0:8080\"\n"),
+        "{printed}"
+    );
+    let old = print_worker(&[("TASKWIRE_SHUTDOWN_GRACE", "50s")], &[]);
+    assert!(old.contains("drain_grace = \"50s\"\n"), "{old}");
+    assert!(
+        print_worker(
+            &[("TASKWIRE_SHUTDOWN_GRACE", "50s")],
+            &["--drain-grace", "5s"]
+        )
+        .contains("drain_grace = \"5s\"\n")
+    );
+}
+
+#[test]
 fn coordinator_print_config_is_a_config_file() {
     let file = config_file("[coordinator]\nlisten = \"0.0.0.0:6000\"\nack_wait = 45\n");
     let out = run(taskwire()

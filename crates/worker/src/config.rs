@@ -1,6 +1,7 @@
 //! Worker settings. Every field has a default; the CLI layers env and flags on top.
 //! A worker needs a NATS URL and a model endpoint, never database credentials.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,9 +32,12 @@ pub struct WorkerConfig {
     /// grants late is still received (a reply after the worker gave up strands the claim
     /// until the message comes back).
     pub claim_timeout: Duration,
-    /// On shutdown, how long running sessions may take to finish before they are
-    /// stopped and their tasks released for another worker. Default 30 s.
-    pub shutdown_grace: Duration,
+    /// On shutdown (drain), how long running sessions may take to finish before they
+    /// are stopped and their tasks released (nak) for another worker. Default 30 s.
+    /// An orchestrator's kill timeout should be longer.
+    pub drain_grace: Duration,
+    /// Where `/healthz` and `/readyz` are served over HTTP. Default: nowhere.
+    pub http_listen: Option<SocketAddr>,
     /// Delay before the first retry of a retryable failure; doubles per attempt, with
     /// jitter. Default 1 s.
     pub retry_base_delay: Duration,
@@ -115,7 +119,8 @@ impl Default for WorkerConfig {
             },
             ack_wait: Duration::from_secs(30),
             claim_timeout: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(30),
+            drain_grace: Duration::from_secs(30),
+            http_listen: None,
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(60),
             approval_timeout: Duration::from_secs(600),

@@ -10,4 +10,9 @@ pub enum WorkerError {
     Workspace(#[from] taskwire_agent::ToolError),
     #[error("failed to subscribe to {subject}: {reason}")]
     Subscribe { subject: String, reason: String },
+    #[error("failed to listen for http on {addr}: {reason}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        reason: String,
+    },
 }

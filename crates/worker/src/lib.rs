@@ -12,11 +12,13 @@
 //! - [`session`]: one attempt's agent session (transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
 //! - [`sandbox`]: the command sandbox chosen at start.
+//! - [`health`]: `/healthz` and `/readyz` over HTTP (`--http-listen`).
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod host;
 pub mod outcome;
 pub mod progress;
@@ -85,9 +87,9 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
 
 /// Runs a worker with the given model provider until `shutdown`.
 ///
-/// On shutdown it stops pulling, lets running sessions finish for
-/// `config.shutdown_grace`, then stops the rest and releases their tasks (nak) so that
-/// another worker picks them up at once.
+/// On shutdown it drains: it stops pulling (and `/readyz` turns 503), lets running
+/// sessions finish for `config.drain_grace`, then stops the rest and releases their
+/// tasks (nak) so that another worker picks them up at once.
 pub async fn run_with_provider(
     config: WorkerConfig,
     provider: Arc<dyn Provider>,
@@ -97,8 +99,21 @@ pub async fn run_with_provider(
         .worker_id
         .clone()
         .map_or_else(WorkerId::generate, WorkerId::new);
+    let readiness = health::Readiness::default();
+    let http_stop = CancellationToken::new();
+    // Dropped (and the listener stopped) on every way out of this function.
+    let _http_stop_guard = http_stop.clone().drop_guard();
+    let http = match config.http_listen {
+        Some(addr) => Some(
+            health::HealthListener::bind(addr)
+                .await?
+                .spawn(readiness.clone(), http_stop.clone()),
+        ),
+        None => None,
+    };
     let client =
         taskwire_bus::connect_with(&config.nats_url, worker_id.as_str(), &config.nats).await?;
+    readiness.set_client(client.clone());
     let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
     let bus = BusConfig {
@@ -149,6 +164,7 @@ pub async fn run_with_provider(
         approval_timeout: config.approval_timeout,
         instructions: config.instructions.clone(),
     });
+    readiness.consumer_ready();
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");
 
     let permits = Arc::new(Semaphore::new(concurrency));
@@ -219,14 +235,15 @@ pub async fn run_with_provider(
         while handlers.try_join_next().is_some() {}
     }
 
-    tracing::info!(worker.id = %worker_id, running = running.len(), "worker stopping: no new tasks");
-    let grace = tokio::time::sleep(config.shutdown_grace);
+    readiness.draining();
+    tracing::info!(worker.id = %worker_id, running = running.len(), "worker draining: no new tasks");
+    let grace = tokio::time::sleep(config.drain_grace);
     tokio::pin!(grace);
     loop {
         tokio::select! {
             next = handlers.join_next() => if next.is_none() { break },
             _ = &mut grace => {
-                tracing::warn!(running = running.len(), "shutdown grace over, releasing running tasks");
+                tracing::warn!(running = running.len(), "drain grace over, releasing running tasks");
                 running.stop_all(StopReason::Shutdown);
                 while handlers.join_next().await.is_some() {}
                 break;
@@ -236,6 +253,10 @@ pub async fn run_with_provider(
     listener_stop.cancel();
     let _ = listener.await;
     let _ = client.flush().await;
+    http_stop.cancel();
+    if let Some(http) = http {
+        let _ = http.await;
+    }
     tracing::info!(worker.id = %worker_id, "worker stopped");
     Ok(())
 }

@@ -40,7 +40,7 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
     );
     let worker = start_worker(&nats, &model, workspace.path(), |config| {
         config.concurrency = 4;
-        config.shutdown_grace = Duration::from_secs(2);
+        config.drain_grace = Duration::from_secs(2);
     });
     let mut client = connect(addr).await;
 
@@ -207,7 +207,7 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
         .expect("streams");
     let worker = start_worker(&nats, &model, workspace.path(), |config| {
         config.concurrency = 1;
-        config.shutdown_grace = Duration::from_secs(1);
+        config.drain_grace = Duration::from_secs(1);
     });
 
     let mut new = taskwire_coordinator::submit::build_task(

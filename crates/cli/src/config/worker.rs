@@ -1,6 +1,7 @@
 //! `[worker]` settings: flags, `TASKWIRE_*` env and file keys of [`WorkerConfig`].
 //! Defaults in the help texts are those of `WorkerConfig`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use taskwire_worker::WorkerConfig;
@@ -66,9 +67,15 @@ settings! {
         /// How long a claim may take before the task is retried [default: 10s]
         #[arg(long, env = "TASKWIRE_CLAIM_TIMEOUT", value_name = "DURATION")]
         pub claim_timeout: Option<HumanDuration>,
-        /// On shutdown, how long running sessions may finish before their tasks are released [default: 30s]
-        #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION")]
+        /// On SIGTERM, how long running sessions may finish before their tasks are released to other workers; keep the orchestrator's kill timeout longer [default: 30s]
+        #[arg(long, env = "TASKWIRE_DRAIN_GRACE", value_name = "DURATION")]
+        pub drain_grace: Option<HumanDuration>,
+        /// The former name of drain_grace (--shutdown-grace, TASKWIRE_SHUTDOWN_GRACE); drain_grace wins where both are set
+        #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION", hide = true)]
         pub shutdown_grace: Option<HumanDuration>,
+        /// Address to serve /healthz and /readyz on over HTTP, e.g. 0.0.0.0:8080 [default: none]
+        #[arg(long, env = "TASKWIRE_HTTP_LISTEN", value_name = "ADDR")]
+        pub http_listen: Option<SocketAddr>,
         /// Delay before the first retry of a retryable failure; doubles per attempt [default: 1s]
         #[arg(long, env = "TASKWIRE_RETRY_BASE_DELAY", value_name = "DURATION")]
         pub retry_base_delay: Option<HumanDuration>,
@@ -112,6 +119,14 @@ settings! {
 }
 
 impl WorkerSettings {
+    /// This layer with its old names folded into the new ones, so that each layer's
+    /// value, under whichever name, is layered as one (`--shutdown-grace` beats a file's
+    /// `drain_grace`).
+    pub fn with_old_names(mut self) -> Self {
+        self.drain_grace = self.drain_grace.or(self.shutdown_grace.take());
+        self
+    }
+
     /// `config` with every field set here replaced; fields the CLI has no flag for keep
     /// their value.
     pub fn apply(self, mut c: WorkerConfig) -> WorkerConfig {
@@ -130,7 +145,9 @@ impl WorkerSettings {
         set(&mut c.model.max_retries, self.model_max_retries);
         set(&mut c.ack_wait, self.ack_wait);
         set(&mut c.claim_timeout, self.claim_timeout);
-        set(&mut c.shutdown_grace, self.shutdown_grace);
+        set(&mut c.drain_grace, self.shutdown_grace);
+        set(&mut c.drain_grace, self.drain_grace);
+        set_some(&mut c.http_listen, self.http_listen);
         set(&mut c.retry_base_delay, self.retry_base_delay);
         set(&mut c.retry_max_delay, self.retry_max_delay);
         set(&mut c.approval_timeout, self.approval_timeout);
@@ -158,7 +175,8 @@ impl WorkerSettings {
             model_max_retries: Some(c.model.max_retries),
             ack_wait: Some(HumanDuration(c.ack_wait)),
             claim_timeout: Some(HumanDuration(c.claim_timeout)),
-            shutdown_grace: Some(HumanDuration(c.shutdown_grace)),
+            drain_grace: Some(HumanDuration(c.drain_grace)),
+            http_listen: c.http_listen,
             retry_base_delay: Some(HumanDuration(c.retry_base_delay)),
             retry_max_delay: Some(HumanDuration(c.retry_max_delay)),
             approval_timeout: Some(HumanDuration(c.approval_timeout)),
