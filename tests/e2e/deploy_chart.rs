@@ -233,6 +233,18 @@ async fn the_keda_trigger_names_the_stream_and_consumer_a_worker_started_from_th
         .map(|a| a.as_str().expect("string args").to_owned())
         .collect();
     assert_eq!(args, ["worker"], "the role is the subcommand");
+    // The streams are the coordinator's to create, from the same prefix the workers
+    // get; the worker then creates its queue's consumer.
+    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.expect("nats"));
+    taskwire_bus::ensure_streams(
+        &js,
+        &taskwire_bus::BusConfig {
+            subjects: taskwire_bus::Subjects::new(&env_value(&env, "TASKWIRE_PREFIX")),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("streams");
     let mut process = taskwire
         .spawn_with_env("chart-worker", &["worker"], &env_refs)
         .expect("worker starts");
