@@ -109,7 +109,15 @@ async fn a_spent_attempt_budget_dead_letters_the_task_and_replay_runs_it_again()
         .await
         .expect("replay")
         .into_inner();
-    assert_eq!(replayed.status(), pb::TaskStatus::Queued);
+    // Queued by the replay; a fast worker may already have claimed it.
+    assert!(
+        matches!(
+            replayed.status(),
+            pb::TaskStatus::Queued | pb::TaskStatus::Running | pb::TaskStatus::Completed
+        ),
+        "{:?}",
+        replayed.status()
+    );
     let task = cluster.wait_finished(&id).await.expect("finished again");
     assert_eq!(task.status(), pb::TaskStatus::Completed);
     assert_eq!(
