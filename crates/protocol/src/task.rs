@@ -291,6 +291,11 @@ pub struct TaskResult {
     pub retry_scheduled: bool,
     /// The session transcript (JSON text), saved with the result when present.
     pub transcript_json: Option<String>,
+    /// What the task changed in its workspace: a `git diff --binary` from the files it
+    /// started with (its source plus what it inherited from its parent) to its files at
+    /// the end, new files included; for a parent, its children's changes included.
+    /// Empty when nothing changed.
+    pub patch: String,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -345,6 +350,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
                 .transpose()?,
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
             retry_scheduled: r.retry_scheduled,
+            patch: r.patch,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -383,7 +389,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 })
                 .collect(),
             attachments: Vec::new(),
-            patch: String::new(),
+            patch: r.patch.clone(),
             errors: r
                 .errors
                 .iter()

@@ -268,6 +268,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         option::of(domain_session_id()),
         option::of(non_empty().prop_map(WorkerId::new)),
         any::<bool>(),
+        text(),
     );
     (head, tail)
         .prop_map(
@@ -282,6 +283,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     session_id,
                     worker_id,
                     retry_scheduled,
+                    patch,
                 ),
             )| TaskResult {
                 task_id,
@@ -303,6 +305,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 worker_id,
                 retry_scheduled,
                 transcript_json: None,
+                patch,
             },
         )
         .boxed()
