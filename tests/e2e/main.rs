@@ -21,3 +21,4 @@ mod subtrees;
 mod tls;
 mod tree_approvals;
 mod validation;
+mod workspaces;

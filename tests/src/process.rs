@@ -24,6 +24,8 @@ use crate::PATIENCE;
 pub struct Taskwire {
     bin: PathBuf,
     logs: tempfile::TempDir,
+    /// The workers' `--workspaces-dir`.
+    workspaces: tempfile::TempDir,
 }
 
 impl Taskwire {
@@ -57,7 +59,20 @@ impl Taskwire {
             logs.disable_cleanup(true);
             eprintln!("taskwire process logs: {}", logs.path().display());
         }
-        Ok(Self { bin, logs })
+        let workspaces = tempfile::Builder::new()
+            .prefix("taskwire-workspaces-")
+            .tempdir()
+            .context("failed to create a workspaces dir")?;
+        Ok(Self {
+            bin,
+            logs,
+            workspaces,
+        })
+    }
+
+    /// The workers' `--workspaces-dir`.
+    pub fn workspaces(&self) -> &Path {
+        self.workspaces.path()
     }
 
     /// `taskwire coordinator` on `listen`, with the workers' `ack_wait`.
@@ -103,6 +118,7 @@ impl Taskwire {
         let concurrency = options.concurrency.to_string();
         let ack_wait = format!("{}ms", options.ack_wait.as_millis());
         let workspace = options.workspace.to_string_lossy();
+        let workspaces = self.workspaces.path().to_string_lossy();
         self.spawn_with_env(
             name,
             &[
@@ -115,6 +131,8 @@ impl Taskwire {
                 "scripted",
                 "--workspace",
                 &workspace,
+                "--workspaces-dir",
+                &workspaces,
                 "--worker-id",
                 name,
                 "--concurrency",

@@ -289,6 +289,9 @@ pub fn build_task(
             .collect(),
         inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
     };
+    // Checked here so that a bad one is refused at submit, naming the entry, instead
+    // of failing on a worker.
+    taskwire_protocol::GitSource::from_refs(&request.context_refs)?;
     let size = pb::TaskRequest::from(&request).encoded_len();
     if size > cfg.max_request_bytes {
         return Err(CoordinatorError::invalid(

@@ -9,11 +9,13 @@
 //! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
 //! - [`progress`]: ordered progress publishing.
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
-//! - [`session`]: one attempt's agent session (transcript, subtask, loop).
+//! - [`changes`]: what a task changed, as its result's patch.
+//! - [`session`]: one attempt's agent session (workspace, transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
+pub mod changes;
 pub mod config;
 pub mod error;
 pub mod host;
@@ -28,7 +30,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use std::collections::HashMap;
-use taskwire_agent::{ToolRegistry, Workspace};
+use taskwire_agent::ToolRegistry;
 use taskwire_bus::{BusConfig, Subjects};
 
 use taskwire_llm::router::{ANTHROPIC_PREFIX, ModelRouter, OPENAI_PREFIX, RouterConfig};
@@ -123,6 +125,13 @@ pub async fn run_with_provider(
         listener_stop.clone(),
     ));
 
+    let workspaces = taskwire_workspaces::Workspaces::open(taskwire_workspaces::WorkspacesConfig {
+        base: config.workspace.clone(),
+        dir: config.workspaces_dir.clone(),
+        keep: config.keep_workspaces,
+        owner: worker_id.to_string(),
+    })
+    .await?;
     let ctx = Arc::new(task::Context {
         client: client.clone(),
         js,
@@ -130,7 +139,7 @@ pub async fn run_with_provider(
         worker_id: worker_id.clone(),
         provider,
         tools: ToolRegistry::builtin(),
-        workspace: Workspace::new(&config.workspace)?,
+        workspaces,
         default_model: config.model.default_model.clone(),
         ack_wait: config.ack_wait,
         claim_timeout: config.claim_timeout,

@@ -1,5 +1,6 @@
 //! One attempt's agent session: resolve the agent and model, load the transcript,
-//! run a slash command's subtask if there is one, run the loop, hand back the transcript.
+//! make the task's workspace, run a slash command's subtask if there is one, run the
+//! loop, hand back the transcript and the workspace.
 
 use prost::Message as _;
 use taskwire_agent::command::run_subtask;
@@ -8,7 +9,8 @@ use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
 use taskwire_llm::router::resolve_model;
-use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
+use taskwire_protocol::{GitSource, SessionId, TaskId, TaskRequest, pb};
+use taskwire_workspaces::{Source, TaskWorkspace, WorkspaceError};
 
 use crate::cancel::StopHandle;
 use crate::host::{WorkerHost, failed, rpc};
@@ -22,17 +24,31 @@ pub enum StartError {
     Invalid(String),
     /// The coordinator could not be reached to load the transcript: try again later.
     Unavailable(String),
+    /// The task's workspace could not be made.
+    Workspace(WorkspaceError),
+    /// The task was stopped (cancelled, past its deadline, the worker shutting down)
+    /// while its workspace was being made.
+    Stopped,
 }
 
-/// Runs the attempt's session to its end, or says why it could not start. Returns the
-/// outcome and the transcript to send with the result (when it was not saved already).
+/// A session that ran to its end.
+#[derive(Debug)]
+pub struct Ran {
+    pub outcome: SessionOutcome,
+    /// The transcript to send with the result (when it was not saved already).
+    pub transcript: Option<String>,
+    /// The workspace the session ran in: kept until the result is recorded.
+    pub workspace: TaskWorkspace,
+}
+
+/// Runs the attempt's session to its end, or says why it could not start.
 pub async fn run(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
     stop: &StopHandle,
-) -> Result<(SessionOutcome, Option<String>), StartError> {
+) -> Result<Ran, StartError> {
     let agent = AgentSpec::try_from(&request.agent_spec)
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     // An ancestor's rule that cannot be read must not leave the child unbounded.
@@ -59,6 +75,9 @@ pub async fn run(
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
     let (mut history, from_checkpoint) = history(ctx, request, claim, session_id).await?;
+    let workspace = prepare_workspace(ctx, request, claim, stop).await?;
+    let tools_workspace = taskwire_agent::Workspace::new(workspace.root())
+        .map_err(|e| StartError::Invalid(format!("unusable workspace: {e}")))?;
 
     let (sink, publisher) = ProgressPublisher::start(
         ctx.js.clone(),
@@ -108,7 +127,7 @@ pub async fn run(
             prompt,
             max_steps,
             history,
-            workspace: ctx.workspace.clone(),
+            workspace: tools_workspace,
             inherited_permission: inherited,
             from_checkpoint,
         };
@@ -128,7 +147,52 @@ pub async fn run(
     publisher.finish(sink).await;
     let transcript =
         transcript_for_result(ctx, request, claim, session_id, &outcome.transcript).await;
-    Ok((outcome, transcript))
+    Ok(Ran {
+        outcome,
+        transcript,
+        workspace,
+    })
+}
+
+/// Makes the attempt's workspace from the repository the task names in its context
+/// refs, or from the worker's base; a stop (cancel, deadline, shutdown) interrupts it.
+async fn prepare_workspace(
+    ctx: &Context,
+    request: &TaskRequest,
+    claim: Claim,
+    stop: &StopHandle,
+) -> Result<TaskWorkspace, StartError> {
+    let git = GitSource::from_refs(&request.context_refs)
+        .map_err(|e| StartError::Invalid(format!("invalid context refs: {e}")))?;
+    let source = match &git {
+        Some(g) => Source::Git {
+            url: &g.url,
+            reference: g.reference.as_deref(),
+        },
+        None => Source::Base,
+    };
+    let name = format!("{}-{}", request.task_id, claim.attempt);
+    let started = std::time::Instant::now();
+    let stopped = stop.token();
+    let prepare = async {
+        tokio::select! {
+            made = ctx.workspaces.prepare(&name, source, "") => Some(made),
+            () = stopped.cancelled() => None,
+        }
+    };
+    match supervise(prepare, request.deadline, stop).await {
+        None => Err(StartError::Stopped),
+        Some(Err(e)) => Err(StartError::Workspace(e)),
+        Some(Ok(workspace)) => {
+            tracing::debug!(
+                task.id = %request.task_id,
+                workspace = %workspace.root().display(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "workspace ready"
+            );
+            Ok(workspace)
+        }
+    }
 }
 
 /// Transcripts up to this size travel with the result (saved in its transaction);

@@ -295,6 +295,12 @@ impl TaskWorkspace {
         result
     }
 
+    /// Keeps the workspace after its task, whatever the worker's setting (its changes
+    /// could not be carried away).
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
     /// Removes the workspace's files and private repository now (unless it is to be
     /// kept), on the blocking pool.
     pub async fn remove(mut self) {

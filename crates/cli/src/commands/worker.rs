@@ -41,6 +41,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         queue = %config.queue,
         concurrency = config.concurrency,
         workspace = %config.workspace.display(),
+        workspaces_dir = %config.workspaces_dir.display(),
         model = %config.model.default_model,
         "starting worker"
     );
