@@ -20,5 +20,6 @@ mod subagents;
 mod subtrees;
 mod tls;
 mod tree_approvals;
+mod tree_edits;
 mod validation;
 mod workspaces;

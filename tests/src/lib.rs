@@ -267,6 +267,32 @@ impl Cluster {
         }
     }
 
+    /// The first `approval_required` event in `task_id`'s progress (replayed by
+    /// `Watch`).
+    pub async fn approval_asked(&self, task_id: &str) -> anyhow::Result<pb::ApprovalRequired> {
+        let mut stream = self
+            .client()
+            .await?
+            .watch(pb::WatchRequest {
+                task_id: task_id.into(),
+            })
+            .await?
+            .into_inner();
+        let asked = async {
+            while let Some(ev) = stream.next().await {
+                if let Some(pb::watch_event::Event::Progress(p)) = ev?.event
+                    && let Some(pb::task_progress::Event::ApprovalRequired(a)) = p.event
+                {
+                    return Ok(a);
+                }
+            }
+            bail!("task {task_id} ended without asking for approval")
+        };
+        tokio::time::timeout(PATIENCE, asked)
+            .await
+            .context("no approval asked in time")?
+    }
+
     /// Stops the workers and the coordinator gracefully.
     pub async fn shutdown(self) {
         for worker in self.workers {

@@ -34,7 +34,10 @@ pub trait SessionHost: Send + Sync {
     /// `on_progress` gets the child's tool calls live; `cancel` fires when the parent
     /// session is cancelled, and the host should then cancel the child. `Err` is a
     /// failure to run the child at all (unknown agent, submit refused); a child that
-    /// ran and failed is `Ok` with its status.
+    /// ran and failed is `Ok` with its status. A host with workspaces starts the child
+    /// from the session's files as they are, and brings a successful child's changes
+    /// into them before returning (or says why not in
+    /// [`ChildTaskResult::changes_not_applied`]).
     async fn run_child(
         &self,
         request: ChildTaskRequest,
@@ -157,6 +160,11 @@ pub struct ChildTaskResult {
     pub text: String,
     /// Tokens used by the child and all its descendants.
     pub usage: Usage,
+    /// Why the child's changes to the files are not in the session's workspace (they
+    /// conflict with its own; the report shows the conflicting hunks). `None` when
+    /// they were applied, or there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes_not_applied: Option<String>,
 }
 
 impl ChildTaskResult {
@@ -273,6 +281,7 @@ mod tests {
             status: "completed".into(),
             text: String::new(),
             usage: Usage::default(),
+            changes_not_applied: None,
         };
         assert!(result.succeeded());
         result.status = "max_steps".into();

@@ -68,6 +68,9 @@ pub struct TaskRequest {
     /// The ancestors' permission rules, nearest first, which bound the session's own
     /// (converted with the agent spec, feature `agent`). Empty for a root task.
     pub inherited_permission: Vec<pb::PermissionLayer>,
+    /// Changes the task's workspace starts from (a `git diff --binary` relative to its
+    /// source); for a child, its parent's changes so far. Empty for none.
+    pub workspace_patch: String,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -169,6 +172,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
                 .collect(),
             new_session: r.new_session,
             inherited_permission: r.inherited_permission,
+            workspace_patch: r.workspace_patch,
         })
     }
 }
@@ -220,6 +224,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
                 .collect(),
             new_session: r.new_session,
             inherited_permission: r.inherited_permission.clone(),
+            workspace_patch: r.workspace_patch.clone(),
         }
     }
 }
@@ -485,6 +490,7 @@ mod tests {
                     action: pb::PermissionAction::Deny as i32,
                 }],
             }],
+            workspace_patch: "diff --git a/x b/x\n".into(),
         }
     }
 

@@ -50,6 +50,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         subagents: vec![],
         new_session: true,
         inherited_permission: vec![],
+        workspace_patch: String::new(),
     };
     NewTask {
         request,

@@ -9,20 +9,23 @@
 //! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
 //! - [`progress`]: ordered progress publishing.
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
-//! - [`changes`]: what a task changed, as its result's patch.
 //! - [`session`]: one attempt's agent session (workspace, transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
+//! - [`workspace`]: the task's workspace: made, started from inherited and earlier
+//!   changes, and its patches out (result, children) and in (a child's).
+//! - [`saved`]: the transcript as saved, with the workspace's state beside it.
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
-pub mod changes;
 pub mod config;
 pub mod error;
 pub mod host;
 pub mod outcome;
 pub mod progress;
+pub mod saved;
 pub mod session;
 pub mod task;
+pub mod workspace;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

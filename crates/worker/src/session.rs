@@ -9,12 +9,13 @@ use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
 use taskwire_llm::router::resolve_model;
-use taskwire_protocol::{GitSource, SessionId, TaskId, TaskRequest, pb};
-use taskwire_workspaces::{Source, TaskWorkspace, WorkspaceError};
+use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
+use taskwire_workspaces::{TaskWorkspace, WorkspaceError};
 
 use crate::cancel::StopHandle;
 use crate::host::{WorkerHost, failed, rpc};
 use crate::progress::ProgressPublisher;
+use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
 
 /// Why a session could not start.
@@ -74,8 +75,12 @@ pub async fn run(
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
-    let (mut history, from_checkpoint) = history(ctx, request, claim, session_id).await?;
-    let workspace = prepare_workspace(ctx, request, claim, stop).await?;
+    let History {
+        transcript: mut history,
+        from_checkpoint,
+        workspace: earlier,
+    } = history(ctx, request, claim, session_id).await?;
+    let workspace = crate::workspace::prepare(ctx, request, claim, earlier.as_ref(), stop).await?;
     let tools_workspace = taskwire_agent::Workspace::new(workspace.root())
         .map_err(|e| StartError::Invalid(format!("unusable workspace: {e}")))?;
 
@@ -103,6 +108,7 @@ pub async fn run(
                 .collect()
         },
         approval_timeout: ctx.approval_timeout,
+        workspace: &workspace,
     };
     let run = async {
         let mut prompt = request.prompt.clone();
@@ -145,8 +151,20 @@ pub async fn run(
     };
     let outcome = supervise(run, request.deadline, stop).await;
     publisher.finish(sink).await;
-    let transcript =
-        transcript_for_result(ctx, request, claim, session_id, &outcome.transcript).await;
+    // A retried attempt goes on from this transcript, so it needs these files too.
+    let state = match outcome.error.as_ref().filter(|e| e.retryable) {
+        Some(_) => crate::workspace::state(&workspace).await.ok(),
+        None => None,
+    };
+    let transcript = transcript_for_result(
+        ctx,
+        request,
+        claim,
+        session_id,
+        &outcome.transcript,
+        state.as_ref(),
+    )
+    .await;
     Ok(Ran {
         outcome,
         transcript,
@@ -154,76 +172,57 @@ pub async fn run(
     })
 }
 
-/// Makes the attempt's workspace from the repository the task names in its context
-/// refs, or from the worker's base; a stop (cancel, deadline, shutdown) interrupts it.
-async fn prepare_workspace(
-    ctx: &Context,
-    request: &TaskRequest,
-    claim: Claim,
-    stop: &StopHandle,
-) -> Result<TaskWorkspace, StartError> {
-    let git = GitSource::from_refs(&request.context_refs)
-        .map_err(|e| StartError::Invalid(format!("invalid context refs: {e}")))?;
-    let source = match &git {
-        Some(g) => Source::Git {
-            url: &g.url,
-            reference: g.reference.as_deref(),
-        },
-        None => Source::Base,
-    };
-    let name = format!("{}-{}", request.task_id, claim.attempt);
-    let started = std::time::Instant::now();
-    let stopped = stop.token();
-    let prepare = async {
-        tokio::select! {
-            made = ctx.workspaces.prepare(&name, source, "") => Some(made),
-            () = stopped.cancelled() => None,
-        }
-    };
-    match supervise(prepare, request.deadline, stop).await {
-        None => Err(StartError::Stopped),
-        Some(Err(e)) => Err(StartError::Workspace(e)),
-        Some(Ok(workspace)) => {
-            tracing::debug!(
-                task.id = %request.task_id,
-                workspace = %workspace.root().display(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "workspace ready"
-            );
-            Ok(workspace)
-        }
-    }
-}
-
 /// Transcripts up to this size travel with the result (saved in its transaction);
 /// larger ones are saved on their own, before the result, through the coordinator.
 const TRANSCRIPT_WITH_RESULT: usize = 256 * 1024;
+
+/// The session to start from.
+struct History {
+    transcript: Transcript,
+    /// The transcript is this task's own checkpoint: the run goes on from it.
+    from_checkpoint: bool,
+    /// The workspace the checkpoint was saved with (only for this task's own).
+    workspace: Option<WorkspaceState>,
+}
 
 /// The session to start from, and whether it is this task's own checkpoint.
 ///
 /// A new session has nothing to load on its first attempt. Otherwise the saved
 /// transcript is loaded: when this task saved it (an earlier attempt's checkpoint, or
-/// the transcript of an attempt that failed and is retried) the run goes on from it;
-/// when another task did (`resume_token` of a finished session) it is history to add
-/// this task's prompt to. A new session never continues someone else's transcript.
+/// the transcript of an attempt that failed and is retried) the run goes on from it,
+/// with the files as that attempt had them; when another task did (`resume_token` of
+/// a finished session) it is history to add this task's prompt to. A new session
+/// never continues someone else's transcript.
 async fn history(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
-) -> Result<(Transcript, bool), StartError> {
-    let fresh = || Transcript::new(session_id.to_string());
+) -> Result<History, StartError> {
+    let fresh = || History {
+        transcript: Transcript::new(session_id.to_string()),
+        from_checkpoint: false,
+        workspace: None,
+    };
     if request.new_session && claim.attempt <= 1 {
-        return Ok((fresh(), false));
+        return Ok(fresh());
     }
     Ok(
         match load_transcript(ctx, request.task_id, session_id).await? {
-            Some((transcript, saved_by)) if saved_by == request.task_id.to_string() => {
+            Some((saved, saved_by)) if saved_by == request.task_id.to_string() => {
                 tracing::info!(task.id = %request.task_id, session.id = %session_id, "resuming from this task's checkpoint");
-                (transcript, true)
+                History {
+                    transcript: saved.transcript,
+                    from_checkpoint: true,
+                    workspace: saved.workspace,
+                }
             }
-            Some((transcript, _)) if !request.new_session => (transcript, false),
-            _ => (fresh(), false),
+            Some((saved, _)) if !request.new_session => History {
+                transcript: saved.transcript,
+                from_checkpoint: false,
+                workspace: None,
+            },
+            _ => fresh(),
         },
     )
 }
@@ -233,7 +232,7 @@ async fn load_transcript(
     ctx: &Context,
     task_id: TaskId,
     session_id: SessionId,
-) -> Result<Option<(Transcript, String)>, StartError> {
+) -> Result<Option<(Saved, String)>, StartError> {
     let unavailable =
         |e: String| StartError::Unavailable(format!("failed to load session {session_id}: {e}"));
     let load = pb::SessionLoad {
@@ -249,25 +248,31 @@ async fn load_transcript(
     if !reply.found {
         return Ok(None);
     }
-    let transcript = serde_json::from_slice(&reply.transcript_json).map_err(|e| {
+    let saved = serde_json::from_slice(&reply.transcript_json).map_err(|e| {
         StartError::Invalid(format!(
             "session {session_id} has an unreadable transcript: {e}"
         ))
     })?;
-    Ok(Some((transcript, reply.saved_by_task_id)))
+    Ok(Some((saved, reply.saved_by_task_id)))
 }
 
-/// The transcript as JSON to send with the result, or `None` after saving a large one
-/// on its own. A failure is logged, not fatal: the result still counts, only a later
-/// resume would miss this run. (Called under the attempt's in-progress acks.)
+/// The transcript (with `workspace`, the files' state for a retry) as JSON to send
+/// with the result, or `None` after saving a large one on its own. A failure is
+/// logged, not fatal: the result still counts, only a later resume would miss this
+/// run. (Called under the attempt's in-progress acks.)
 async fn transcript_for_result(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
     transcript: &Transcript,
+    workspace: Option<&WorkspaceState>,
 ) -> Option<String> {
-    let body = match serde_json::to_string(transcript) {
+    let saved = SavedRef {
+        transcript,
+        workspace,
+    };
+    let body = match serde_json::to_string(&saved) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(task.id = %request.task_id, error = %e, "failed to encode the transcript");

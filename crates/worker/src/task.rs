@@ -186,7 +186,7 @@ async fn run_claimed(
                 transcript_json: ran.transcript,
                 ..ended(ran.outcome)
             };
-            match crate::changes::result_patch(&workspace).await {
+            match crate::workspace::result_patch(&workspace).await {
                 Ok(patch) => result.patch = patch,
                 Err(error) => {
                     tracing::warn!(task.id = %task_id, error = %error.message, "result without its patch, workspace kept");

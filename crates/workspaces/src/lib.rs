@@ -82,7 +82,6 @@ pub struct Workspaces {
 #[derive(Debug)]
 struct Inner {
     base: PathBuf,
-    base_is_repository: bool,
     cache: Cache,
     tasks: PathBuf,
     keep: bool,
@@ -104,7 +103,6 @@ impl Workspaces {
                 std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
             ));
         }
-        let base_is_repository = is_repository_top(&base).await?;
         let owner = file_name_of(&config.owner);
         let dir = config.dir.clone();
         let keep = config.keep;
@@ -114,14 +112,12 @@ impl Workspaces {
         tracing::info!(
             base = %base.display(),
             workspaces = %config.dir.display(),
-            git = base_is_repository,
             keep,
             "workspaces ready"
         );
         Ok(Self {
             inner: Arc::new(Inner {
                 base,
-                base_is_repository,
                 cache: Cache::new(cache),
                 tasks,
                 keep,
@@ -156,8 +152,11 @@ impl Workspaces {
                     .map_err(|e| WorkspaceError::io("remove", stale, e))?;
             }
         }
+        // Looked at for every task: the base may become a repository while the worker runs.
+        let base_is_repository =
+            matches!(source, Source::Base) && is_repository_top(&inner.base).await?;
         let made = match source {
-            Source::Base if inner.base_is_repository => {
+            Source::Base if base_is_repository => {
                 let commit = Git::in_dir(&inner.base)
                     .config("safe.directory=*")
                     .run(
@@ -194,7 +193,11 @@ impl Workspaces {
             }
         };
         let mut ws = made;
-        ws.inherit(inherited, "the parent's changes").await?;
+        ws.inherit(
+            inherited,
+            "the changes the task starts from (its workspace_patch)",
+        )
+        .await?;
         Ok(ws)
     }
 

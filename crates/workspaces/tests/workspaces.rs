@@ -490,8 +490,9 @@ async fn changes_that_do_not_apply_are_a_clear_error() {
         .expect_err("does not apply");
     let message = err.to_string();
     assert!(
-        message.starts_with("the parent's changes do not apply to this workspace")
-            && message.contains("missing.txt"),
+        message.starts_with(
+            "the changes the task starts from (its workspace_patch) do not apply to this workspace"
+        ) && message.contains("missing.txt"),
         "{message}"
     );
 }

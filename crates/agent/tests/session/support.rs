@@ -272,6 +272,7 @@ fn child_result(request: &ChildTaskRequest) -> Result<ChildTaskResult, String> {
         status: status.into(),
         text: format!("report on {}", request.prompt),
         usage: usage(3, 2),
+        changes_not_applied: None,
     })
 }
 
