@@ -248,8 +248,8 @@ async fn a_child_whose_edit_conflicts_with_the_parents_is_a_tool_error_showing_t
         .expect("submit")
         .into_inner()
         .task_id;
-    // The child is started (from the parent's files before its command) and the
-    // parent's command waits for approval.
+    // The child is submitted (with the parent's files as they were before its command)
+    // and the parent's command waits for approval.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let (child, request_id) = loop {
         let children = cluster.children(&parent).await.expect("children");
@@ -267,10 +267,6 @@ async fn a_child_whose_edit_conflicts_with_the_parents_is_a_tool_error_showing_t
         assert!(tokio::time::Instant::now() < deadline, "never asked");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    cluster
-        .wait_for_task_file(&child, "a.txt")
-        .await
-        .expect("the child's workspace");
     client
         .approve(pb::ApproveRequest {
             task_id: parent.clone(),

@@ -356,3 +356,29 @@ async fn keep_workspaces_keeps_a_finished_tasks_workspace() {
         Some("first\n")
     );
 }
+
+#[tokio::test]
+async fn a_task_that_calls_no_tool_never_copies_the_base() {
+    let mut cluster = start(ScriptedModel::echo().await, 0, 1)
+        .await
+        .expect("cluster");
+    git_base(&cluster);
+    cluster.add_worker_with("keeper", 1, |config| config.keep_workspaces = true);
+    let id = submit(&cluster, "just answer", vec![]).await;
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    let result = result_of(&task);
+    assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
+    assert_eq!(result.patch, "");
+    // Kept as it was left: the directory the session was given, never filled.
+    let workspace = cluster.task_workspace(&id).expect("its directory");
+    assert_eq!(
+        std::fs::read_dir(&workspace).expect("readable").count(),
+        0,
+        "no copy was made"
+    );
+    assert!(
+        !workspace.with_extension("git").exists(),
+        "no repository either"
+    );
+    cluster.shutdown().await;
+}

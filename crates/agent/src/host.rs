@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use taskwire_llm::Usage;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::SessionError;
 use crate::session::ToolCallState;
 use crate::transcript::Transcript;
 
@@ -51,6 +52,14 @@ pub trait SessionHost: Send + Sync {
     /// subagent is callable by name, and [`SessionHost::run_child`] refuses an unknown
     /// one.
     fn subagents(&self) -> Vec<(String, String)>;
+
+    /// Makes the session's files ready; called before any of its tool calls run. A
+    /// host that makes workspaces on demand (so that a session that never uses a tool
+    /// costs none) makes it now. `Err` ends the session with that error. Hosts whose
+    /// files are always there succeed at once.
+    async fn ensure_workspace(&self) -> Result<(), SessionError> {
+        Ok(())
+    }
 
     /// Saves the session so far, ending with a step whose `task` calls are about to
     /// run (recorded without results). A later attempt of the same task resumes from
@@ -259,6 +268,7 @@ mod tests {
         assert!(err.contains("not available"), "{err}");
         assert!(NoopHost.subagents().is_empty());
         assert_eq!(NoopHost.checkpoint(&Transcript::new("s")).await, Ok(()));
+        assert_eq!(NoopHost.ensure_workspace().await, Ok(()));
     }
 
     #[test]

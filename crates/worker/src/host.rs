@@ -25,15 +25,14 @@ use taskwire_agent::host::{
     ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
 };
 use taskwire_agent::transcript::Transcript;
-use taskwire_agent::{SessionHost, ToolCallState};
+use taskwire_agent::{SessionError, SessionHost, ToolCallState};
 use taskwire_llm::Usage;
 use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, TaskStatus, pb, task::decode};
-use taskwire_workspaces::TaskWorkspace;
 use tokio_util::sync::CancellationToken;
 
 use crate::saved::SavedRef;
 use crate::task::Context;
-use crate::workspace::PATCH_NOT_CARRIED;
+use crate::workspace::{PATCH_NOT_CARRIED, TaskFiles};
 
 /// Worker requests are idempotent (child submits by their key): several short tries
 /// ride out a coordinator that was killed (its requests go unanswered) or is
@@ -57,8 +56,9 @@ pub struct WorkerHost<'a> {
     pub model: String,
     pub subagents: Vec<(String, String)>,
     pub approval_timeout: Duration,
-    /// The attempt's workspace: children start from it and their changes return to it.
-    pub workspace: &'a TaskWorkspace,
+    /// The attempt's workspace: made when first needed; children start from it and
+    /// their changes return to it.
+    pub files: &'a TaskFiles<'a>,
 }
 
 /// Sends a worker request and decodes the reply.
@@ -196,7 +196,12 @@ impl SessionHost for WorkerHost<'_> {
         } else {
             format!("child:{}:{}", self.task_id, request.call_id)
         };
-        let (source, workspace_patch) = crate::workspace::child_start(self.workspace).await?;
+        let workspace = self
+            .files
+            .get()
+            .await
+            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
+        let (source, workspace_patch) = crate::workspace::child_start(workspace).await?;
         let context_refs = source
             .map(|s| {
                 let r = s.to_ref();
@@ -243,7 +248,7 @@ impl SessionHost for WorkerHost<'_> {
         if outcome.succeeded() {
             outcome.changes_not_applied = match finished.not_carried {
                 Some(why) => Some(format!("they did not come back with its result: {why}")),
-                None => crate::workspace::bring_back(self.workspace, &finished.patch)
+                None => crate::workspace::bring_back(workspace, &finished.patch)
                     .await
                     .err(),
             };
@@ -267,9 +272,21 @@ impl SessionHost for WorkerHost<'_> {
         self.subagents.clone()
     }
 
+    async fn ensure_workspace(&self) -> Result<(), SessionError> {
+        match self.files.get().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(SessionError {
+                message: format!("failed to prepare the task's workspace: {e}"),
+                retryable: e.is_retryable(),
+            }),
+        }
+    }
+
     async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
         // The files as they are now: a later attempt restores them before it goes on.
-        let workspace = crate::workspace::state(self.workspace)
+        let workspace = self
+            .files
+            .state()
             .await
             .map_err(|e| format!("failed to record the workspace: {e}"))?;
         let saved = SavedRef {

@@ -10,13 +10,14 @@ use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
-use taskwire_workspaces::{TaskWorkspace, WorkspaceError};
+use taskwire_workspaces::WorkspaceError;
 
 use crate::cancel::StopHandle;
 use crate::host::{WorkerHost, failed, rpc};
 use crate::progress::ProgressPublisher;
 use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
+use crate::workspace::TaskFiles;
 
 /// Why a session could not start.
 #[derive(Debug)]
@@ -25,31 +26,27 @@ pub enum StartError {
     Invalid(String),
     /// The coordinator could not be reached to load the transcript: try again later.
     Unavailable(String),
-    /// The task's workspace could not be made.
+    /// The task's workspace could not be reserved.
     Workspace(WorkspaceError),
-    /// The task was stopped (cancelled, past its deadline, the worker shutting down)
-    /// while its workspace was being made.
-    Stopped,
 }
 
 /// A session that ran to its end.
-#[derive(Debug)]
-pub struct Ran {
+pub struct Ran<'a> {
     pub outcome: SessionOutcome,
     /// The transcript to send with the result (when it was not saved already).
     pub transcript: Option<String>,
     /// The workspace the session ran in: kept until the result is recorded.
-    pub workspace: TaskWorkspace,
+    pub workspace: TaskFiles<'a>,
 }
 
 /// Runs the attempt's session to its end, or says why it could not start.
-pub async fn run(
-    ctx: &Context,
-    request: &TaskRequest,
+pub async fn run<'a>(
+    ctx: &'a Context,
+    request: &'a TaskRequest,
     claim: Claim,
     session_id: SessionId,
     stop: &StopHandle,
-) -> Result<Ran, StartError> {
+) -> Result<Ran<'a>, StartError> {
     let agent = AgentSpec::try_from(&request.agent_spec)
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     // An ancestor's rule that cannot be read must not leave the child unbounded.
@@ -80,7 +77,7 @@ pub async fn run(
         from_checkpoint,
         workspace: earlier,
     } = history(ctx, request, claim, session_id).await?;
-    let workspace = crate::workspace::prepare(ctx, request, claim, earlier.as_ref(), stop).await?;
+    let workspace = TaskFiles::reserve(ctx, request, claim, earlier).await?;
     let tools_workspace = taskwire_agent::Workspace::new(workspace.root())
         .map_err(|e| StartError::Invalid(format!("unusable workspace: {e}")))?;
 
@@ -108,7 +105,7 @@ pub async fn run(
                 .collect()
         },
         approval_timeout: ctx.approval_timeout,
-        workspace: &workspace,
+        files: &workspace,
     };
     let run = async {
         let mut prompt = request.prompt.clone();
@@ -153,7 +150,7 @@ pub async fn run(
     publisher.finish(sink).await;
     // A retried attempt goes on from this transcript, so it needs these files too.
     let state = match outcome.error.as_ref().filter(|e| e.retryable) {
-        Some(_) => crate::workspace::state(&workspace).await.ok(),
+        Some(_) => workspace.state().await.ok(),
         None => None,
     };
     let transcript = transcript_for_result(

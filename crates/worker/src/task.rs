@@ -186,19 +186,17 @@ async fn run_claimed(
                 transcript_json: ran.transcript,
                 ..ended(ran.outcome)
             };
-            match crate::workspace::result_patch(&workspace).await {
+            match workspace.result_patch().await {
                 Ok(patch) => result.patch = patch,
                 Err(error) => {
                     tracing::warn!(task.id = %task_id, error = %error.message, "result without its patch, workspace kept");
-                    workspace.keep();
                     result.errors.push(error);
                 }
             }
             (result, Some(workspace))
         }
-        Err(StartError::Stopped) => (ended(stopped_outcome()), None),
         Err(StartError::Workspace(e)) => {
-            tracing::warn!(task.id = %task_id, error = %e, "failed to prepare the workspace");
+            tracing::warn!(task.id = %task_id, error = %e, "failed to reserve the workspace");
             let mut outcome = empty_outcome();
             outcome.error = Some(taskwire_agent::SessionError {
                 message: format!("failed to prepare the task's workspace: {e}"),
@@ -263,8 +261,8 @@ async fn run_claimed(
     }
 }
 
-/// Drives `session` (or the making of its workspace) while enforcing the deadline: at
-/// the deadline the attempt is stopped, and `session` ends as it does when cancelled.
+/// Drives `session` while enforcing the deadline: at the deadline the attempt is
+/// stopped, and `session` ends as it does when cancelled.
 pub async fn supervise<T>(
     session: impl Future<Output = T>,
     deadline: Option<chrono::DateTime<chrono::Utc>>,
@@ -284,14 +282,6 @@ pub async fn supervise<T>(
                 stop.stop(StopReason::Deadline);
             }
         }
-    }
-}
-
-/// How an attempt ends that was stopped before its session started.
-fn stopped_outcome() -> SessionOutcome {
-    SessionOutcome {
-        status: SessionStatus::Cancelled,
-        ..empty_outcome()
     }
 }
 

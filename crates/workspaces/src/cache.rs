@@ -44,6 +44,10 @@ impl Cache {
         let git = Git::repo(&repo);
         if !repo.exists() {
             clone_bare(base, &repo, &["--no-hardlinks"], true).await?;
+            // A local clone copies loose objects one by one; every checkout would then
+            // hard-link each of them. One pack makes a checkout's clone a few links.
+            git.run("pack the cache repository", &["repack", "-a", "-d", "-q"])
+                .await?;
         }
         if !has_commit(&git, commit).await? {
             let args: [std::ffi::OsString; 6] = [

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::WorkspaceError;
 
-/// Copies the tree at `from` into `to` (which must not exist): directories, regular
+/// Copies the tree at `from` into `to` (missing, or an empty directory): directories, regular
 /// files with their permissions, and symbolic links as links (never followed: a link
 /// out of the base stays a link, which the tools refuse to follow). Other file types
 /// (sockets, devices) are skipped, and so is a top-level `.git`. Blocking.
@@ -13,7 +13,12 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
 }
 
 fn copy_dir(from: &Path, to: &Path, top: bool) -> Result<(), WorkspaceError> {
-    std::fs::create_dir(to).map_err(|e| WorkspaceError::io("create", to, e))?;
+    let created = if top {
+        std::fs::create_dir_all(to)
+    } else {
+        std::fs::create_dir(to)
+    };
+    created.map_err(|e| WorkspaceError::io("create", to, e))?;
     let entries = std::fs::read_dir(from).map_err(|e| WorkspaceError::io("read", from, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| WorkspaceError::io("read", from, e))?;

@@ -131,58 +131,95 @@ impl Workspaces {
         &self.inner.base
     }
 
-    /// Makes the workspace `name` (unique per task attempt, e.g. `<task>-<attempt>`)
-    /// from `source`, then applies `inherited` (the parent's changes, a patch relative
-    /// to the source) as its starting point.
+    /// The directory of workspace `name` (unique per task attempt, e.g.
+    /// `<task>-<attempt>`), created empty: a session can be given its path before
+    /// [`Workspaces::prepare`] fills it, or without it ever being filled.
+    pub async fn reserve(&self, name: &str) -> Result<PathBuf, WorkspaceError> {
+        let (root, git_dir) = self.paths(name);
+        // Left by an earlier run of this worker that stopped before removing it.
+        remove_dirs(&[&root, &git_dir]).await?;
+        tokio::fs::create_dir_all(&root)
+            .await
+            .map_err(|e| WorkspaceError::io("create", &root, e))?;
+        Ok(root)
+    }
+
+    /// Removes workspace `name` when it was reserved but never prepared (a prepared
+    /// one is removed through its [`TaskWorkspace`]), unless workspaces are kept.
+    pub async fn release(&self, name: &str) {
+        if self.inner.keep {
+            return;
+        }
+        let (root, git_dir) = self.paths(name);
+        if let Err(e) = remove_dirs(&[&root, &git_dir]).await {
+            tracing::warn!(error = %e, "failed to remove a workspace");
+        }
+    }
+
+    fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
+        let name = file_name_of(name);
+        let git_dir = self.inner.tasks.join(format!("{name}.git"));
+        (self.inner.tasks.join(name), git_dir)
+    }
+
+    /// Makes the workspace `name` from `source` (in its reserved directory, which must
+    /// be empty, or a new one), then applies `inherited` (the parent's changes, a
+    /// patch relative to the source) as its starting point. On failure the directory
+    /// is left empty.
     pub async fn prepare(
         &self,
         name: &str,
         source: Source<'_>,
         inherited: &str,
     ) -> Result<TaskWorkspace, WorkspaceError> {
-        let inner = &self.inner;
-        let name = file_name_of(name);
-        let root = inner.tasks.join(&name);
-        let git_dir = inner.tasks.join(format!("{name}.git"));
-        // Left by an earlier run of this worker that stopped before removing it.
-        for stale in [&root, &git_dir] {
-            if tokio::fs::try_exists(stale).await.unwrap_or(false) {
-                tokio::fs::remove_dir_all(stale)
-                    .await
-                    .map_err(|e| WorkspaceError::io("remove", stale, e))?;
-            }
+        let (root, git_dir) = self.paths(name);
+        let made = self
+            .make(root.clone(), git_dir.clone(), source, inherited)
+            .await;
+        if made.is_err() {
+            let _ = remove_dirs(&[&root, &git_dir]).await;
+            let _ = tokio::fs::create_dir_all(&root).await;
         }
-        // Looked at for every task: the base may become a repository while the worker runs.
-        let base_is_repository =
-            matches!(source, Source::Base) && is_repository_top(&inner.base).await?;
-        let made = match source {
-            Source::Base if base_is_repository => {
-                let commit = Git::in_dir(&inner.base)
-                    .config("safe.directory=*")
-                    .run(
-                        "read the base's HEAD",
-                        &["rev-parse", "--verify", "HEAD^{commit}"],
-                    )
-                    .await?;
-                let repo = inner.cache.base(&inner.base, &commit).await?;
-                let origin = Origin::Base {
-                    commit: commit.clone(),
-                };
-                let mut ws = self.checkout(&repo, &commit, root, git_dir, origin).await?;
-                let uncommitted = base_changes(&inner.base, &commit).await?;
-                ws.apply_exactly(&uncommitted, "the base's uncommitted changes")
-                    .await?;
-                ws.rebase_source().await?;
-                ws
-            }
-            Source::Base => {
-                let (from, to) = (inner.base.clone(), root.clone());
-                tokio::task::spawn_blocking(move || copy::copy_tree(&from, &to))
-                    .await
-                    .map_err(|e| WorkspaceError::io("copy", &root, std::io::Error::other(e)))??;
-                init_private(&git_dir, None).await?;
-                TaskWorkspace::track(root, git_dir, Origin::Copy, inner.keep).await?
-            }
+        made
+    }
+
+    async fn make(
+        &self,
+        root: PathBuf,
+        git_dir: PathBuf,
+        source: Source<'_>,
+        inherited: &str,
+    ) -> Result<TaskWorkspace, WorkspaceError> {
+        let inner = &self.inner;
+        let mut ws = match source {
+            // Looked at for every task: the base may become a repository while the
+            // worker runs.
+            Source::Base => match base_head(&inner.base).await? {
+                Some(commit) => {
+                    let repo = inner.cache.base(&inner.base, &commit).await?;
+                    let origin = Origin::Base {
+                        commit: commit.clone(),
+                    };
+                    let mut ws = self.checkout(&repo, &commit, root, git_dir, origin).await?;
+                    let uncommitted = base_changes(&inner.base, &commit).await?;
+                    if !uncommitted.is_empty() {
+                        ws.apply_exactly(&uncommitted, "the base's uncommitted changes")
+                            .await?;
+                        ws.rebase_source().await?;
+                    }
+                    ws
+                }
+                None => {
+                    let (from, to) = (inner.base.clone(), root.clone());
+                    tokio::task::spawn_blocking(move || copy::copy_tree(&from, &to))
+                        .await
+                        .map_err(|e| {
+                            WorkspaceError::io("copy", &root, std::io::Error::other(e))
+                        })??;
+                    init_private(&git_dir, None).await?;
+                    TaskWorkspace::track(root, git_dir, Origin::Copy, inner.keep, true).await?
+                }
+            },
             Source::Git { url, reference } => {
                 let (repo, commit) = inner.cache.remote(url, reference).await?;
                 let origin = Origin::Git {
@@ -192,7 +229,6 @@ impl Workspaces {
                 self.checkout(&repo, &commit, root, git_dir, origin).await?
             }
         };
-        let mut ws = made;
         ws.inherit(
             inherited,
             "the changes the task starts from (its workspace_patch)",
@@ -245,24 +281,48 @@ impl Workspaces {
         tokio::fs::copy(&from, &to)
             .await
             .map_err(|e| WorkspaceError::io("copy", &from, e))?;
-        TaskWorkspace::track(root, git_dir, origin, self.inner.keep).await
+        TaskWorkspace::track(root, git_dir, origin, self.inner.keep, false).await
     }
 }
 
-/// Whether `dir` is the top level of a git work tree with at least one commit.
-async fn is_repository_top(dir: &Path) -> Result<bool, WorkspaceError> {
-    let git = Git::in_dir(dir).config("safe.directory=*");
-    let top = git.output(&["rev-parse", "--show-toplevel"], None).await?;
-    if !top.status.success() {
-        return Ok(false);
+/// The commit checked out in `dir` when `dir` is the top level of a git work tree
+/// with at least one commit; `None` for any other directory.
+async fn base_head(dir: &Path) -> Result<Option<String>, WorkspaceError> {
+    let out = Git::in_dir(dir)
+        .config("safe.directory=*")
+        .output(
+            &[
+                "rev-parse",
+                "--show-toplevel",
+                "--verify",
+                "-q",
+                "HEAD^{commit}",
+            ],
+            None,
+        )
+        .await?;
+    if !out.status.success() {
+        return Ok(None);
     }
-    let top = PathBuf::from(String::from_utf8_lossy(&top.stdout).trim());
-    let has_head = git
-        .output(&["rev-parse", "-q", "--verify", "HEAD^{commit}"], None)
-        .await?
-        .status
-        .success();
-    Ok(has_head && std::fs::canonicalize(&top).is_ok_and(|top| top == dir))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let (Some(top), Some(commit)) = (lines.next(), lines.next()) else {
+        return Ok(None);
+    };
+    let is_top = std::fs::canonicalize(top).is_ok_and(|top| top == dir);
+    Ok(is_top.then(|| commit.trim().to_owned()))
+}
+
+/// Removes `dirs` (those that exist).
+async fn remove_dirs(dirs: &[&Path]) -> Result<(), WorkspaceError> {
+    for dir in dirs {
+        match tokio::fs::remove_dir_all(dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(WorkspaceError::io("remove", *dir, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The base's uncommitted changes to tracked files, relative to `commit`.
@@ -296,17 +356,16 @@ async fn init_private(git_dir: &Path, objects: Option<&Path>) -> Result<(), Work
     Git::in_dir(git_dir.parent().unwrap_or(git_dir))
         .run("create the workspace's repository", &args)
         .await?;
-    let git = Git::repo(git_dir);
-    git.run(
-        "configure the workspace's repository",
-        &["config", "core.bare", "false"],
-    )
-    .await?;
-    git.run(
-        "configure the workspace's repository",
-        &["config", "gc.auto", "0"],
-    )
-    .await?;
+    // Appended rather than set with `git config`: one process fewer per task (a later
+    // section's value wins).
+    let config = git_dir.join("config");
+    let mut text = tokio::fs::read_to_string(&config)
+        .await
+        .map_err(|e| WorkspaceError::io("read", &config, e))?;
+    text.push_str("[core]\n\tbare = false\n[gc]\n\tauto = 0\n");
+    tokio::fs::write(&config, text)
+        .await
+        .map_err(|e| WorkspaceError::io("write", &config, e))?;
     if let Some(objects) = objects {
         let file = git_dir.join("objects/info/alternates");
         tokio::fs::write(&file, format!("{}\n", objects.display()))

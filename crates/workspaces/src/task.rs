@@ -64,13 +64,15 @@ const DIFF: [&str; 7] = [
 ];
 
 impl TaskWorkspace {
-    /// A workspace whose files are in `root` and whose private repository `git_dir`
-    /// has them all in its index; its source and start are that state.
+    /// A workspace whose files are in `root`, tracked by the private repository
+    /// `git_dir`; its source and start are the files as they are. `record` adds them
+    /// to the index first (a fresh checkout's index has them already).
     pub(crate) async fn track(
         root: PathBuf,
         git_dir: PathBuf,
         origin: Origin,
         keep: bool,
+        record: bool,
     ) -> Result<Self, WorkspaceError> {
         let mut ws = Self {
             root,
@@ -82,7 +84,11 @@ impl TaskWorkspace {
             removed: false,
             busy: Mutex::new(()),
         };
-        ws.source = ws.snapshot().await?;
+        ws.source = if record {
+            ws.snapshot().await?
+        } else {
+            ws.tree().await?
+        };
         ws.start = ws.source.clone();
         Ok(ws)
     }
@@ -103,10 +109,17 @@ impl TaskWorkspace {
 
     /// Records the files as they are now in the private index; the tree's id.
     async fn snapshot(&self) -> Result<String, WorkspaceError> {
-        let git = self.git();
-        git.run("record the workspace", &["add", "-A", "--", "."])
+        self.git()
+            .run("record the workspace", &["add", "-A", "--", "."])
             .await?;
-        git.run("record the workspace", &["write-tree"]).await
+        self.tree().await
+    }
+
+    /// The tree of the private index as it is.
+    async fn tree(&self) -> Result<String, WorkspaceError> {
+        self.git()
+            .run("record the workspace", &["write-tree"])
+            .await
     }
 
     async fn diff(&self, from: &str, to: &str) -> Result<Vec<u8>, WorkspaceError> {
@@ -198,15 +211,19 @@ impl TaskWorkspace {
         patch: &str,
         what: &'static str,
     ) -> Result<(), WorkspaceError> {
+        if patch.is_empty() {
+            return Ok(());
+        }
+        // `apply --index` leaves the index matching the files.
         self.apply_exactly(patch, what).await?;
-        self.start = self.snapshot().await?;
+        self.start = self.tree().await?;
         Ok(())
     }
 
     /// Makes the current files the source as well as the start (after the base's
     /// uncommitted changes were copied in).
     pub(crate) async fn rebase_source(&mut self) -> Result<(), WorkspaceError> {
-        self.source = self.snapshot().await?;
+        self.source = self.tree().await?;
         self.start = self.source.clone();
         Ok(())
     }

@@ -288,6 +288,10 @@ pub(crate) struct TestHost {
     pub(crate) checkpoints: Mutex<Vec<(Transcript, usize)>>,
     /// When set, every checkpoint fails with this reason.
     refuse_checkpoints: Option<String>,
+    /// How often the session asked for its workspace to be ready.
+    pub(crate) workspace_asks: std::sync::atomic::AtomicUsize,
+    /// When set, the workspace cannot be made ready.
+    refuse_workspace: Option<taskwire_agent::SessionError>,
 }
 
 impl TestHost {
@@ -299,7 +303,20 @@ impl TestHost {
             barrier: None,
             checkpoints: Mutex::default(),
             refuse_checkpoints: None,
+            workspace_asks: Default::default(),
+            refuse_workspace: None,
         }
+    }
+
+    /// The workspace cannot be made ready: `ensure_workspace` fails with `error`.
+    pub(crate) fn refusing_workspace(mut self, error: taskwire_agent::SessionError) -> Self {
+        self.refuse_workspace = Some(error);
+        self
+    }
+
+    pub(crate) fn workspace_asks(&self) -> usize {
+        self.workspace_asks
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Checkpoints fail with `reason`.
@@ -372,6 +389,15 @@ impl SessionHost for TestHost {
             });
         }
         child_result(&request)
+    }
+
+    async fn ensure_workspace(&self) -> Result<(), taskwire_agent::SessionError> {
+        self.workspace_asks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match &self.refuse_workspace {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
     }
 
     async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
