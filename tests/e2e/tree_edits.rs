@@ -319,3 +319,104 @@ async fn a_child_whose_edit_conflicts_with_the_parents_is_a_tool_error_showing_t
     );
     cluster.shutdown().await;
 }
+
+/// The parent writes a file too large to travel (600 KiB), then tries to delegate;
+/// `small` answers at once.
+fn too_large(req: &SeenRequest) -> ScriptedReply {
+    if req.first_user_message() == Some("small") {
+        return ScriptedReply::text("small done");
+    }
+    match req.assistant_turns() {
+        0 => {
+            let line = "0123456789abcdef".repeat(4);
+            let content: String = (0..10_000).map(|i| format!("{i} {line}\n")).collect();
+            ScriptedReply::tool_calls([(
+                "p1",
+                "write",
+                json!({ "filePath": "big.txt", "content": content }),
+            )])
+        }
+        1 => ScriptedReply::tool_calls([(
+            "p2",
+            "task",
+            json!({ "description": "look", "prompt": "child: look at big.txt", "subagent_type": "general" }),
+        )]),
+        _ => ScriptedReply::text(format!("task said: {}", last_tool_output(req))),
+    }
+}
+
+#[tokio::test]
+async fn changes_too_large_to_travel_are_refused_clearly_and_the_workspace_is_kept() {
+    let cluster = start(ScriptedModel::start(too_large).await, 1, 1)
+        .await
+        .expect("cluster");
+    let client = cluster.client().await.expect("client");
+    let submit = |prompt: &str| {
+        let req = pb::SubmitRequest {
+            agent: "build".into(),
+            prompt: prompt.into(),
+            ..Default::default()
+        };
+        let mut client = client.clone();
+        async move {
+            client
+                .submit(req)
+                .await
+                .expect("submit")
+                .into_inner()
+                .task_id
+        }
+    };
+    let id = submit("write a big file and delegate").await;
+    let done = cluster.wait_finished(&id).await.expect("finished");
+    let result = done.result.as_ref().expect("result");
+    assert_eq!(
+        result.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        result.errors
+    );
+    let text = &result.output.as_ref().expect("output").text;
+    assert!(
+        text.contains("error: subagent general failed: your workspace's changes are")
+            && text.contains("more than the 262144 bytes a subagent can start from"),
+        "{text}"
+    );
+    assert!(
+        cluster.children(&id).await.expect("children").is_empty(),
+        "no child was started"
+    );
+    assert_eq!(result.patch, "", "too large for the result");
+    let error = result
+        .errors
+        .iter()
+        .find(|e| e.code == "patch_not_carried")
+        .expect("the result says why its patch is missing");
+    assert!(
+        error
+            .message
+            .contains("more than the 524288 a result carries")
+            && error.message.contains("the workspace is kept at"),
+        "{}",
+        error.message
+    );
+    // Once the worker took the next task, the first one's handling is over: its
+    // workspace is still there, with the file.
+    let next = submit("small").await;
+    cluster.wait_finished(&next).await.expect("finished");
+    let kept = cluster.task_workspace(&id).expect("kept");
+    assert!(
+        error.message.contains(&kept.display().to_string()),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        std::fs::metadata(kept.join("big.txt"))
+            .expect("the big file")
+            .len(),
+        (0..10_000)
+            .map(|i: u32| format!("{i} ").len() as u64 + 65)
+            .sum::<u64>()
+    );
+    cluster.shutdown().await;
+}

@@ -44,6 +44,8 @@ const APPROVAL_RECHECK: Duration = Duration::from_secs(5);
 /// How often a waiting parent re-reads its child's status, in case a "finished" notice
 /// was missed (a reconnect).
 const CHILD_RECHECK: Duration = Duration::from_secs(2);
+/// Room left in a NATS message for the rest of a checkpoint request.
+const CHECKPOINT_MARGIN: usize = 4096;
 
 /// One running attempt's host.
 pub struct WorkerHost<'a> {
@@ -59,6 +61,10 @@ pub struct WorkerHost<'a> {
     /// The attempt's workspace: made when first needed; children start from it and
     /// their changes return to it.
     pub files: &'a TaskFiles<'a>,
+    /// Set when the last checkpoint could not be saved because the workspace's
+    /// changes are too large for it: the step's children are refused with this
+    /// reason, since none may start that a later attempt could not find again.
+    pub children_refused: std::sync::Mutex<Option<String>>,
 }
 
 /// Sends a worker request and decodes the reply.
@@ -201,6 +207,14 @@ impl SessionHost for WorkerHost<'_> {
             .get()
             .await
             .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
+        if let Some(reason) = self
+            .children_refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return Err(reason);
+        }
         let (source, workspace_patch) = crate::workspace::child_start(workspace).await?;
         let context_refs = source
             .map(|s| {
@@ -289,12 +303,40 @@ impl SessionHost for WorkerHost<'_> {
             .state()
             .await
             .map_err(|e| format!("failed to record the workspace: {e}"))?;
+        let refuse_children = |reason: String| {
+            tracing::info!(task.id = %self.task_id, reason = %reason, "no checkpoint: this step's children are refused");
+            *self
+                .children_refused
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+            Ok(())
+        };
+        if let Some(reason) = crate::workspace::too_large_to_delegate(workspace.patch.len()) {
+            return refuse_children(reason);
+        }
         let saved = SavedRef {
             transcript,
             workspace: Some(&workspace),
         };
         let transcript_json = serde_json::to_vec(&saved)
             .map_err(|e| format!("failed to encode the transcript: {e}"))?;
+        let limit = self
+            .ctx
+            .client
+            .server_info()
+            .max_payload
+            .saturating_sub(CHECKPOINT_MARGIN);
+        if transcript_json.len() > limit && !workspace.patch.is_empty() {
+            return refuse_children(format!(
+                "your conversation and workspace changes ({} bytes) are too large to save before delegating; \
+                 delegate with fewer or smaller changes",
+                transcript_json.len()
+            ));
+        }
+        *self
+            .children_refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         let save = pb::SessionSave {
             session_id: self.session_id.to_string(),
             task_id: self.task_id.to_string(),

@@ -106,6 +106,7 @@ pub async fn run<'a>(
         },
         approval_timeout: ctx.approval_timeout,
         files: &workspace,
+        children_refused: Default::default(),
     };
     let run = async {
         let mut prompt = request.prompt.clone();

@@ -188,12 +188,8 @@ pub async fn child_start(workspace: &TaskWorkspace) -> Result<(Option<GitSource>
         .changes()
         .await
         .map_err(|e| format!("failed to read your workspace's changes for the subagent: {e}"))?;
-    if changes.len() > CHILD_PATCH_LIMIT {
-        return Err(format!(
-            "your workspace's changes are {} bytes, more than the {CHILD_PATCH_LIMIT} bytes a subagent can start from; \
-             commit to fewer or smaller changes before delegating",
-            changes.len()
-        ));
+    if let Some(reason) = too_large_to_delegate(changes.len()) {
+        return Err(reason);
     }
     let source = match workspace.origin() {
         Origin::Git { url, commit } => Some(GitSource {
@@ -203,6 +199,16 @@ pub async fn child_start(workspace: &TaskWorkspace) -> Result<(Option<GitSource>
         Origin::Base { .. } | Origin::Copy => None,
     };
     Ok((source, changes))
+}
+
+/// Why changes of `bytes` cannot go to a child, if they cannot.
+pub fn too_large_to_delegate(bytes: usize) -> Option<String> {
+    (bytes > CHILD_PATCH_LIMIT).then(|| {
+        format!(
+            "your workspace's changes are {bytes} bytes, more than the {CHILD_PATCH_LIMIT} bytes a subagent can start from; \
+             delegate with fewer or smaller changes"
+        )
+    })
 }
 
 /// Brings a finished child's `patch` into `workspace`; why not, for the model.
