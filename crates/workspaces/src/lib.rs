@@ -17,7 +17,15 @@
 //! - **the task names a repository** ([`Source::Git`]): a checkout of the named commit,
 //!   through a cache of bare repositories (cloned once, fetched on later use).
 //!
-//! Then the changes the task inherits (its parent's) are applied.
+//! Then the changes the task inherits (its parent's) are applied. A worker reserves
+//! the directory when an attempt starts ([`Workspaces::reserve`]) and fills it
+//! ([`Workspaces::prepare`]) only when the session first needs its files.
+//!
+//! A checkout is a hard-linked clone of the cache repository, not a `git worktree`: a
+//! linked worktree keeps its `HEAD` and index in the repository it was added from,
+//! outside the task's directory, so a session confined to its directory could not run
+//! git in it, and adding one writes to that repository, which for the base must not
+//! change.
 //!
 //! Layout of `--workspaces-dir`: `cache/` (bare repositories and their locks) and
 //! `tasks/<worker>/<task>-<attempt>/` (a checkout) beside
