@@ -271,7 +271,8 @@ impl SessionHost for WorkerHost<'_> {
                     tracing::info!(task.id = %self.task_id, child.id = %child, bytes = finished.patch.len(), "child's changes applied");
                 }
                 Some(why) => {
-                    tracing::info!(task.id = %self.task_id, child.id = %child, reason = %why, "child's changes not applied");
+                    let reason = why.lines().next().unwrap_or_default();
+                    tracing::info!(task.id = %self.task_id, child.id = %child, reason = %reason, "child's changes not applied");
                 }
                 None => {}
             }
