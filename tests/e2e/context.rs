@@ -41,7 +41,12 @@ async fn the_model_sees_agents_md_and_configured_instruction_files() {
         system.contains("<instructions file=\"docs/style.md\">\nName tests for behaviour."),
         "{system}"
     );
-    assert!(system.contains(&format!("workspace root: {}", ws.display())));
+    // The task's own copy of the base, not the base.
+    let root = system
+        .lines()
+        .find_map(|l| l.strip_prefix("workspace root: "))
+        .expect("the workspace root is named");
+    assert_ne!(std::path::Path::new(root), ws.as_path(), "{system}");
     assert!(system.contains("is the workspace a git repository: no"));
     let agents_at = system.find("AGENTS.md").expect("agents");
     let style_at = system.find("docs/style.md").expect("style");

@@ -118,7 +118,10 @@ async fn a_general_child_of_plan_gets_no_edit_tools_and_asks_where_plan_asks() {
     .expect("approval requested in time");
     assert_eq!(asked.permission, "bash");
     assert_eq!(asked.patterns, ["touch touched.txt"]);
-    assert!(!cluster.workspace.path().join("touched.txt").exists());
+    let workspace = cluster
+        .task_workspace(&child.task_id)
+        .expect("the child's workspace");
+    assert!(!workspace.join("touched.txt").exists());
     client
         .approve(pb::ApproveRequest {
             task_id: child.task_id.clone(),
@@ -131,8 +134,16 @@ async fn a_general_child_of_plan_gets_no_edit_tools_and_asks_where_plan_asks() {
 
     let done = cluster.wait_finished(&parent).await.expect("parent ends");
     assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
-    assert!(cluster.workspace.path().join("touched.txt").exists());
-    assert!(!cluster.workspace.path().join("written.txt").exists());
+    let child_done = cluster
+        .wait_finished(&child.task_id)
+        .await
+        .expect("child ends");
+    let patch = &child_done.result.as_ref().expect("result").patch;
+    assert!(
+        taskwire_e2e::created_in_patch(patch, "touched.txt").is_some(),
+        "the approved command ran: {patch}"
+    );
+    assert!(!patch.contains("written.txt"), "{patch}");
     let child_events = cluster.watch(&child.task_id).await.expect("child events");
     assert_eq!(
         approvals(&child_events).len(),

@@ -318,7 +318,11 @@ async fn approve_cannot_answer_another_tenants_task_or_request() {
     );
     let waiting = t.get(ACME, &acme.task_id, |_| true).await;
     assert_eq!(waiting.status(), pb::TaskStatus::AwaitingApproval);
-    assert!(!t.cluster.workspace.path().join("approved.txt").exists());
+    let workspace = t
+        .cluster
+        .task_workspace(&acme.task_id)
+        .expect("the task's workspace");
+    assert!(!workspace.join("approved.txt").exists());
 
     t.client
         .approve(as_tenant(ACME, approve(&acme.task_id)))
@@ -326,7 +330,11 @@ async fn approve_cannot_answer_another_tenants_task_or_request() {
         .expect("acme answers its own approval");
     let done = t.get(ACME, &acme.task_id, |t| t.result.is_some()).await;
     assert_eq!(done.status(), pb::TaskStatus::Completed);
-    assert!(t.cluster.workspace.path().join("approved.txt").exists());
+    let patch = &done.result.as_ref().expect("result").patch;
+    assert!(
+        taskwire_e2e::created_in_patch(patch, "approved.txt").is_some(),
+        "{patch}"
+    );
     t.stop().await;
 }
 

@@ -214,7 +214,10 @@ fn long_bash(req: &SeenRequest) -> ScriptedReply {
 async fn cancelling_a_task_kills_its_running_bash_command() {
     let cluster = start_scripted(long_bash, 1, 2).await;
     let id = submit(&cluster, "build", "run the long command", None).await;
-    let pid_file = cluster.workspace.path().join("pid.txt");
+    let pid_file = cluster
+        .wait_for_task_file(&id, "pid.txt")
+        .await
+        .expect("the command started");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let pid = loop {
         if let Some(pid) = std::fs::read_to_string(&pid_file)

@@ -25,4 +25,6 @@ mod subagents;
 mod subtrees;
 mod tls;
 mod tree_approvals;
+mod tree_edits;
 mod validation;
+mod workspaces;

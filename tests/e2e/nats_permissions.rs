@@ -210,8 +210,9 @@ async fn a_task_tree_runs_with_the_coordinator_and_worker_users_and_no_violation
         "{text}"
     );
     assert!(
-        cluster.workspace.path().join("approved.txt").exists(),
-        "the approved command ran"
+        taskwire_e2e::created_in_patch(&result.patch, "approved.txt").is_some(),
+        "the approved command ran: {}",
+        result.patch
     );
     let children = cluster.children(&parent).await.expect("children");
     assert_eq!(children.len(), 1, "{children:?}");
@@ -435,6 +436,7 @@ async fn a_worker_started_before_the_coordinator_waits_for_its_streams() {
         nats_url: server.worker_url(),
         worker_id: Some("early-worker".to_owned()),
         workspace: workspace.path().to_owned(),
+        workspaces_dir: workspace.path().with_extension("workspaces"),
         ..Default::default()
     };
     config.model.base_url = model.base_url();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use taskwire_e2e::{Cluster, start, wait_for};
+use taskwire_e2e::{Cluster, created_in_patch, start, wait_for};
 use taskwire_protocol::pb;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
@@ -92,8 +92,9 @@ async fn an_ask_waits_for_approval_and_continues_when_approved() {
     })
     .await
     .expect("awaiting approval");
+    let workspace = cluster.task_workspace(&id).expect("the task's workspace");
     assert!(
-        !cluster.workspace.path().join("approved.txt").exists(),
+        !workspace.join("approved.txt").exists(),
         "nothing ran before the answer"
     );
 
@@ -112,8 +113,9 @@ async fn an_ask_waits_for_approval_and_continues_when_approved() {
     let result = result_of(stream).await;
     assert_eq!(result.status(), pb::TaskStatus::Completed);
     assert!(
-        cluster.workspace.path().join("approved.txt").exists(),
-        "the approved command ran"
+        created_in_patch(&result.patch, "approved.txt").is_some(),
+        "the approved command ran: {}",
+        result.patch
     );
 
     let err = client
@@ -146,7 +148,7 @@ async fn a_rejected_ask_feeds_the_message_back_to_the_model() {
     let result = result_of(stream).await;
     let text = result.output.expect("output").text;
     assert!(text.contains("not in this repository"), "{text}");
-    assert!(!cluster.workspace.path().join("approved.txt").exists());
+    assert_eq!(result.patch, "", "nothing ran");
     cluster.shutdown().await;
 }
 
@@ -161,7 +163,7 @@ async fn an_unanswered_ask_times_out_as_a_deny() {
         text.contains("timed out"),
         "the model saw the timeout as a tool error: {text}"
     );
-    assert!(!cluster.workspace.path().join("approved.txt").exists());
+    assert_eq!(result.patch, "", "nothing ran");
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed);
     cluster.shutdown().await;
@@ -260,8 +262,9 @@ async fn an_answer_whose_message_the_worker_missed_is_found_by_its_recheck() {
     let result = result_of(stream).await;
     assert_eq!(result.status(), pb::TaskStatus::Completed);
     assert!(
-        cluster.workspace.path().join("approved.txt").exists(),
-        "the approved command ran"
+        created_in_patch(&result.patch, "approved.txt").is_some(),
+        "the approved command ran: {}",
+        result.patch
     );
     cluster.shutdown().await;
 }

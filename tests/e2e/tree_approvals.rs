@@ -178,7 +178,15 @@ async fn a_childs_ask_reaches_the_roots_watch_and_taskwire_approve_answers_it() 
 
     let done = cluster.wait_finished(&root).await.expect("root finished");
     assert_eq!(done.status(), pb::TaskStatus::Completed);
-    assert!(cluster.workspace.path().join("approved.txt").exists());
+    let asker = cluster
+        .wait_finished(&ask.task_id)
+        .await
+        .expect("asker finished");
+    let patch = &asker.result.as_ref().expect("result").patch;
+    assert!(
+        taskwire_e2e::created_in_patch(patch, "approved.txt").is_some(),
+        "the approved command ran: {patch}"
+    );
     assert!(watch.wait().await.expect("watch ends").success());
     cluster.shutdown().await;
 }
@@ -246,6 +254,14 @@ async fn a_grandchilds_ask_reaches_the_root_through_every_ancestor() {
         .expect("approve the grandchild by its id");
     let done = cluster.wait_finished(&root).await.expect("root finished");
     assert_eq!(done.status(), pb::TaskStatus::Completed);
-    assert!(cluster.workspace.path().join("approved.txt").exists());
+    let asker = cluster
+        .wait_finished(&ask.task_id)
+        .await
+        .expect("asker finished");
+    let patch = &asker.result.as_ref().expect("result").patch;
+    assert!(
+        taskwire_e2e::created_in_patch(patch, "approved.txt").is_some(),
+        "the approved command ran: {patch}"
+    );
     cluster.shutdown().await;
 }

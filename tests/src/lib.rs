@@ -37,7 +37,10 @@ pub struct Cluster {
     pub nats: NatsServer,
     pub db: TestDatabase,
     pub model: ScriptedModel,
+    /// The workers' base (`--workspace`).
     pub workspace: tempfile::TempDir,
+    /// The workers' `--workspaces-dir`: each task's own workspace is made under it.
+    pub workspaces: tempfile::TempDir,
     pub addr: SocketAddr,
 }
 
@@ -93,6 +96,7 @@ async fn start_cluster(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let db = TestDatabase::create().await?;
     let workspace = tempfile::tempdir().context("workspace dir")?;
+    let workspaces = tempfile::tempdir().context("workspaces dir")?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let mut config = taskwire_coordinator::CoordinatorConfig {
@@ -112,6 +116,7 @@ async fn start_cluster(
         db,
         model,
         workspace,
+        workspaces,
         addr,
     };
     cluster.wait_ready().await?;
@@ -128,6 +133,7 @@ impl Cluster {
             nats_url: self.nats.url(),
             concurrency,
             workspace: self.workspace.path().to_owned(),
+            workspaces_dir: self.workspaces.path().to_owned(),
             worker_id: Some(name.to_owned()),
             ack_wait: Duration::from_secs(10),
             drain_grace: Duration::from_secs(5),
@@ -252,6 +258,60 @@ impl Cluster {
         Ok(events)
     }
 
+    /// The workspace of a running (or kept) attempt of `task_id`, on any worker, the
+    /// newest attempt first: `<workspaces>/tasks/<worker>/<task>-<attempt>`.
+    pub fn task_workspace(&self, task_id: &str) -> Option<std::path::PathBuf> {
+        task_workspaces(self.workspaces.path(), task_id).pop()
+    }
+
+    /// Waits until a file `name` exists in a workspace of `task_id`; its path.
+    pub async fn wait_for_task_file(
+        &self,
+        task_id: &str,
+        name: &str,
+    ) -> anyhow::Result<std::path::PathBuf> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(file) = task_workspaces(self.workspaces.path(), task_id)
+                .into_iter()
+                .map(|ws| ws.join(name))
+                .find(|file| file.exists())
+            {
+                return Ok(file);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("no workspace of task {task_id} ever had {name}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The first `approval_required` event in `task_id`'s progress (replayed by
+    /// `Watch`).
+    pub async fn approval_asked(&self, task_id: &str) -> anyhow::Result<pb::ApprovalRequired> {
+        let mut stream = self
+            .client()
+            .await?
+            .watch(pb::WatchRequest {
+                task_id: task_id.into(),
+            })
+            .await?
+            .into_inner();
+        let asked = async {
+            while let Some(ev) = stream.next().await {
+                if let Some(pb::watch_event::Event::Progress(p)) = ev?.event
+                    && let Some(pb::task_progress::Event::ApprovalRequired(a)) = p.event
+                {
+                    return Ok(a);
+                }
+            }
+            bail!("task {task_id} ended without asking for approval")
+        };
+        tokio::time::timeout(PATIENCE, asked)
+            .await
+            .context("no approval asked in time")?
+    }
+
     /// Stops the workers and the coordinator gracefully.
     pub async fn shutdown(self) {
         for worker in self.workers {
@@ -315,6 +375,58 @@ impl Drop for InProcess {
     fn drop(&mut self) {
         self.token.cancel();
     }
+}
+
+/// The workspaces of `task_id`'s attempts under a `--workspaces-dir`, oldest first.
+pub fn task_workspaces(dir: &std::path::Path, task_id: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{task_id}-");
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("tasks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|worker| worker.path().is_dir())
+        .flat_map(|worker| {
+            std::fs::read_dir(worker.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.is_dir()
+                && path.extension().is_none_or(|ext| ext != "git")
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .collect();
+    let attempt = |p: &std::path::PathBuf| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|a| a.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    found.sort_by_key(attempt);
+    found
+}
+
+/// The file `name` of the task's patch, as the patch creates it (`None` when the
+/// patch does not create it): the lines added, joined.
+pub fn created_in_patch(patch: &str, name: &str) -> Option<String> {
+    let header = format!("diff --git a/{name} b/{name}\nnew file mode");
+    let start = patch.find(&header)?;
+    let section = &patch[start..];
+    let end = section[1..]
+        .find("\ndiff --git ")
+        .map_or(section.len(), |i| i + 1);
+    let added: Vec<&str> = section[..end]
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .map(|l| &l[1..])
+        .collect();
+    Some(added.join("\n"))
 }
 
 /// Tool calls of a watch stream, as `(tool, state)` pairs in order.

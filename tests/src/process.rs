@@ -24,6 +24,8 @@ use crate::PATIENCE;
 pub struct Taskwire {
     bin: PathBuf,
     logs: tempfile::TempDir,
+    /// The workers' `--workspaces-dir`.
+    workspaces: tempfile::TempDir,
 }
 
 impl Taskwire {
@@ -57,7 +59,20 @@ impl Taskwire {
             logs.disable_cleanup(true);
             eprintln!("taskwire process logs: {}", logs.path().display());
         }
-        Ok(Self { bin, logs })
+        let workspaces = tempfile::Builder::new()
+            .prefix("taskwire-workspaces-")
+            .tempdir()
+            .context("failed to create a workspaces dir")?;
+        Ok(Self {
+            bin,
+            logs,
+            workspaces,
+        })
+    }
+
+    /// The workers' `--workspaces-dir`.
+    pub fn workspaces(&self) -> &Path {
+        self.workspaces.path()
     }
 
     /// `taskwire coordinator` on `listen`, with the workers' `ack_wait`.
@@ -105,6 +120,7 @@ impl Taskwire {
         let drain_grace = format!("{}ms", options.drain_grace.as_millis());
         let workspace = options.workspace.to_string_lossy();
         let http_listen = options.http_listen.map(|a| a.to_string());
+        let workspaces = self.workspaces.path().to_string_lossy();
         let mut args = vec![
             "worker",
             "--nats-url",
@@ -115,6 +131,8 @@ impl Taskwire {
             "scripted",
             "--workspace",
             &workspace,
+            "--workspaces-dir",
+            &workspaces,
             "--worker-id",
             name,
             "--concurrency",

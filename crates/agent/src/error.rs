@@ -107,6 +107,13 @@ pub enum ToolError {
     #[error("subagent {agent} failed: {reason}")]
     ChildFailed { agent: String, reason: String },
 
+    /// A child finished, but its changes to the files could not be brought into this
+    /// session's workspace (they conflict with its own); the workspace is unchanged.
+    #[error(
+        "subagent {agent} finished, but its changes were not applied to your workspace: {reason}"
+    )]
+    ChildChangesNotApplied { agent: String, reason: String },
+
     #[error("tool call was cancelled")]
     Cancelled,
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use taskwire_llm::Usage;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::SessionError;
 use crate::session::ToolCallState;
 use crate::transcript::Transcript;
 
@@ -34,7 +35,10 @@ pub trait SessionHost: Send + Sync {
     /// `on_progress` gets the child's tool calls live; `cancel` fires when the parent
     /// session is cancelled, and the host should then cancel the child. `Err` is a
     /// failure to run the child at all (unknown agent, submit refused); a child that
-    /// ran and failed is `Ok` with its status.
+    /// ran and failed is `Ok` with its status. A host with workspaces starts the child
+    /// from the session's files as they are, and brings a successful child's changes
+    /// into them before returning (or says why not in
+    /// [`ChildTaskResult::changes_not_applied`]).
     async fn run_child(
         &self,
         request: ChildTaskRequest,
@@ -48,6 +52,14 @@ pub trait SessionHost: Send + Sync {
     /// subagent is callable by name, and [`SessionHost::run_child`] refuses an unknown
     /// one.
     fn subagents(&self) -> Vec<(String, String)>;
+
+    /// Makes the session's files ready; called before any of its tool calls run. A
+    /// host that makes workspaces on demand (so that a session that never uses a tool
+    /// costs none) makes it now. `Err` ends the session with that error. Hosts whose
+    /// files are always there succeed at once.
+    async fn ensure_workspace(&self) -> Result<(), SessionError> {
+        Ok(())
+    }
 
     /// Saves the session so far, ending with a step whose `task` calls are about to
     /// run (recorded without results). A later attempt of the same task resumes from
@@ -157,6 +169,11 @@ pub struct ChildTaskResult {
     pub text: String,
     /// Tokens used by the child and all its descendants.
     pub usage: Usage,
+    /// Why the child's changes to the files are not in the session's workspace (they
+    /// conflict with its own; the report shows the conflicting hunks). `None` when
+    /// they were applied, or there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes_not_applied: Option<String>,
 }
 
 impl ChildTaskResult {
@@ -251,6 +268,7 @@ mod tests {
         assert!(err.contains("not available"), "{err}");
         assert!(NoopHost.subagents().is_empty());
         assert_eq!(NoopHost.checkpoint(&Transcript::new("s")).await, Ok(()));
+        assert_eq!(NoopHost.ensure_workspace().await, Ok(()));
     }
 
     #[test]
@@ -273,6 +291,7 @@ mod tests {
             status: "completed".into(),
             text: String::new(),
             usage: Usage::default(),
+            changes_not_applied: None,
         };
         assert!(result.succeeded());
         result.status = "max_steps".into();

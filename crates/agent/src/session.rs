@@ -183,6 +183,15 @@ async fn run(
     };
 
     if let Some(step) = interrupted {
+        if let Err(error) = workspace_ready(host, &cancel).await {
+            // The step stays unfinished in the record: a later run goes on from it.
+            totals.record.messages.push(step);
+            let status = match error {
+                Some(_) => SessionStatus::Error,
+                None => SessionStatus::Cancelled,
+            };
+            return totals.end(status, request.messages, error, &state);
+        }
         let resumed = resume_step(&turn, step, &cancel).await;
         request.messages.extend(resumed.message.to_messages());
         totals.tool_calls.extend(resumed.summaries);
@@ -301,6 +310,16 @@ async fn run(
             }
         }
 
+        match workspace_ready(host, &cancel).await {
+            Ok(()) => {}
+            Err(None) => {
+                return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+            }
+            Err(Some(error)) => {
+                tracing::warn!(step, error = %error.message, "the session's files could not be made ready");
+                return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+            }
+        }
         let results = turn.run(&tool_calls, &cancel).await;
         request.messages.push(Message::assistant(text, tool_calls));
         request.messages.extend(results.messages);
@@ -313,6 +332,19 @@ async fn run(
         }
     }
     unreachable!("the last step always returns")
+}
+
+/// Waits for the host to make the session's files ready ([`SessionHost::ensure_workspace`]);
+/// `Err(None)` when the session is cancelled first.
+async fn workspace_ready(
+    host: &dyn SessionHost,
+    cancel: &CancellationToken,
+) -> Result<(), Option<SessionError>> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(None),
+        ready = host.ensure_workspace() => ready.map_err(Some),
+    }
 }
 
 /// The name of the tool whose calls start child tasks (and so need a checkpoint).

@@ -556,6 +556,31 @@ mod tests {
     }
 
     #[test]
+    fn workspaces_dir_and_keep_default_to_temp_and_off_and_layer_like_the_rest() {
+        let config =
+            worker_config(WorkerSettings::default(), &FileConfig::default()).expect("valid");
+        assert_eq!(
+            config.workspaces_dir,
+            std::env::temp_dir().join("taskwire-workspaces")
+        );
+        assert!(!config.keep_workspaces);
+        let file =
+            FileConfig::parse("[worker]\nworkspaces_dir = \"/srv/ws\"\nkeep_workspaces = true\n")
+                .expect("valid toml");
+        let config = worker_config(WorkerSettings::default(), &file).expect("valid");
+        assert_eq!(config.workspaces_dir, PathBuf::from("/srv/ws"));
+        assert!(config.keep_workspaces);
+        let flags = WorkerSettings {
+            workspaces_dir: Some(PathBuf::from("/fast/ws")),
+            keep_workspaces: Some(false),
+            ..WorkerSettings::default()
+        };
+        let config = worker_config(flags, &file).expect("valid");
+        assert_eq!(config.workspaces_dir, PathBuf::from("/fast/ws"));
+        assert!(!config.keep_workspaces, "a flag beats the file");
+    }
+
+    #[test]
     fn zero_concurrency_is_rejected() {
         let err =
             worker_config(worker(Some(0), None), &FileConfig::default()).expect_err("invalid");

@@ -135,6 +135,36 @@ fn drain_grace_and_http_listen_come_from_env_under_the_old_name_too() {
 }
 
 #[test]
+fn workspaces_dir_and_keep_workspaces_are_flags_env_and_printed() {
+    let default = print_worker(&[], &[]);
+    assert!(
+        default.contains("workspaces_dir = \"/tmp/taskwire-workspaces\"\n")
+            && default.contains("keep_workspaces = false\n"),
+        "{default}"
+    );
+    let env = [
+        ("TASKWIRE_WORKSPACES_DIR", "/srv/ws"),
+        ("TASKWIRE_KEEP_WORKSPACES", "1"),
+    ];
+    let from_env = print_worker(&env, &[]);
+    assert!(
+        from_env.contains("workspaces_dir = \"/srv/ws\"\n")
+            && from_env.contains("keep_workspaces = true\n"),
+        "{from_env}"
+    );
+    let from_flags = print_worker(
+        &env,
+        &["--workspaces-dir", "/fast/ws", "--keep-workspaces=false"],
+    );
+    assert!(
+        from_flags.contains("workspaces_dir = \"/fast/ws\"\n")
+            && from_flags.contains("keep_workspaces = false\n"),
+        "flags beat env: {from_flags}"
+    );
+    assert!(print_worker(&[], &["--keep-workspaces"]).contains("keep_workspaces = true\n"));
+}
+
+#[test]
 fn coordinator_print_config_is_a_config_file() {
     let file = config_file("[coordinator]\nlisten = \"0.0.0.0:6000\"\nack_wait = 45\n");
     let out = run(taskwire()

@@ -28,6 +28,8 @@ const MAX_BATCH: usize = 512;
 const CONCURRENT_BATCHES: usize = 4;
 /// Largest attempt budget a submit may ask for.
 const MAX_ATTEMPTS_LIMIT: u32 = 20;
+/// Largest `workspace_patch` a request carries (inline, in the dispatched envelope).
+pub const MAX_WORKSPACE_PATCH_BYTES: usize = 256 * 1024;
 
 /// Hands validated submits to the group-commit loop.
 #[derive(Clone)]
@@ -238,10 +240,28 @@ pub fn build_task(
     if req.max_steps == Some(0) {
         return Err(CoordinatorError::invalid("max_steps", "must be at least 1"));
     }
+    if req.workspace_patch.len() > MAX_WORKSPACE_PATCH_BYTES {
+        return Err(CoordinatorError::invalid(
+            "workspace_patch",
+            format!(
+                "is {} bytes, more than the limit of {MAX_WORKSPACE_PATCH_BYTES} bytes",
+                req.workspace_patch.len()
+            ),
+        ));
+    }
     let digest = {
         // The digest covers what the client asked for, so a retried submit matches.
+        // A child's starting changes are left out: a later attempt of its parent asks
+        // for the same child from a workspace rebuilt on another worker, and must find
+        // it whatever that diff looks like there.
         let mut h = Sha256::new();
-        h.update(req.encode_to_vec());
+        if parent.is_some() && !req.workspace_patch.is_empty() {
+            let mut keyed = req.clone();
+            keyed.workspace_patch.clear();
+            h.update(keyed.encode_to_vec());
+        } else {
+            h.update(req.encode_to_vec());
+        }
         format!("{:x}", h.finalize())
     };
     let trace_id = match (&parent, req.trace_id.as_str()) {
@@ -307,7 +327,11 @@ pub fn build_task(
             .map(|a| (a.name.to_string(), a.description.clone()))
             .collect(),
         inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
+        workspace_patch: req.workspace_patch,
     };
+    // Checked here so that a bad one is refused at submit, naming the entry, instead
+    // of failing on a worker.
+    taskwire_protocol::GitSource::from_refs(&request.context_refs)?;
     let size = pb::TaskRequest::from(&request).encoded_len();
     if size > cfg.max_request_bytes {
         return Err(CoordinatorError::invalid(
@@ -419,6 +443,82 @@ mod tests {
         build_task(&cfg, &registry, &subjects, req, parent.map(ParentInfo::of))
             .expect("valid submit")
             .request
+    }
+
+    fn build(
+        req: pb::SubmitRequest,
+        parent: Option<&TaskRequest>,
+    ) -> Result<NewTask, CoordinatorError> {
+        let subjects = taskwire_bus::Subjects::new("t");
+        build_task(
+            &CoordinatorConfig::default(),
+            &AgentRegistry::builtin(),
+            &subjects,
+            req,
+            parent.map(ParentInfo::of),
+        )
+    }
+
+    #[test]
+    fn a_childs_starting_changes_travel_but_do_not_key_it() {
+        let root = submit("general", None);
+        let child = |patch: &str| pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "work".into(),
+            idempotency_key: "child:p:c1".into(),
+            workspace_patch: patch.into(),
+            ..Default::default()
+        };
+        let first = build(child("diff --git a/x b/x\n+one"), Some(&root)).expect("valid");
+        assert_eq!(first.request.workspace_patch, "diff --git a/x b/x\n+one");
+        let again = build(child("diff --git a/x b/x\n+rebuilt"), Some(&root)).expect("valid");
+        assert_eq!(
+            first.digest, again.digest,
+            "a parent's later attempt finds the child it started"
+        );
+        let root_one = build(child("+one"), None).expect("valid");
+        let root_two = build(child("+two"), None).expect("valid");
+        assert_ne!(
+            root_one.digest, root_two.digest,
+            "for a client's submit the starting changes are part of the request"
+        );
+    }
+
+    #[test]
+    fn an_oversized_workspace_patch_is_refused_naming_the_field() {
+        let req = pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "work".into(),
+            workspace_patch: "x".repeat(MAX_WORKSPACE_PATCH_BYTES + 1),
+            ..Default::default()
+        };
+        match build(req, None) {
+            Err(CoordinatorError::InvalidArgument { field, reason }) => {
+                assert_eq!(field, "workspace_patch");
+                assert!(reason.contains("bytes"), "{reason}");
+            }
+            other => panic!("refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bad_git_context_ref_is_refused_naming_context_refs() {
+        let req = pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "work".into(),
+            context_refs: vec![pb::ContextRef {
+                r#type: "git".into(),
+                id: "main".into(),
+                uri: "ext::sh -c id".into(),
+            }],
+            ..Default::default()
+        };
+        match build(req, None) {
+            Err(CoordinatorError::InvalidArgument { field, .. }) => {
+                assert_eq!(field, "context_refs")
+            }
+            other => panic!("refused, got {other:?}"),
+        }
     }
 
     fn agents(request: &TaskRequest) -> Vec<&str> {

@@ -6,11 +6,14 @@
 //! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
 //! - [`task`]: the domain task request and result, and their proto conversions.
+//! - [`context`]: context refs workers act on ([`GitSource`]: the repository a task
+//!   works in).
 //! - `agent_spec` (feature `agent`): the resolved agent definition to and from the wire.
 //! - [`error`]: [`ProtocolError`], returned by every conversion from the wire.
 
 #[cfg(feature = "agent")]
 pub mod agent_spec;
+pub mod context;
 pub mod error;
 pub mod ids;
 pub mod status;
@@ -18,6 +21,7 @@ pub mod task;
 pub mod time;
 pub mod value;
 
+pub use context::GitSource;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use status::{TaskEvent, TaskStatus, Transition};

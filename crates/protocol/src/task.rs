@@ -68,6 +68,9 @@ pub struct TaskRequest {
     /// The ancestors' permission rules, nearest first, which bound the session's own
     /// (converted with the agent spec, feature `agent`). Empty for a root task.
     pub inherited_permission: Vec<pb::PermissionLayer>,
+    /// Changes the task's workspace starts from (a `git diff --binary` relative to its
+    /// source); for a child, its parent's changes so far. Empty for none.
+    pub workspace_patch: String,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -169,6 +172,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
                 .collect(),
             new_session: r.new_session,
             inherited_permission: r.inherited_permission,
+            workspace_patch: r.workspace_patch,
         })
     }
 }
@@ -220,6 +224,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
                 .collect(),
             new_session: r.new_session,
             inherited_permission: r.inherited_permission.clone(),
+            workspace_patch: r.workspace_patch.clone(),
         }
     }
 }
@@ -291,6 +296,11 @@ pub struct TaskResult {
     pub retry_scheduled: bool,
     /// The session transcript (JSON text), saved with the result when present.
     pub transcript_json: Option<String>,
+    /// What the task changed in its workspace: a `git diff --binary` from the files it
+    /// started with (its source plus what it inherited from its parent) to its files at
+    /// the end, new files included; for a parent, its children's changes included.
+    /// Empty when nothing changed.
+    pub patch: String,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -345,6 +355,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
                 .transpose()?,
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
             retry_scheduled: r.retry_scheduled,
+            patch: r.patch,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -383,7 +394,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 })
                 .collect(),
             attachments: Vec::new(),
-            patch: String::new(),
+            patch: r.patch.clone(),
             errors: r
                 .errors
                 .iter()
@@ -479,6 +490,7 @@ mod tests {
                     action: pb::PermissionAction::Deny as i32,
                 }],
             }],
+            workspace_patch: "diff --git a/x b/x\n".into(),
         }
     }
 

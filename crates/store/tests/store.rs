@@ -50,6 +50,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         subagents: vec![],
         new_session: true,
         inherited_permission: vec![],
+        workspace_patch: String::new(),
     };
     NewTask {
         request,
@@ -79,6 +80,7 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         worker_id: None,
         retry_scheduled: false,
         transcript_json: None,
+        patch: format!("diff --git a/{text}.txt b/{text}.txt\n"),
     }
 }
 
@@ -174,7 +176,12 @@ async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
     assert_eq!(recorded, vec![false, true]);
     let rec = store.get_task(id).await.expect("get").expect("exists");
     assert_eq!(rec.status, TaskStatus::Completed);
-    assert_eq!(rec.result.expect("result").text, "fresh");
+    let recorded = rec.result.expect("result");
+    assert_eq!(recorded.text, "fresh");
+    assert_eq!(
+        recorded.patch, "diff --git a/fresh.txt b/fresh.txt\n",
+        "the patch is recorded with the result"
+    );
     assert_eq!(
         claim(&store, id).await,
         ClaimOutcome::Finished(TaskStatus::Completed)

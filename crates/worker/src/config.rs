@@ -18,8 +18,17 @@ pub struct WorkerConfig {
     pub queue: String,
     /// Sessions run at once. Default 16.
     pub concurrency: usize,
-    /// Root directory the file tools are confined to. Default: the current directory.
+    /// The read-only base every task's workspace is made from: a checkout of its `HEAD`
+    /// (plus its uncommitted changes to tracked files) when it is the top of a git
+    /// repository, a plain copy otherwise. Default: the current directory.
     pub workspace: PathBuf,
+    /// Where each task attempt gets its own workspace, and where the cache of
+    /// repositories tasks name in `context_refs` lives. Default: `taskwire-workspaces`
+    /// in the system's temp directory.
+    pub workspaces_dir: PathBuf,
+    /// Keep each task's workspace after its result is recorded (for inspection)
+    /// instead of removing it. Default false.
+    pub keep_workspaces: bool,
     /// This worker's name in logs and results. Default `worker-<random>`.
     pub worker_id: Option<String>,
     /// The model endpoint.
@@ -106,6 +115,8 @@ impl Default for WorkerConfig {
             queue: "default".to_owned(),
             concurrency: 16,
             workspace: PathBuf::from("."),
+            workspaces_dir: std::env::temp_dir().join("taskwire-workspaces"),
+            keep_workspaces: false,
             worker_id: None,
             model: ModelConfig {
                 base_url: "http://127.0.0.1:8000/v1".to_owned(),

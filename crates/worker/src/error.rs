@@ -6,8 +6,8 @@ pub enum WorkerError {
     Bus(#[from] taskwire_bus::BusError),
     #[error("failed to set up the model client: {0}")]
     Model(#[from] taskwire_llm::LlmError),
-    #[error("invalid workspace: {0}")]
-    Workspace(#[from] taskwire_agent::ToolError),
+    #[error("failed to set up task workspaces: {0}")]
+    Workspaces(#[from] taskwire_workspaces::WorkspaceError),
     #[error("failed to subscribe to {subject}: {reason}")]
     Subscribe { subject: String, reason: String },
     #[error("failed to listen for http on {addr}: {reason}")]

@@ -1,13 +1,16 @@
 //! The worker's [`SessionHost`]: what a session needs from the fleet, over NATS.
 //!
 //! - `task` tool: a child task is submitted through the coordinator (which checks the
-//!   depth limit, the scope and the deadline), then followed live on its progress
-//!   subject (its tool calls reach the parent's progress) until the coordinator says it
-//!   finished; its recorded result comes back to the model. The submit is idempotent,
-//!   keyed by the parent task and the call id: a later attempt of the parent, resumed
-//!   from its checkpoint, makes the same call and re-attaches to the same child.
-//! - checkpoints: the session so far is saved through the coordinator (fenced by the
-//!   claim) before a step's children start.
+//!   depth limit, the scope and the deadline), starting from the parent's files as
+//!   they are (its changes so far travel in the request), then followed live on its
+//!   progress subject (its tool calls reach the parent's progress) until the
+//!   coordinator says it finished; its recorded result comes back to the model and its
+//!   patch into the parent's workspace. The submit is idempotent, keyed by the parent
+//!   task and the call id: a later attempt of the parent, resumed from its checkpoint,
+//!   makes the same call and re-attaches to the same child, whose recorded patch it
+//!   applies to its own new workspace.
+//! - checkpoints: the session so far, and the workspace's changes, are saved through
+//!   the coordinator (fenced by the claim) before a step's children start.
 //! - `ask` permissions: the coordinator marks the task `awaiting_approval`; the answer
 //!   (gRPC `Approve`) arrives on the task's approval subject. An unanswered ask times
 //!   out as a deny; it never blocks forever.
@@ -22,12 +25,14 @@ use taskwire_agent::host::{
     ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
 };
 use taskwire_agent::transcript::Transcript;
-use taskwire_agent::{SessionHost, ToolCallState};
+use taskwire_agent::{SessionError, SessionHost, ToolCallState};
 use taskwire_llm::Usage;
 use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, TaskStatus, pb, task::decode};
 use tokio_util::sync::CancellationToken;
 
+use crate::saved::SavedRef;
 use crate::task::Context;
+use crate::workspace::{PATCH_NOT_CARRIED, TaskFiles};
 
 /// Worker requests are idempotent (child submits by their key): several short tries
 /// ride out a coordinator that was killed (its requests go unanswered) or is
@@ -39,6 +44,8 @@ const APPROVAL_RECHECK: Duration = Duration::from_secs(5);
 /// How often a waiting parent re-reads its child's status, in case a "finished" notice
 /// was missed (a reconnect).
 const CHILD_RECHECK: Duration = Duration::from_secs(2);
+/// Room left in a NATS message for the rest of a checkpoint request.
+const CHECKPOINT_MARGIN: usize = 4096;
 
 /// One running attempt's host.
 pub struct WorkerHost<'a> {
@@ -51,6 +58,13 @@ pub struct WorkerHost<'a> {
     pub model: String,
     pub subagents: Vec<(String, String)>,
     pub approval_timeout: Duration,
+    /// The attempt's workspace: made when first needed; children start from it and
+    /// their changes return to it.
+    pub files: &'a TaskFiles<'a>,
+    /// Set when the last checkpoint could not be saved because the workspace's
+    /// changes are too large for it: the step's children are refused with this
+    /// reason, since none may start that a later attempt could not find again.
+    pub children_refused: std::sync::Mutex<Option<String>>,
 }
 
 /// Sends a worker request and decodes the reply.
@@ -188,6 +202,31 @@ impl SessionHost for WorkerHost<'_> {
         } else {
             format!("child:{}:{}", self.task_id, request.call_id)
         };
+        let workspace = self
+            .files
+            .get()
+            .await
+            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
+        if let Some(reason) = self
+            .children_refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return Err(reason);
+        }
+        let (source, workspace_patch) = crate::workspace::child_start(workspace).await?;
+        let context_refs = source
+            .map(|s| {
+                let r = s.to_ref();
+                pb::ContextRef {
+                    r#type: r.kind,
+                    id: r.id,
+                    uri: r.uri,
+                }
+            })
+            .into_iter()
+            .collect();
         let submit = pb::ChildSubmit {
             parent_task_id: self.task_id.to_string(),
             parent_claim_epoch: self.epoch.0,
@@ -199,6 +238,8 @@ impl SessionHost for WorkerHost<'_> {
                 resume_token: request.session_id.clone().unwrap_or_default(),
                 command: request.command.clone().unwrap_or_default(),
                 idempotency_key,
+                context_refs,
+                workspace_patch,
                 ..Default::default()
             }),
         };
@@ -212,10 +253,30 @@ impl SessionHost for WorkerHost<'_> {
         } else {
             tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, call_id = %request.call_id, "re-attached to child task");
         }
-        let outcome = tokio::select! {
+        let finished = tokio::select! {
             r = follow_child(ctx, self.task_id, child, on_progress) => r,
             _ = cancel.cancelled() => Err(format!("stopped while child task {child} was running")),
         }?;
+        let mut outcome = finished.result;
+        // Only an answer the parent can use brings its changes along.
+        if outcome.succeeded() {
+            outcome.changes_not_applied = match finished.not_carried {
+                Some(why) => Some(format!("they did not come back with its result: {why}")),
+                None => crate::workspace::bring_back(workspace, &finished.patch)
+                    .await
+                    .err(),
+            };
+            match &outcome.changes_not_applied {
+                None if !finished.patch.is_empty() => {
+                    tracing::info!(task.id = %self.task_id, child.id = %child, bytes = finished.patch.len(), "child's changes applied");
+                }
+                Some(why) => {
+                    let reason = why.lines().next().unwrap_or_default();
+                    tracing::info!(task.id = %self.task_id, child.id = %child, reason = %reason, "child's changes not applied");
+                }
+                None => {}
+            }
+        }
         Ok(ChildTaskResult {
             session_id: reply.session_id,
             ..outcome
@@ -226,9 +287,57 @@ impl SessionHost for WorkerHost<'_> {
         self.subagents.clone()
     }
 
+    async fn ensure_workspace(&self) -> Result<(), SessionError> {
+        match self.files.get().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(SessionError {
+                message: format!("failed to prepare the task's workspace: {e}"),
+                retryable: e.is_retryable(),
+            }),
+        }
+    }
+
     async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
-        let transcript_json = serde_json::to_vec(transcript)
+        // The files as they are now: a later attempt restores them before it goes on.
+        let workspace = self
+            .files
+            .state()
+            .await
+            .map_err(|e| format!("failed to record the workspace: {e}"))?;
+        let refuse_children = |reason: String| {
+            tracing::info!(task.id = %self.task_id, reason = %reason, "no checkpoint: this step's children are refused");
+            *self
+                .children_refused
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+            Ok(())
+        };
+        if let Some(reason) = crate::workspace::too_large_to_delegate(workspace.patch.len()) {
+            return refuse_children(reason);
+        }
+        let saved = SavedRef {
+            transcript,
+            workspace: Some(&workspace),
+        };
+        let transcript_json = serde_json::to_vec(&saved)
             .map_err(|e| format!("failed to encode the transcript: {e}"))?;
+        let limit = self
+            .ctx
+            .client
+            .server_info()
+            .max_payload
+            .saturating_sub(CHECKPOINT_MARGIN);
+        if transcript_json.len() > limit && !workspace.patch.is_empty() {
+            return refuse_children(format!(
+                "your conversation and workspace changes ({} bytes) are too large to save before delegating; \
+                 delegate with fewer or smaller changes",
+                transcript_json.len()
+            ));
+        }
+        *self
+            .children_refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         let save = pb::SessionSave {
             session_id: self.session_id.to_string(),
             task_id: self.task_id.to_string(),
@@ -245,13 +354,22 @@ impl SessionHost for WorkerHost<'_> {
     }
 }
 
+/// A finished child, as recorded.
+struct Finished {
+    result: ChildTaskResult,
+    /// Its result's patch.
+    patch: String,
+    /// Why its patch is not in its result, when it is not.
+    not_carried: Option<String>,
+}
+
 /// Forwards a child's tool calls until it is finished; returns its recorded result.
 async fn follow_child(
     ctx: &Context,
     parent: TaskId,
     child: TaskId,
     on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
-) -> Result<ChildTaskResult, String> {
+) -> Result<Finished, String> {
     let mut finished = ctx
         .client
         .subscribe(ctx.subjects.finished(child))
@@ -311,7 +429,7 @@ async fn child_result(
     ctx: &Context,
     parent: TaskId,
     child: TaskId,
-) -> Result<Option<ChildTaskResult>, String> {
+) -> Result<Option<Finished>, String> {
     let reply = rpc::<pb::TaskLookupReply>(
         ctx,
         "task",
@@ -340,15 +458,25 @@ async fn child_result(
     {
         text = e.message.clone();
     }
-    Ok(Some(ChildTaskResult {
-        task_id: child.to_string(),
-        session_id: result.session_id,
-        status: status.as_str().to_owned(),
-        text,
-        usage: Usage {
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
+    let not_carried = result
+        .errors
+        .iter()
+        .find(|e| e.code == PATCH_NOT_CARRIED)
+        .map(|e| e.message.clone());
+    Ok(Some(Finished {
+        result: ChildTaskResult {
+            task_id: child.to_string(),
+            session_id: result.session_id,
+            status: status.as_str().to_owned(),
+            text,
+            usage: Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            },
+            changes_not_applied: None,
         },
+        patch: result.patch,
+        not_carried,
     }))
 }
 

@@ -9,10 +9,13 @@
 //! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
 //! - [`progress`]: ordered progress publishing.
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
-//! - [`session`]: one attempt's agent session (transcript, subtask, loop).
+//! - [`session`]: one attempt's agent session (workspace, transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
 //! - [`sandbox`]: the command sandbox chosen at start.
 //! - [`health`]: `/healthz` and `/readyz` over HTTP (`--http-listen`).
+//! - [`workspace`]: the task's workspace: made, started from inherited and earlier
+//!   changes, and its patches out (result, children) and in (a child's).
+//! - [`saved`]: the transcript as saved, with the workspace's state beside it.
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
@@ -23,8 +26,10 @@ pub mod host;
 pub mod outcome;
 pub mod progress;
 pub mod sandbox;
+pub mod saved;
 pub mod session;
 pub mod task;
+pub mod workspace;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -32,8 +37,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use std::collections::HashMap;
+use taskwire_agent::ToolRegistry;
 use taskwire_agent::tools::BashTool;
-use taskwire_agent::{ToolRegistry, Workspace};
 use taskwire_bus::{BusConfig, Subjects};
 
 use taskwire_llm::router::{ANTHROPIC_PREFIX, ModelRouter, OPENAI_PREFIX, RouterConfig};
@@ -147,6 +152,13 @@ pub async fn run_with_provider(
 
     let mut tools = ToolRegistry::builtin();
     tools.register(BashTool::new(sandbox::command_sandbox(&config).await));
+    let workspaces = taskwire_workspaces::Workspaces::open(taskwire_workspaces::WorkspacesConfig {
+        base: config.workspace.clone(),
+        dir: config.workspaces_dir.clone(),
+        keep: config.keep_workspaces,
+        owner: worker_id.to_string(),
+    })
+    .await?;
     let ctx = Arc::new(task::Context {
         client: client.clone(),
         js,
@@ -154,7 +166,7 @@ pub async fn run_with_provider(
         worker_id: worker_id.clone(),
         provider,
         tools,
-        workspace: Workspace::new(&config.workspace)?,
+        workspaces,
         default_model: config.model.default_model.clone(),
         ack_wait: config.ack_wait,
         claim_timeout: config.claim_timeout,

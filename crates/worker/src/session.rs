@@ -1,5 +1,6 @@
 //! One attempt's agent session: resolve the agent and model, load the transcript,
-//! run a slash command's subtask if there is one, run the loop, hand back the transcript.
+//! make the task's workspace, run a slash command's subtask if there is one, run the
+//! loop, hand back the transcript and the workspace.
 
 use prost::Message as _;
 use taskwire_agent::command::run_subtask;
@@ -10,11 +11,14 @@ use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, render
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
+use taskwire_workspaces::WorkspaceError;
 
 use crate::cancel::StopHandle;
 use crate::host::{WorkerHost, failed, rpc};
 use crate::progress::ProgressPublisher;
+use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
+use crate::workspace::TaskFiles;
 
 /// Why a session could not start.
 #[derive(Debug)]
@@ -23,17 +27,27 @@ pub enum StartError {
     Invalid(String),
     /// The coordinator could not be reached to load the transcript: try again later.
     Unavailable(String),
+    /// The task's workspace could not be reserved.
+    Workspace(WorkspaceError),
 }
 
-/// Runs the attempt's session to its end, or says why it could not start. Returns the
-/// outcome and the transcript to send with the result (when it was not saved already).
-pub async fn run(
-    ctx: &Context,
-    request: &TaskRequest,
+/// A session that ran to its end.
+pub struct Ran<'a> {
+    pub outcome: SessionOutcome,
+    /// The transcript to send with the result (when it was not saved already).
+    pub transcript: Option<String>,
+    /// The workspace the session ran in: kept until the result is recorded.
+    pub workspace: TaskFiles<'a>,
+}
+
+/// Runs the attempt's session to its end, or says why it could not start.
+pub async fn run<'a>(
+    ctx: &'a Context,
+    request: &'a TaskRequest,
     claim: Claim,
     session_id: SessionId,
     stop: &StopHandle,
-) -> Result<(SessionOutcome, Option<String>), StartError> {
+) -> Result<Ran<'a>, StartError> {
     let agent = AgentSpec::try_from(&request.agent_spec)
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     // An ancestor's rule that cannot be read must not leave the child unbounded.
@@ -59,11 +73,26 @@ pub async fn run(
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
+    let History {
+        transcript: mut history,
+        from_checkpoint,
+        workspace: earlier,
+    } = history(ctx, request, claim, session_id).await?;
+    let workspace = TaskFiles::reserve(ctx, request, claim, earlier).await?;
+    let tools_workspace = taskwire_agent::Workspace::new(workspace.root())
+        .map_err(|e| StartError::Invalid(format!("unusable workspace: {e}")))?;
+    // The files are made when first needed: now, when the first message or the
+    // system prompt reads some (inputs naming files, project instructions).
+    if needs_files_at_start(ctx, request) {
+        workspace
+            .get()
+            .await
+            .map_err(|e| StartError::Unavailable(format!("failed to make the workspace: {e}")))?;
+    }
     // What the task brought along goes into its first user message; a ref the task
     // cannot have (outside the workspace) fails it before anything runs.
-    let rendered = render(&request.prompt, &inputs_of(request), &ctx.workspace)
+    let rendered = render(&request.prompt, &inputs_of(request), &tools_workspace)
         .map_err(|e| StartError::Invalid(e.to_string()))?;
-    let (mut history, from_checkpoint) = history(ctx, request, claim, session_id).await?;
 
     let (sink, publisher) = ProgressPublisher::start(
         ctx.js.clone(),
@@ -89,6 +118,8 @@ pub async fn run(
                 .collect()
         },
         approval_timeout: ctx.approval_timeout,
+        files: &workspace,
+        children_refused: Default::default(),
     };
     let run = async {
         let mut prompt = rendered;
@@ -113,7 +144,7 @@ pub async fn run(
             prompt,
             max_steps,
             history,
-            workspace: ctx.workspace.clone(),
+            workspace: tools_workspace,
             inherited_permission: inherited,
             from_checkpoint,
             instructions: ctx.instructions.clone(),
@@ -132,9 +163,45 @@ pub async fn run(
     };
     let outcome = supervise(run, request.deadline, stop).await;
     publisher.finish(sink).await;
-    let transcript =
-        transcript_for_result(ctx, request, claim, session_id, &outcome.transcript).await;
-    Ok((outcome, transcript))
+    // A retried attempt goes on from this transcript, so it needs these files too.
+    let state = match outcome.error.as_ref().filter(|e| e.retryable) {
+        Some(_) => workspace.state().await.ok(),
+        None => None,
+    };
+    let transcript = transcript_for_result(
+        ctx,
+        request,
+        claim,
+        session_id,
+        &outcome.transcript,
+        state.as_ref(),
+    )
+    .await;
+    Ok(Ran {
+        outcome,
+        transcript,
+        workspace,
+    })
+}
+
+/// Whether the session reads files before its first tool call: inputs that name
+/// workspace files, configured instruction files, a named repository (its own
+/// `AGENTS.md`), or project instructions in the base.
+fn needs_files_at_start(ctx: &Context, request: &TaskRequest) -> bool {
+    let base = ctx.workspaces.base();
+    request.prompt.contains('@')
+        || !ctx.instructions.is_empty()
+        || request
+            .context_refs
+            .iter()
+            .any(|r| r.kind == "file" || r.kind == "git")
+        || request
+            .attachments
+            .iter()
+            .any(|a| a.data.is_empty() && !a.uri.is_empty())
+        || taskwire_agent::system_prompt::PROJECT_FILES
+            .iter()
+            .any(|name| base.join(name).exists())
 }
 
 /// The task's inputs as the agent crate takes them.
@@ -167,31 +234,53 @@ fn inputs_of(request: &TaskRequest) -> TaskInputs {
 /// larger ones are saved on their own, before the result, through the coordinator.
 const TRANSCRIPT_WITH_RESULT: usize = 256 * 1024;
 
+/// The session to start from.
+struct History {
+    transcript: Transcript,
+    /// The transcript is this task's own checkpoint: the run goes on from it.
+    from_checkpoint: bool,
+    /// The workspace the checkpoint was saved with (only for this task's own).
+    workspace: Option<WorkspaceState>,
+}
+
 /// The session to start from, and whether it is this task's own checkpoint.
 ///
 /// A new session has nothing to load on its first attempt. Otherwise the saved
 /// transcript is loaded: when this task saved it (an earlier attempt's checkpoint, or
-/// the transcript of an attempt that failed and is retried) the run goes on from it;
-/// when another task did (`resume_token` of a finished session) it is history to add
-/// this task's prompt to. A new session never continues someone else's transcript.
+/// the transcript of an attempt that failed and is retried) the run goes on from it,
+/// with the files as that attempt had them; when another task did (`resume_token` of
+/// a finished session) it is history to add this task's prompt to. A new session
+/// never continues someone else's transcript.
 async fn history(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
-) -> Result<(Transcript, bool), StartError> {
-    let fresh = || Transcript::new(session_id.to_string());
+) -> Result<History, StartError> {
+    let fresh = || History {
+        transcript: Transcript::new(session_id.to_string()),
+        from_checkpoint: false,
+        workspace: None,
+    };
     if request.new_session && claim.attempt <= 1 {
-        return Ok((fresh(), false));
+        return Ok(fresh());
     }
     Ok(
         match load_transcript(ctx, request.task_id, session_id).await? {
-            Some((transcript, saved_by)) if saved_by == request.task_id.to_string() => {
+            Some((saved, saved_by)) if saved_by == request.task_id.to_string() => {
                 tracing::info!(task.id = %request.task_id, session.id = %session_id, "resuming from this task's checkpoint");
-                (transcript, true)
+                History {
+                    transcript: saved.transcript,
+                    from_checkpoint: true,
+                    workspace: saved.workspace,
+                }
             }
-            Some((transcript, _)) if !request.new_session => (transcript, false),
-            _ => (fresh(), false),
+            Some((saved, _)) if !request.new_session => History {
+                transcript: saved.transcript,
+                from_checkpoint: false,
+                workspace: None,
+            },
+            _ => fresh(),
         },
     )
 }
@@ -201,7 +290,7 @@ async fn load_transcript(
     ctx: &Context,
     task_id: TaskId,
     session_id: SessionId,
-) -> Result<Option<(Transcript, String)>, StartError> {
+) -> Result<Option<(Saved, String)>, StartError> {
     let unavailable =
         |e: String| StartError::Unavailable(format!("failed to load session {session_id}: {e}"));
     let load = pb::SessionLoad {
@@ -217,25 +306,31 @@ async fn load_transcript(
     if !reply.found {
         return Ok(None);
     }
-    let transcript = serde_json::from_slice(&reply.transcript_json).map_err(|e| {
+    let saved = serde_json::from_slice(&reply.transcript_json).map_err(|e| {
         StartError::Invalid(format!(
             "session {session_id} has an unreadable transcript: {e}"
         ))
     })?;
-    Ok(Some((transcript, reply.saved_by_task_id)))
+    Ok(Some((saved, reply.saved_by_task_id)))
 }
 
-/// The transcript as JSON to send with the result, or `None` after saving a large one
-/// on its own. A failure is logged, not fatal: the result still counts, only a later
-/// resume would miss this run. (Called under the attempt's in-progress acks.)
+/// The transcript (with `workspace`, the files' state for a retry) as JSON to send
+/// with the result, or `None` after saving a large one on its own. A failure is
+/// logged, not fatal: the result still counts, only a later resume would miss this
+/// run. (Called under the attempt's in-progress acks.)
 async fn transcript_for_result(
     ctx: &Context,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
     transcript: &Transcript,
+    workspace: Option<&WorkspaceState>,
 ) -> Option<String> {
-    let body = match serde_json::to_string(transcript) {
+    let saved = SavedRef {
+        transcript,
+        workspace,
+    };
+    let body = match serde_json::to_string(&saved) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(task.id = %request.task_id, error = %e, "failed to encode the transcript");

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Message};
 use prost::Message as _;
-use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry, Workspace};
+use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
 use taskwire_bus::Subjects;
 use taskwire_llm::Provider;
 use taskwire_protocol::{
@@ -34,7 +34,7 @@ pub struct Context {
     pub worker_id: WorkerId,
     pub provider: Arc<dyn Provider>,
     pub tools: ToolRegistry,
-    pub workspace: Workspace,
+    pub workspaces: taskwire_workspaces::Workspaces,
     pub default_model: String,
     pub ack_wait: Duration,
     pub claim_timeout: Duration,
@@ -163,26 +163,53 @@ async fn run_claimed(
     let guard = ctx.running.register(task_id);
     let stop = guard.handle.clone();
 
-    let outcome = crate::session::run(ctx, &request, claim, session_id, &stop).await;
+    let ran = crate::session::run(ctx, &request, claim, session_id, &stop).await;
     drop(guard);
 
     if stop.reason() == Some(StopReason::Shutdown) {
         tracing::info!(task.id = %task_id, "worker shutting down, releasing task");
         return Disposition::Retry { delay: None };
     }
-    let result = match outcome {
-        Ok((outcome, transcript)) => TaskResult {
-            transcript_json: transcript,
-            ..result_of(
-                &request,
-                claim,
-                session_id,
-                &ctx.worker_id,
-                outcome,
-                stop.reason(),
-                started,
-            )
-        },
+    let ended = |outcome| {
+        result_of(
+            &request,
+            claim,
+            session_id,
+            &ctx.worker_id,
+            outcome,
+            stop.reason(),
+            started,
+        )
+    };
+    let (result, workspace) = match ran {
+        Ok(ran) => {
+            let mut workspace = ran.workspace;
+            let mut result = TaskResult {
+                transcript_json: ran.transcript,
+                ..ended(ran.outcome)
+            };
+            match workspace.result_patch().await {
+                Ok(patch) => result.patch = patch,
+                Err(error) => {
+                    tracing::warn!(task.id = %task_id, error = %error.message, "result without its patch, workspace kept");
+                    result.errors.push(error);
+                }
+            }
+            (result, Some(workspace))
+        }
+        Err(StartError::Workspace(e)) => {
+            tracing::warn!(task.id = %task_id, error = %e, "failed to reserve the workspace");
+            let mut outcome = empty_outcome();
+            outcome.error = Some(taskwire_agent::SessionError {
+                message: format!("failed to prepare the task's workspace: {e}"),
+                retryable: e.is_retryable(),
+            });
+            let mut result = ended(outcome);
+            for error in &mut result.errors {
+                error.code = "workspace_failed".into();
+            }
+            (result, None)
+        }
         Err(StartError::Unavailable(reason)) => {
             let delivered = msg.info().map_or(1, |i| i.delivered);
             tracing::warn!(task.id = %task_id, reason = %reason, "session could not start, retrying later");
@@ -190,24 +217,33 @@ async fn run_claimed(
                 delay: Some(not_now_delay(delivered)),
             };
         }
-        Err(StartError::Invalid(reason)) => TaskResult {
-            errors: vec![TaskError {
-                code: "session_not_started".into(),
-                message: reason,
-                retryable: false,
-            }],
-            ..result_of(
-                &request,
-                claim,
-                session_id,
-                &ctx.worker_id,
-                empty_outcome(),
-                None,
-                started,
-            )
-        },
+        Err(StartError::Invalid(reason)) => (
+            TaskResult {
+                errors: vec![TaskError {
+                    code: "session_not_started".into(),
+                    message: reason,
+                    retryable: false,
+                }],
+                ..result_of(
+                    &request,
+                    claim,
+                    session_id,
+                    &ctx.worker_id,
+                    empty_outcome(),
+                    None,
+                    started,
+                )
+            },
+            None,
+        ),
     };
-    match publish_result(ctx, &result).await {
+    let disposition = publish_result(ctx, &result).await;
+    // After the result is recorded (or will be again by another attempt, which makes
+    // a workspace of its own).
+    if let Some(workspace) = workspace {
+        workspace.remove().await;
+    }
+    match disposition {
         Disposition::Done if result.retry_scheduled => {
             let delay = retry_delay(
                 claim.attempt,
@@ -227,12 +263,13 @@ async fn run_claimed(
     }
 }
 
-/// Drives the session while sending in-progress acks and enforcing the deadline.
-pub async fn supervise(
-    session: impl Future<Output = SessionOutcome>,
+/// Drives `session` while enforcing the deadline: at the deadline the attempt is
+/// stopped, and `session` ends as it does when cancelled.
+pub async fn supervise<T>(
+    session: impl Future<Output = T>,
     deadline: Option<chrono::DateTime<chrono::Utc>>,
     stop: &crate::cancel::StopHandle,
-) -> SessionOutcome {
+) -> T {
     let mut session = std::pin::pin!(session);
     let until_deadline =
         deadline.map(|d| (d - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO));
@@ -328,6 +365,7 @@ fn result_of(
         worker_id: Some(worker_id.clone()),
         retry_scheduled,
         transcript_json: None,
+        patch: String::new(),
     }
 }
 

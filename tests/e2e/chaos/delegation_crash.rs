@@ -358,3 +358,100 @@ async fn a_parent_whose_last_attempt_dies_is_dead_lettered_and_its_running_child
         assert_eq!(seen.get(prompt), Some(&1), "{prompt} ran once");
     }
 }
+
+const EDIT_PROMPT: &str = "write notes and have them extended";
+const EDIT_CHILD_PROMPT: &str = "child: append to notes.txt";
+
+/// The parent writes `notes.txt`, delegates appending a line to it, reads it back
+/// (its first attempt's read request is held for a minute: its worker dies waiting)
+/// and says what it read. The child appends and answers.
+fn edit_script(reads: Arc<AtomicUsize>) -> impl Fn(&SeenRequest) -> ScriptedReply + Send + Sync {
+    move |req| {
+        let last_tool = || {
+            req.messages
+                .iter()
+                .rev()
+                .find(|m| m.role == "tool")
+                .map(|m| m.content.clone())
+                .unwrap_or_default()
+        };
+        if first_user(req) == EDIT_CHILD_PROMPT {
+            return match req.assistant_turns() {
+                0 => ScriptedReply::tool_calls([(
+                    "c1",
+                    "edit",
+                    json!({"filePath": "notes.txt", "oldString": "from parent", "newString": "from parent\nfrom child"}),
+                )]),
+                _ => ScriptedReply::text("appended"),
+            };
+        }
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([(
+                "p1",
+                "write",
+                json!({"filePath": "notes.txt", "content": "from parent\n"}),
+            )]),
+            1 => ScriptedReply::tool_calls([(
+                "p2",
+                "task",
+                json!({"description": "append", "prompt": EDIT_CHILD_PROMPT, "subagent_type": "general"}),
+            )]),
+            2 => {
+                let delay = match reads.fetch_add(1, Ordering::SeqCst) {
+                    0 => Duration::from_secs(60),
+                    _ => Duration::ZERO,
+                };
+                ScriptedReply::tool_calls([("p3", "read", json!({"filePath": "notes.txt"}))])
+                    .with_delay(delay)
+            }
+            _ => ScriptedReply::text(format!("parent read: {}", last_tool())),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_parent_restores_its_files_and_reapplies_its_finished_childs_changes() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::start(edit_script(reads.clone())).await;
+    let fleet = Fleet::start(model).await;
+    let cluster = &fleet.cluster;
+
+    let mut worker_a = fleet.worker("worker-a", 1).await;
+    let parent = cluster.submit("build", EDIT_PROMPT).await.expect("submit");
+    wait_for(cluster, &parent, "running on worker-a", |t| {
+        t.attempts
+            .first()
+            .is_some_and(|a| a.worker_id == "worker-a")
+    })
+    .await
+    .expect("claimed");
+    let _worker_c = fleet.worker("worker-c", 2).await;
+    eventually("the parent's read after its child", || {
+        worker_a.check_running()?;
+        Ok((reads.load(Ordering::SeqCst) >= 1).then_some(()))
+    })
+    .await
+    .expect("the child finished and the parent asked again");
+
+    // The new attempt starts from a fresh workspace: its own write comes back from
+    // the checkpoint, the child's edit from the child's recorded patch.
+    worker_a.kill();
+    let done = cluster.wait_finished(&parent).await.expect("finished");
+    let result = done.result.as_ref().expect("result");
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+    assert_eq!(done.attempts.len(), 2, "{:?}", done.attempts);
+    let children = fleet.children(&parent).await;
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].attempts.len(), 1, "the child ran once");
+    let text = &result.output.as_ref().expect("output").text;
+    assert!(
+        text.contains("from parent") && text.contains("from child"),
+        "the parent read both lines: {text}"
+    );
+    assert_eq!(
+        taskwire_e2e::created_in_patch(&result.patch, "notes.txt").as_deref(),
+        Some("from parent\nfrom child"),
+        "{}",
+        result.patch
+    );
+}

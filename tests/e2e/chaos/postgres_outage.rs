@@ -145,6 +145,9 @@ fn start_worker(
     let mut config = taskwire_worker::WorkerConfig {
         nats_url: nats.url(),
         workspace: workspace.to_owned(),
+        // Its own task workspaces: another test's worker of the same name must not
+        // share (and clean up) them.
+        workspaces_dir: workspace.with_extension("workspaces"),
         worker_id: Some("worker".to_owned()),
         ack_wait: Duration::from_secs(10),
         ..Default::default()

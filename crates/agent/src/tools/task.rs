@@ -171,6 +171,16 @@ pub(crate) fn finish(
             ),
         });
     }
+    if let Some(reason) = result.changes_not_applied {
+        // The child's answer still reaches the model, with the session to continue it.
+        return Err(ToolError::ChildChangesNotApplied {
+            agent: agent.to_owned(),
+            reason: format!(
+                "{reason}\n\nthe subagent said:\n{}",
+                task_output(&result.text, &result.session_id)
+            ),
+        });
+    }
     let mut text = result.text;
     if result.status == "max_steps" {
         text.push_str(
@@ -291,6 +301,7 @@ mod tests {
             status: "error".into(),
             text: "model unavailable".into(),
             usage: Default::default(),
+            changes_not_applied: None,
         };
         let err = finish("explore", "look", result, 0).expect_err("failed child");
         let message = err.to_string();
@@ -304,6 +315,31 @@ mod tests {
     }
 
     #[test]
+    fn a_child_whose_changes_were_not_applied_is_an_error_with_its_answer() {
+        let result = ChildTaskResult {
+            task_id: "t1".into(),
+            session_id: "s1".into(),
+            status: "completed".into(),
+            text: "edited a.txt".into(),
+            usage: Default::default(),
+            changes_not_applied: Some("conflict in a.txt:\n<<<<<<< your workspace".into()),
+        };
+        let message = finish("general", "edit", result, 1)
+            .expect_err("not applied")
+            .to_string();
+        assert!(
+            message.starts_with(
+                "subagent general finished, but its changes were not applied to your workspace: conflict in a.txt:"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("edited a.txt") && message.contains("session_id: s1"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn max_steps_children_return_their_partial_report() {
         let result = ChildTaskResult {
             task_id: "t1".into(),
@@ -311,6 +347,7 @@ mod tests {
             status: "max_steps".into(),
             text: "half done".into(),
             usage: Default::default(),
+            changes_not_applied: None,
         };
         let out = finish("general", "work", result, 2).expect("partial result");
         assert!(out.output.starts_with("half done\n\n(the subagent stopped"));

@@ -137,3 +137,52 @@ async fn provider_error_ends_the_session_with_the_retry_verdict() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_session_that_calls_no_tool_never_asks_for_its_workspace() {
+    let fx = Fixture::new();
+    let host = TestHost::new([]);
+    let model = ScriptedModel::new([text("nothing to look at")]);
+    let outcome = fx
+        .run_hosted(fx.params(builtin::general(), 5), &model, &host)
+        .await;
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    assert_eq!(host.workspace_asks(), 0, "no tool, no workspace");
+}
+
+#[tokio::test]
+async fn the_workspace_is_made_ready_before_tools_run_and_a_failure_ends_the_session() {
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([
+        call("c1", "list", json!({})),
+        call("c2", "list", json!({})),
+        text("done"),
+    ]);
+    let host = TestHost::new([]);
+    let outcome = fx
+        .run_hosted(fx.params(builtin::general(), 5), &model, &host)
+        .await;
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    assert_eq!(host.workspace_asks(), 2, "asked before each turn's tools");
+
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([call("c1", "list", json!({})), text("never")]);
+    let host = TestHost::new([]).refusing_workspace(taskwire_agent::SessionError {
+        message: "failed to prepare the task's workspace: fetch failed".into(),
+        retryable: true,
+    });
+    let outcome = fx
+        .run_hosted(fx.params(builtin::general(), 5), &model, &host)
+        .await;
+    assert_eq!(outcome.status, SessionStatus::Error);
+    let error = outcome.error.expect("the reason");
+    assert!(
+        error.retryable && error.message.contains("fetch failed"),
+        "{error:?}"
+    );
+    assert!(
+        !fx.tool_events().iter().any(|(id, ..)| id == "c1"),
+        "the tool never ran"
+    );
+    assert_eq!(model.requests().len(), 1, "the session ended there");
+}

@@ -273,6 +273,7 @@ fn child_result(request: &ChildTaskRequest) -> Result<ChildTaskResult, String> {
         status: status.into(),
         text: format!("report on {}", request.prompt),
         usage: usage(3, 2),
+        changes_not_applied: None,
     })
 }
 
@@ -288,6 +289,10 @@ pub(crate) struct TestHost {
     pub(crate) checkpoints: Mutex<Vec<(Transcript, usize)>>,
     /// When set, every checkpoint fails with this reason.
     refuse_checkpoints: Option<String>,
+    /// How often the session asked for its workspace to be ready.
+    pub(crate) workspace_asks: std::sync::atomic::AtomicUsize,
+    /// When set, the workspace cannot be made ready.
+    refuse_workspace: Option<taskwire_agent::SessionError>,
 }
 
 impl TestHost {
@@ -299,7 +304,20 @@ impl TestHost {
             barrier: None,
             checkpoints: Mutex::default(),
             refuse_checkpoints: None,
+            workspace_asks: Default::default(),
+            refuse_workspace: None,
         }
+    }
+
+    /// The workspace cannot be made ready: `ensure_workspace` fails with `error`.
+    pub(crate) fn refusing_workspace(mut self, error: taskwire_agent::SessionError) -> Self {
+        self.refuse_workspace = Some(error);
+        self
+    }
+
+    pub(crate) fn workspace_asks(&self) -> usize {
+        self.workspace_asks
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Checkpoints fail with `reason`.
@@ -372,6 +390,15 @@ impl SessionHost for TestHost {
             });
         }
         child_result(&request)
+    }
+
+    async fn ensure_workspace(&self) -> Result<(), taskwire_agent::SessionError> {
+        self.workspace_asks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match &self.refuse_workspace {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
     }
 
     async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {

@@ -43,6 +43,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         queue = %config.queue,
         concurrency = config.concurrency,
         workspace = %config.workspace.display(),
+        workspaces_dir = %config.workspaces_dir.display(),
         model = %config.model.default_model,
         unsafe_no_sandbox = config.unsafe_no_sandbox,
         "starting worker"

@@ -24,9 +24,23 @@ settings! {
         /// Sessions run at once [default: 16]
         #[arg(long, env = "TASKWIRE_CONCURRENCY", value_name = "N")]
         pub concurrency: Option<usize>,
-        /// Root directory the file tools are confined to [default: .]
+        /// Read-only base of every task's workspace: a git checkout of its HEAD when it is a repository's top level, else a copy [default: .]
         #[arg(long, env = "TASKWIRE_WORKSPACE", value_name = "DIR")]
         pub workspace: Option<PathBuf>,
+        /// Where each task attempt gets its own workspace, and the cache of repositories tasks name [default: $TMPDIR/taskwire-workspaces]
+        #[arg(long, env = "TASKWIRE_WORKSPACES_DIR", value_name = "DIR")]
+        pub workspaces_dir: Option<PathBuf>,
+        /// Keep each task's workspace after its result is recorded instead of removing it [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_KEEP_WORKSPACES",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub keep_workspaces: Option<bool>,
         /// This worker's name in logs and results [default: worker-<random>]
         #[arg(long, env = "TASKWIRE_WORKER_ID", value_name = "ID")]
         pub worker_id: Option<String>,
@@ -136,6 +150,8 @@ impl WorkerSettings {
         set(&mut c.queue, self.queue);
         set(&mut c.concurrency, self.concurrency);
         set(&mut c.workspace, self.workspace);
+        set(&mut c.workspaces_dir, self.workspaces_dir);
+        set(&mut c.keep_workspaces, self.keep_workspaces);
         set_some(&mut c.worker_id, self.worker_id);
         set(&mut c.model.base_url, self.model_base_url);
         set_some(&mut c.model.api_key, self.model_api_key);
@@ -166,6 +182,8 @@ impl WorkerSettings {
             queue: Some(c.queue.clone()),
             concurrency: Some(c.concurrency),
             workspace: Some(c.workspace.clone()),
+            workspaces_dir: Some(c.workspaces_dir.clone()),
+            keep_workspaces: Some(c.keep_workspaces),
             worker_id: c.worker_id.clone(),
             model_base_url: Some(redact_url_password(&c.model.base_url)),
             model_api_key: redacted(c.model.api_key.as_deref()),

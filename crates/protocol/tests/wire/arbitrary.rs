@@ -192,6 +192,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
         text(),
         any::<bool>(),
         vec(wire_permission_layer(), 0..3),
+        text(),
     );
     (ids, texts, payload, times, numbers, spec)
         .prop_map(
@@ -209,6 +210,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     parent_model,
                     new_session,
                     inherited_permission,
+                    workspace_patch,
                 ),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
@@ -255,6 +257,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                         .collect(),
                     new_session,
                     inherited_permission,
+                    workspace_patch,
                 }
             },
         )

@@ -178,6 +178,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         vec((text(), text()), 0..3),
         any::<bool>(),
         vec(domain_permission_layer(), 0..3),
+        text(),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -187,7 +188,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (spec, parent_model, subtask, subagents, new_session, layers),
+                (spec, parent_model, subtask, subagents, new_session, layers, workspace_patch),
             )| TaskRequest {
                 task_id,
                 parent_task_id,
@@ -223,6 +224,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 subagents,
                 new_session,
                 inherited_permission: layers.iter().map(pb::PermissionLayer::from).collect(),
+                workspace_patch,
             },
         )
         .boxed()
@@ -268,6 +270,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         option::of(domain_session_id()),
         option::of(non_empty().prop_map(WorkerId::new)),
         any::<bool>(),
+        text(),
     );
     (head, tail)
         .prop_map(
@@ -282,6 +285,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     session_id,
                     worker_id,
                     retry_scheduled,
+                    patch,
                 ),
             )| TaskResult {
                 task_id,
@@ -303,6 +307,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 worker_id,
                 retry_scheduled,
                 transcript_json: None,
+                patch,
             },
         )
         .boxed()

@@ -1,0 +1,224 @@
+//! The task's workspace as the worker uses it: reserved for an attempt, made when the
+//! session first needs its files (from the repository the task names, or the
+//! worker's base), started from the changes the task inherits and an earlier
+//! attempt's changes, and on the way out the result's patch, the changes a child
+//! starts from, and a child's changes brought back.
+
+use taskwire_protocol::{GitSource, TaskError, TaskRequest};
+use taskwire_workspaces::{Origin, Source, TaskWorkspace, WorkspaceError};
+
+use crate::saved::WorkspaceState;
+use crate::session::StartError;
+use crate::task::{Claim, Context};
+
+/// Largest patch a result carries: with an inline transcript (at most 256 KiB) the
+/// result stays under NATS's default 1 MB message limit.
+pub const RESULT_PATCH_LIMIT: usize = 512 * 1024;
+
+/// Largest set of changes a child starts from (they travel inline in its request).
+pub const CHILD_PATCH_LIMIT: usize = 256 * 1024;
+
+/// Error code of a result whose patch could not be made or is too large to carry;
+/// its workspace is kept on the worker so that nothing is lost.
+pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
+
+/// The attempt's workspace: its directory is reserved at once (the session's tools are
+/// confined to it), its files are made the first time the session needs them (a
+/// session that never calls a tool costs no copy), from the repository the task names
+/// in its context refs (at the commit an earlier attempt used, when going on from its
+/// checkpoint) or from the worker's base, then the changes the task starts from and
+/// the earlier attempt's own are applied.
+pub struct TaskFiles<'a> {
+    ctx: &'a Context,
+    request: &'a TaskRequest,
+    git: Option<GitSource>,
+    name: String,
+    root: std::path::PathBuf,
+    earlier: Option<WorkspaceState>,
+    made: tokio::sync::OnceCell<TaskWorkspace>,
+}
+
+impl<'a> TaskFiles<'a> {
+    /// Checks the task's context refs and reserves the attempt's directory.
+    pub async fn reserve(
+        ctx: &'a Context,
+        request: &'a TaskRequest,
+        claim: Claim,
+        earlier: Option<WorkspaceState>,
+    ) -> Result<Self, StartError> {
+        let git = GitSource::from_refs(&request.context_refs)
+            .map_err(|e| StartError::Invalid(format!("invalid context refs: {e}")))?;
+        let name = format!("{}-{}", request.task_id, claim.attempt);
+        let root = ctx
+            .workspaces
+            .reserve(&name)
+            .await
+            .map_err(StartError::Workspace)?;
+        Ok(Self {
+            ctx,
+            request,
+            git,
+            name,
+            root,
+            earlier,
+            made: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The directory the session works in.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    /// The workspace with its files, made on the first call. A failed attempt to make
+    /// it leaves the directory empty, and the next call tries again.
+    pub async fn get(&self) -> Result<&TaskWorkspace, WorkspaceError> {
+        self.made.get_or_try_init(|| self.make()).await
+    }
+
+    async fn make(&self) -> Result<TaskWorkspace, WorkspaceError> {
+        let pinned = self.earlier.as_ref().and_then(|e| e.commit.as_deref());
+        let source = match &self.git {
+            Some(g) => Source::Git {
+                url: &g.url,
+                reference: pinned.or(g.reference.as_deref()),
+            },
+            None => Source::Base,
+        };
+        let started = std::time::Instant::now();
+        let workspace = self
+            .ctx
+            .workspaces
+            .prepare(&self.name, source, &self.request.workspace_patch)
+            .await?;
+        if let Some(earlier) = &self.earlier {
+            workspace
+                .restore(
+                    &earlier.patch,
+                    "the changes of the attempt this one goes on from",
+                )
+                .await?;
+        }
+        tracing::debug!(
+            task.id = %self.request.task_id,
+            workspace = %workspace.root().display(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "workspace ready"
+        );
+        Ok(workspace)
+    }
+
+    /// What a later attempt needs to go on with these files: for files never made,
+    /// the state this attempt started from.
+    pub async fn state(&self) -> Result<WorkspaceState, WorkspaceError> {
+        match self.made.get() {
+            Some(workspace) => state(workspace).await,
+            None => Ok(self.earlier.clone().unwrap_or_default()),
+        }
+    }
+
+    /// The patch for the attempt's result, or the error to report instead (the
+    /// workspace is then kept). Files never made changed nothing of their own since
+    /// the earlier attempt.
+    pub async fn result_patch(&mut self) -> Result<String, TaskError> {
+        match self.made.get_mut() {
+            Some(workspace) => {
+                let patch = result_patch(workspace).await;
+                if patch.is_err() {
+                    workspace.keep();
+                }
+                patch
+            }
+            None => Ok(self
+                .earlier
+                .as_ref()
+                .map(|e| e.patch.clone())
+                .unwrap_or_default()),
+        }
+    }
+
+    /// Removes the workspace (unless kept), after the attempt's result is recorded.
+    pub async fn remove(self) {
+        match self.made.into_inner() {
+            Some(workspace) => workspace.remove().await,
+            None => self.ctx.workspaces.release(&self.name).await,
+        }
+    }
+}
+
+/// The state a later attempt of the task needs to go on with these files.
+async fn state(workspace: &TaskWorkspace) -> Result<WorkspaceState, WorkspaceError> {
+    Ok(WorkspaceState {
+        commit: match workspace.origin() {
+            Origin::Git { commit, .. } => Some(commit.clone()),
+            Origin::Base { .. } | Origin::Copy => None,
+        },
+        patch: workspace.patch().await?,
+    })
+}
+
+/// The patch for the result of the attempt that ran in `workspace`, or the error to
+/// report instead (the caller then keeps the workspace).
+async fn result_patch(workspace: &TaskWorkspace) -> Result<String, TaskError> {
+    let kept = || format!("the workspace is kept at {}", workspace.root().display());
+    let patch = workspace.patch().await.map_err(|e| TaskError {
+        code: PATCH_NOT_CARRIED.into(),
+        message: format!("failed to make the task's patch: {e}; {}", kept()),
+        retryable: false,
+    })?;
+    if patch.len() > RESULT_PATCH_LIMIT {
+        return Err(TaskError {
+            code: PATCH_NOT_CARRIED.into(),
+            message: format!(
+                "the task's patch is {} bytes, more than the {RESULT_PATCH_LIMIT} a result carries; {}",
+                patch.len(),
+                kept()
+            ),
+            retryable: false,
+        });
+    }
+    Ok(patch)
+}
+
+/// What a child of the task in `workspace` starts from: the task's repository at its
+/// commit (when it named one), and every change since that source. `Err` is for the
+/// model: the child is not started.
+pub async fn child_start(workspace: &TaskWorkspace) -> Result<(Option<GitSource>, String), String> {
+    let changes = workspace
+        .changes()
+        .await
+        .map_err(|e| format!("failed to read your workspace's changes for the subagent: {e}"))?;
+    if let Some(reason) = too_large_to_delegate(changes.len()) {
+        return Err(reason);
+    }
+    let source = match workspace.origin() {
+        Origin::Git { url, commit } => Some(GitSource {
+            url: url.clone(),
+            reference: Some(commit.clone()),
+        }),
+        Origin::Base { .. } | Origin::Copy => None,
+    };
+    Ok((source, changes))
+}
+
+/// Why changes of `bytes` cannot go to a child, if they cannot.
+pub fn too_large_to_delegate(bytes: usize) -> Option<String> {
+    (bytes > CHILD_PATCH_LIMIT).then(|| {
+        format!(
+            "your workspace's changes are {bytes} bytes, more than the {CHILD_PATCH_LIMIT} bytes a subagent can start from; \
+             delegate with fewer or smaller changes"
+        )
+    })
+}
+
+/// Brings a finished child's `patch` into `workspace`; why not, for the model.
+pub async fn bring_back(workspace: &TaskWorkspace, patch: &str) -> Result<(), String> {
+    match workspace.apply(patch).await {
+        Ok(()) => Ok(()),
+        Err(WorkspaceError::Conflict { report }) => Err(format!(
+            "they conflict with changes in your workspace, which is unchanged; \
+             resolve it yourself (the subagent's hunks are below) or ask the subagent again\n{report}"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}

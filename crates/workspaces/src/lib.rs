@@ -1,0 +1,471 @@
+//! Per-task working copies for taskwire workers.
+//!
+//! A worker's `--workspace` is a read-only base: every task attempt works in a copy of
+//! its own under `--workspaces-dir`, so concurrent tasks never see each other's
+//! changes and the base never changes. What a task changed leaves it as a patch (a
+//! `git diff --binary`), and a child starts from its parent's changes and hands its own
+//! back: edits travel with the task tree, across workers.
+//!
+//! How a copy is made:
+//! - **base is a git repository** (its top level): a checkout of the base's `HEAD`
+//!   plus the base's uncommitted changes to tracked files (staged or not; untracked and
+//!   ignored files are not copied). The checkout has a `.git` of its own (hard-linked
+//!   from the worker's cache, detached at that commit), so the session's git commands
+//!   work inside it without reaching the base.
+//! - **base is any other directory**: a plain copy (symbolic links kept as links, a
+//!   top-level `.git` left out).
+//! - **the task names a repository** ([`Source::Git`]): a checkout of the named commit,
+//!   through a cache of bare repositories (cloned once, fetched on later use).
+//!
+//! Then the changes the task inherits (its parent's) are applied. A worker reserves
+//! the directory when an attempt starts ([`Workspaces::reserve`]) and fills it
+//! ([`Workspaces::prepare`]) only when the session first needs its files.
+//!
+//! A checkout is a hard-linked clone of the cache repository, not a `git worktree`: a
+//! linked worktree keeps its `HEAD` and index in the repository it was added from,
+//! outside the task's directory, so a session confined to its directory could not run
+//! git in it, and adding one writes to that repository, which for the base must not
+//! change.
+//!
+//! Layout of `--workspaces-dir`: `cache/` (bare repositories and their locks) and
+//! `tasks/<worker>/<task>-<attempt>/` (a checkout) beside
+//! `tasks/<worker>/<task>-<attempt>.git` (its private repository). A worker holds
+//! `tasks/<worker>.lock` while it runs; at start it removes what workers that no longer
+//! hold theirs left behind.
+//!
+//! Modules: [`task`] (one workspace: patches in and out), `cache` (bare repositories),
+//! `conflict` (what a model reads about a conflict), `copy` (plain copies), `git` (the
+//! command runner), [`error`].
+
+pub mod error;
+pub mod task;
+
+mod cache;
+mod conflict;
+mod copy;
+mod git;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use error::WorkspaceError;
+pub use task::{Origin, TaskWorkspace};
+
+use crate::cache::Cache;
+use crate::git::Git;
+
+/// Where a task's workspace comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// The worker's base directory.
+    Base,
+    /// A git repository (URL, `file://` URL or local path) at `reference` (a branch,
+    /// a tag or a full commit id; the default branch when `None`).
+    Git {
+        url: &'a str,
+        reference: Option<&'a str>,
+    },
+}
+
+/// How a worker's workspaces are set up.
+#[derive(Debug, Clone)]
+pub struct WorkspacesConfig {
+    /// The read-only base directory.
+    pub base: PathBuf,
+    /// Where task workspaces and the repository cache live.
+    pub dir: PathBuf,
+    /// Keep each workspace after its task instead of removing it.
+    pub keep: bool,
+    /// The worker's id: its task workspaces go under `tasks/<owner>/`.
+    pub owner: String,
+}
+
+/// A worker's workspaces. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Workspaces {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    base: PathBuf,
+    cache: Cache,
+    tasks: PathBuf,
+    keep: bool,
+    /// Held for the worker's life: tells other workers this one's directory is in use.
+    _owner_lock: File,
+}
+
+impl Workspaces {
+    /// Checks the base, creates the directories, takes this worker's lock and removes
+    /// what workers that are gone left behind.
+    pub async fn open(config: WorkspacesConfig) -> Result<Self, WorkspaceError> {
+        let base = tokio::fs::canonicalize(&config.base)
+            .await
+            .map_err(|e| WorkspaceError::io("open the base", &config.base, e))?;
+        if !base.is_dir() {
+            return Err(WorkspaceError::io(
+                "use as the base",
+                &base,
+                std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            ));
+        }
+        let owner = file_name_of(&config.owner);
+        let dir = config.dir.clone();
+        let keep = config.keep;
+        let (cache, tasks, lock) = tokio::task::spawn_blocking(move || setup(&dir, &owner))
+            .await
+            .map_err(|e| WorkspaceError::io("set up", &config.dir, std::io::Error::other(e)))??;
+        tracing::info!(
+            base = %base.display(),
+            workspaces = %config.dir.display(),
+            keep,
+            "workspaces ready"
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                base,
+                cache: Cache::new(cache),
+                tasks,
+                keep,
+                _owner_lock: lock,
+            }),
+        })
+    }
+
+    /// The canonical base directory.
+    pub fn base(&self) -> &Path {
+        &self.inner.base
+    }
+
+    /// The directory of workspace `name` (unique per task attempt, e.g.
+    /// `<task>-<attempt>`), created empty: a session can be given its path before
+    /// [`Workspaces::prepare`] fills it, or without it ever being filled.
+    pub async fn reserve(&self, name: &str) -> Result<PathBuf, WorkspaceError> {
+        let (root, git_dir) = self.paths(name);
+        // Left by an earlier run of this worker that stopped before removing it.
+        remove_dirs(&[&root, &git_dir]).await?;
+        tokio::fs::create_dir_all(&root)
+            .await
+            .map_err(|e| WorkspaceError::io("create", &root, e))?;
+        Ok(root)
+    }
+
+    /// Removes workspace `name` when it was reserved but never prepared (a prepared
+    /// one is removed through its [`TaskWorkspace`]), unless workspaces are kept.
+    pub async fn release(&self, name: &str) {
+        if self.inner.keep {
+            return;
+        }
+        let (root, git_dir) = self.paths(name);
+        if let Err(e) = remove_dirs(&[&root, &git_dir]).await {
+            tracing::warn!(error = %e, "failed to remove a workspace");
+        }
+    }
+
+    fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
+        let name = file_name_of(name);
+        let git_dir = self.inner.tasks.join(format!("{name}.git"));
+        (self.inner.tasks.join(name), git_dir)
+    }
+
+    /// Makes the workspace `name` from `source` (in its reserved directory, which must
+    /// be empty, or a new one), then applies `inherited` (the parent's changes, a
+    /// patch relative to the source) as its starting point. On failure the directory
+    /// is left empty.
+    pub async fn prepare(
+        &self,
+        name: &str,
+        source: Source<'_>,
+        inherited: &str,
+    ) -> Result<TaskWorkspace, WorkspaceError> {
+        let (root, git_dir) = self.paths(name);
+        let made = self
+            .make(root.clone(), git_dir.clone(), source, inherited)
+            .await;
+        if made.is_err() {
+            let _ = remove_dirs(&[&root, &git_dir]).await;
+            let _ = tokio::fs::create_dir_all(&root).await;
+        }
+        made
+    }
+
+    async fn make(
+        &self,
+        root: PathBuf,
+        git_dir: PathBuf,
+        source: Source<'_>,
+        inherited: &str,
+    ) -> Result<TaskWorkspace, WorkspaceError> {
+        let inner = &self.inner;
+        let mut ws = match source {
+            // Looked at for every task: the base may become a repository while the
+            // worker runs.
+            Source::Base => match base_head(&inner.base).await? {
+                Some(commit) => {
+                    let repo = inner.cache.base(&inner.base, &commit).await?;
+                    let origin = Origin::Base {
+                        commit: commit.clone(),
+                    };
+                    let mut ws = self.checkout(&repo, &commit, root, git_dir, origin).await?;
+                    let uncommitted = base_changes(&inner.base, &commit).await?;
+                    if !uncommitted.is_empty() {
+                        ws.apply_exactly(&uncommitted, "the base's uncommitted changes")
+                            .await?;
+                        ws.rebase_source().await?;
+                    }
+                    ws
+                }
+                None => {
+                    let (from, to) = (inner.base.clone(), root.clone());
+                    tokio::task::spawn_blocking(move || copy::copy_tree(&from, &to))
+                        .await
+                        .map_err(|e| {
+                            WorkspaceError::io("copy", &root, std::io::Error::other(e))
+                        })??;
+                    init_private(&git_dir, None).await?;
+                    TaskWorkspace::track(root, git_dir, Origin::Copy, inner.keep, true).await?
+                }
+            },
+            Source::Git { url, reference } => {
+                let (repo, commit) = inner.cache.remote(url, reference).await?;
+                let origin = Origin::Git {
+                    url: url.to_owned(),
+                    commit: commit.clone(),
+                };
+                self.checkout(&repo, &commit, root, git_dir, origin).await?
+            }
+        };
+        ws.inherit(
+            inherited,
+            "the changes the task starts from (its workspace_patch)",
+        )
+        .await?;
+        Ok(ws)
+    }
+
+    /// A checkout of `commit` from the cache repository `repo`: a hard-linked clone
+    /// for the session (detached at the commit) and a private repository whose index
+    /// holds the files.
+    async fn checkout(
+        &self,
+        repo: &Path,
+        commit: &str,
+        root: PathBuf,
+        git_dir: PathBuf,
+        origin: Origin,
+    ) -> Result<TaskWorkspace, WorkspaceError> {
+        {
+            let _reading = self.inner.cache.lock(&Cache::key_of(repo), false).await?;
+            let args: [std::ffi::OsString; 6] = [
+                "clone".into(),
+                "--local".into(),
+                "--no-checkout".into(),
+                "-q".into(),
+                repo.into(),
+                root.clone().into(),
+            ];
+            Git::in_dir(&self.inner.tasks)
+                .run("clone the workspace", &args)
+                .await?;
+        }
+        init_private(&git_dir, Some(&repo.join("objects"))).await?;
+        Git::with_work_tree(&git_dir, &root)
+            .run(
+                "check out the workspace",
+                &["read-tree", "--reset", "-u", commit],
+            )
+            .await?;
+        // The session's own repository: at the commit, with an index that matches the
+        // files (copied, so its first `git status` does not hash every file again).
+        Git::in_dir(&root)
+            .run(
+                "detach the workspace's HEAD",
+                &["update-ref", "--no-deref", "HEAD", commit],
+            )
+            .await?;
+        let (from, to) = (git_dir.join("index"), root.join(".git/index"));
+        tokio::fs::copy(&from, &to)
+            .await
+            .map_err(|e| WorkspaceError::io("copy", &from, e))?;
+        TaskWorkspace::track(root, git_dir, origin, self.inner.keep, false).await
+    }
+}
+
+/// The commit checked out in `dir` when `dir` is the top level of a git work tree
+/// with at least one commit; `None` for any other directory.
+async fn base_head(dir: &Path) -> Result<Option<String>, WorkspaceError> {
+    let out = Git::in_dir(dir)
+        .config("safe.directory=*")
+        .output(
+            &[
+                "rev-parse",
+                "--show-toplevel",
+                "--verify",
+                "-q",
+                "HEAD^{commit}",
+            ],
+            None,
+        )
+        .await?;
+    if !out.status.success() {
+        return Ok(None);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let (Some(top), Some(commit)) = (lines.next(), lines.next()) else {
+        return Ok(None);
+    };
+    let is_top = std::fs::canonicalize(top).is_ok_and(|top| top == dir);
+    Ok(is_top.then(|| commit.trim().to_owned()))
+}
+
+/// Removes `dirs` (those that exist).
+async fn remove_dirs(dirs: &[&Path]) -> Result<(), WorkspaceError> {
+    for dir in dirs {
+        match tokio::fs::remove_dir_all(dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(WorkspaceError::io("remove", *dir, e)),
+        }
+    }
+    Ok(())
+}
+
+/// The base's uncommitted changes to tracked files, relative to `commit`.
+async fn base_changes(base: &Path, commit: &str) -> Result<String, WorkspaceError> {
+    let out = Git::in_dir(base)
+        .config("safe.directory=*")
+        .run_with_input(
+            "read the base's uncommitted changes",
+            &[
+                "diff",
+                "--binary",
+                "--full-index",
+                "--no-renames",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                commit,
+                "--",
+            ],
+            &[],
+        )
+        .await?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Creates the private repository `git_dir`, borrowing objects from `objects` when
+/// given (a cache repository's, which outlives the workspace).
+async fn init_private(git_dir: &Path, objects: Option<&Path>) -> Result<(), WorkspaceError> {
+    let args: [std::ffi::OsString; 4] =
+        ["init".into(), "--bare".into(), "-q".into(), git_dir.into()];
+    Git::in_dir(git_dir.parent().unwrap_or(git_dir))
+        .run("create the workspace's repository", &args)
+        .await?;
+    // Appended rather than set with `git config`: one process fewer per task (a later
+    // section's value wins).
+    let config = git_dir.join("config");
+    let mut text = tokio::fs::read_to_string(&config)
+        .await
+        .map_err(|e| WorkspaceError::io("read", &config, e))?;
+    text.push_str("[core]\n\tbare = false\n[gc]\n\tauto = 0\n");
+    tokio::fs::write(&config, text)
+        .await
+        .map_err(|e| WorkspaceError::io("write", &config, e))?;
+    if let Some(objects) = objects {
+        let file = git_dir.join("objects/info/alternates");
+        tokio::fs::write(&file, format!("{}\n", objects.display()))
+            .await
+            .map_err(|e| WorkspaceError::io("write", &file, e))?;
+    }
+    Ok(())
+}
+
+/// Creates `dir/cache` and `dir/tasks/<owner>`, takes `tasks/<owner>.lock`, and removes
+/// the task directories of workers whose lock is free (gone, or stopped without
+/// cleaning up). Blocking.
+fn setup(dir: &Path, owner: &str) -> Result<(PathBuf, PathBuf, File), WorkspaceError> {
+    let cache = dir.join("cache");
+    let all_tasks = dir.join("tasks");
+    for d in [&cache, &all_tasks] {
+        std::fs::create_dir_all(d).map_err(|e| WorkspaceError::io("create", d, e))?;
+    }
+    let lock_path = all_tasks.join(format!("{owner}.lock"));
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| WorkspaceError::io("open", &lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(WorkspaceError::InUse {
+                dir: dir.to_owned(),
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(WorkspaceError::io("lock", &lock_path, e));
+        }
+    }
+    let entries =
+        std::fs::read_dir(&all_tasks).map_err(|e| WorkspaceError::io("read", &all_tasks, e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(other) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".lock"))
+        else {
+            continue;
+        };
+        let leftovers = all_tasks.join(other);
+        if other == owner {
+            remove_leftovers(&leftovers);
+            continue;
+        }
+        let Ok(file) = File::options().write(true).open(&path) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            remove_leftovers(&leftovers);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let tasks = all_tasks.join(owner);
+    std::fs::create_dir_all(&tasks).map_err(|e| WorkspaceError::io("create", &tasks, e))?;
+    Ok((cache, tasks, lock))
+}
+
+fn remove_leftovers(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {
+            tracing::info!(dir = %dir.display(), "removed workspaces left by a stopped worker")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "failed to remove old workspaces")
+        }
+    }
+}
+
+/// `name` as one path component: letters, digits, `.`, `_` and `-` kept, anything else
+/// replaced by `_`.
+fn file_name_of(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match cleaned.trim_matches('.') {
+        "" => "_".to_owned(),
+        _ => cleaned,
+    }
+}
