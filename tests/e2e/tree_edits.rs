@@ -4,29 +4,11 @@
 //! child whose changes conflict with the parent's is a tool error that shows the
 //! conflicting hunk and leaves the parent's files as they were.
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::json;
 use taskwire_e2e::{Cluster, PATIENCE, created_in_patch, start, start_with};
 use taskwire_protocol::pb;
+use taskwire_test_support::files::git;
 use taskwire_test_support::{Gate, ScriptedModel, ScriptedReply, SeenRequest};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// Makes the cluster's base a repository with `a.txt` committed.
 fn commit_base(cluster: &Cluster) {

@@ -1,5 +1,6 @@
 //! Test harness for taskwire: real services, isolated per test.
 //!
+//! - [`files`]: `git` in a directory and byte-for-byte snapshots of a tree.
 //! - [`nats`]: starts a `nats-server` with JetStream on a free port and a temp store.
 //! - [`postgres`]: creates a fresh Postgres database per test and drops it afterwards.
 //! - [`private_postgres`]: a Postgres server of one test's own, which it may stop and start.
@@ -10,6 +11,7 @@
 //! When a service cannot be reached the harness fails the test with a message that
 //! says how to start it; it never skips.
 
+pub mod files;
 pub mod model;
 pub mod nats;
 pub mod postgres;
