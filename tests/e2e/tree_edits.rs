@@ -93,17 +93,10 @@ async fn a_child_on_another_worker_edits_the_parents_files_and_the_parent_sees_t
     cluster.add_worker("w0", 1);
     cluster.add_worker_with("w1", 1, |c| c.workspace = other_base.clone());
 
-    let mut client = cluster.client().await.expect("client");
-    let parent = client
-        .submit(pb::SubmitRequest {
-            agent: "build".into(),
-            prompt: "write notes and have them extended".into(),
-            ..Default::default()
-        })
+    let parent = cluster
+        .submit("build", "write notes and have them extended")
         .await
-        .expect("submit")
-        .into_inner()
-        .task_id;
+        .expect("submit");
     let done = cluster
         .wait_finished(&parent)
         .await
@@ -220,16 +213,10 @@ async fn a_child_whose_edit_conflicts_with_the_parents_is_a_tool_error_showing_t
     commit_base(&cluster);
 
     let mut client = cluster.client().await.expect("client");
-    let parent = client
-        .submit(pb::SubmitRequest {
-            agent: "lead".into(),
-            prompt: "change line two, twice".into(),
-            ..Default::default()
-        })
+    let parent = cluster
+        .submit("lead", "change line two, twice")
         .await
-        .expect("submit")
-        .into_inner()
-        .task_id;
+        .expect("submit");
     // The child is submitted (with the parent's files as they were before its command)
     // and the parent's command waits for approval.
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -332,24 +319,10 @@ async fn changes_too_large_to_travel_are_refused_clearly_and_the_workspace_is_ke
     let cluster = start(ScriptedModel::start(too_large).await, 1, 1)
         .await
         .expect("cluster");
-    let client = cluster.client().await.expect("client");
-    let submit = |prompt: &str| {
-        let req = pb::SubmitRequest {
-            agent: "build".into(),
-            prompt: prompt.into(),
-            ..Default::default()
-        };
-        let mut client = client.clone();
-        async move {
-            client
-                .submit(req)
-                .await
-                .expect("submit")
-                .into_inner()
-                .task_id
-        }
-    };
-    let id = submit("write a big file and delegate").await;
+    let id = cluster
+        .submit("build", "write a big file and delegate")
+        .await
+        .expect("submit");
     let done = cluster.wait_finished(&id).await.expect("finished");
     let result = done.result.as_ref().expect("result");
     assert_eq!(
@@ -384,7 +357,7 @@ async fn changes_too_large_to_travel_are_refused_clearly_and_the_workspace_is_ke
     );
     // Once the worker took the next task, the first one's handling is over: its
     // workspace is still there, with the file.
-    let next = submit("small").await;
+    let next = cluster.submit("build", "small").await.expect("submit");
     cluster.wait_finished(&next).await.expect("finished");
     let kept = cluster.task_workspace(&id).expect("kept");
     assert!(

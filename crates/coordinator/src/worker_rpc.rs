@@ -162,18 +162,11 @@ async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
         let req = decode::<pb::TaskLookup>("task lookup", payload)?;
         let id = TaskId::parse_field("task_id", &req.task_id)?;
         let asking = TaskId::parse_field("asking_task_id", &req.asking_task_id)?;
-        let not_found = || CoordinatorError::NotFound(format!("task {id}"));
-        let tenant = state
-            .store
-            .task_request(asking)
-            .await?
-            .ok_or_else(not_found)?
-            .tenant;
         let record = state
             .store
-            .get_task_for(Some(&tenant), id)
+            .get_task_beside(asking, id)
             .await?
-            .ok_or_else(not_found)?;
+            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
         Ok::<_, CoordinatorError>(task_of(&record))
     };
     match run.await {

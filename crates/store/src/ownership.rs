@@ -40,6 +40,34 @@ impl Store {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("read a task", e))?;
+        self.with_attempts(task_id, row).await
+    }
+
+    /// One task with its attempt history, if it exists and belongs to the tenant of
+    /// the task `asking` (a worker's request names the task it runs for).
+    pub async fn get_task_beside(
+        &self,
+        asking: TaskId,
+        task_id: TaskId,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let row: Option<TaskRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1 \
+             AND tenant = (SELECT tenant FROM tasks WHERE task_id = $2)"
+        )))
+        .bind(task_id.as_uuid())
+        .bind(asking.as_uuid())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read a task", e))?;
+        self.with_attempts(task_id, row).await
+    }
+
+    /// The record of `row`, if any, with its attempt history.
+    async fn with_attempts(
+        &self,
+        task_id: TaskId,
+        row: Option<TaskRow>,
+    ) -> Result<Option<TaskRecord>, StoreError> {
         let Some(mut record) = row.map(TaskRecord::try_from).transpose()? else {
             return Ok(None);
         };

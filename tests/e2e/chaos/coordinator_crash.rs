@@ -99,12 +99,7 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
             .map(move |i| {
                 let (mut client, acked) = (client.clone(), acked.clone());
                 async move {
-                    let submit = client.submit(keyed_task(i));
-                    let r = match tokio::time::timeout(Duration::from_secs(10), submit).await {
-                        Ok(Ok(r)) => Ok(r.into_inner().task_id),
-                        Ok(Err(status)) => Err(format!("{:?}", status.code())),
-                        Err(_) => Err("timed out".to_owned()),
-                    };
+                    let r = keyed_submit(&mut client, i).await;
                     if r.is_ok() {
                         acked.fetch_add(1, Ordering::SeqCst);
                     }
@@ -166,30 +161,16 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     // A refused submit may still have been committed (the crash came between commit and
     // reply). The client retries each with its idempotency key: a committed one answers
     // with the existing task, the others are created now. Either way, once.
-    let mut existing = 0;
-    for (i, r) in &outcomes {
-        if r.is_ok() {
-            continue;
-        }
-        let retried = client
-            .submit(keyed_task(*i))
-            .await
-            .expect("a retried submit");
-        existing += usize::from(!retried.into_inner().created);
-    }
+    let existing = retry_refused(&mut client, &outcomes).await;
     let stored = eventually_all_finished(&mut client).await;
     assert_eq!(stored, SUBMITS, "one task per idempotency key");
-    let seen = prompts_seen(&deployment.model);
-    for i in 0..SUBMITS {
-        let runs = seen.get(&prompt(i)).copied().unwrap_or(0);
-        assert_eq!(
-            runs,
-            1,
-            "task {i} (acknowledged: {}) ran {runs} times\n{}",
+    assert_each_ran_once(&deployment.model, SUBMITS, |i| {
+        format!(
+            "(acknowledged: {})\n{}",
             acknowledged.iter().any(|(a, _)| *a == i),
             logs(&coordinator, &worker)
-        );
-    }
+        )
+    });
     eprintln!(
         "coordinator killed mid-burst: {} of {SUBMITS} submits acknowledged, all {} completed once \
          {recovered:?} after the kill; refusals {refusals:?}, of which {existing} had been committed \
@@ -200,6 +181,53 @@ async fn submits_acknowledged_before_a_coordinator_crash_all_complete_once_after
     worker
         .check_running()
         .expect("the worker rode out the coordinator crash");
+}
+
+/// Submits task `i` with its idempotency key; the task id, or why it was not
+/// acknowledged (a gRPC code, or a timeout).
+pub(super) async fn keyed_submit(
+    client: &mut TaskServiceClient<Channel>,
+    i: usize,
+) -> Result<String, String> {
+    let submit = client.submit(keyed_task(i));
+    match tokio::time::timeout(Duration::from_secs(10), submit).await {
+        Ok(Ok(r)) => Ok(r.into_inner().task_id),
+        Ok(Err(status)) => Err(format!("{:?}", status.code())),
+        Err(_) => Err("timed out".to_owned()),
+    }
+}
+
+/// Submits again, with the same idempotency key, every task whose submit was not
+/// acknowledged; returns how many had been committed all the same.
+pub(super) async fn retry_refused(
+    client: &mut TaskServiceClient<Channel>,
+    outcomes: &[(usize, Result<String, String>)],
+) -> usize {
+    let mut existing = 0;
+    for (i, r) in outcomes {
+        if r.is_err() {
+            let retried = client
+                .submit(keyed_task(*i))
+                .await
+                .expect("a retried submit");
+            existing += usize::from(!retried.into_inner().created);
+        }
+    }
+    existing
+}
+
+/// Every one of the first `submits` tasks asked the model exactly once; `context`
+/// adds to the failure message of task `i`.
+pub(super) fn assert_each_ran_once(
+    model: &ScriptedModel,
+    submits: usize,
+    context: impl Fn(usize) -> String,
+) {
+    let seen = prompts_seen(model);
+    for i in 0..submits {
+        let runs = seen.get(&prompt(i)).copied().unwrap_or(0);
+        assert_eq!(runs, 1, "task {i} ran {runs} times {}", context(i));
+    }
 }
 
 pub(super) fn keyed_task(i: usize) -> pb::SubmitRequest {

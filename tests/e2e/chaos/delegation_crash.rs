@@ -179,10 +179,8 @@ fn check_once_each(fleet: &Fleet, parent: &pb::Task, children: &[pb::Task]) {
     }
 }
 
-/// Waits until worker-a runs `parent`, starts worker-c for the children and waits
-/// until both children have asked their model; returns worker-c.
-async fn children_running(fleet: &Fleet, parent: &str, worker_a: &mut Process) -> Process {
-    let cluster = &fleet.cluster;
+/// Waits until worker-a has claimed `parent`'s first attempt.
+async fn claimed_by_worker_a(cluster: &Cluster, parent: &str) {
     wait_for(cluster, parent, "running on worker-a", |t| {
         t.attempts
             .first()
@@ -190,6 +188,13 @@ async fn children_running(fleet: &Fleet, parent: &str, worker_a: &mut Process) -
     })
     .await
     .expect("claimed");
+}
+
+/// Waits until worker-a runs `parent`, starts worker-c for the children and waits
+/// until both children have asked their model; returns worker-c.
+async fn children_running(fleet: &Fleet, parent: &str, worker_a: &mut Process) -> Process {
+    let cluster = &fleet.cluster;
+    claimed_by_worker_a(cluster, parent).await;
     let worker_c = fleet.worker("worker-c", 2).await;
     eventually("both children's model requests", || {
         worker_a.check_running()?;
@@ -283,13 +288,7 @@ async fn a_parent_killed_after_its_children_finished_reads_their_results_and_com
         .submit("general", PARENT_PROMPT)
         .await
         .expect("submit");
-    wait_for(cluster, &parent, "running on worker-a", |t| {
-        t.attempts
-            .first()
-            .is_some_and(|a| a.worker_id == "worker-a")
-    })
-    .await
-    .expect("claimed");
+    claimed_by_worker_a(cluster, &parent).await;
     let _worker_c = fleet.worker("worker-c", 2).await;
     eventually("the parent's second turn", || {
         worker_a.check_running()?;
@@ -418,13 +417,7 @@ async fn a_redelivered_parent_restores_its_files_and_reapplies_its_finished_chil
 
     let mut worker_a = fleet.worker("worker-a", 1).await;
     let parent = cluster.submit("build", EDIT_PROMPT).await.expect("submit");
-    wait_for(cluster, &parent, "running on worker-a", |t| {
-        t.attempts
-            .first()
-            .is_some_and(|a| a.worker_id == "worker-a")
-    })
-    .await
-    .expect("claimed");
+    claimed_by_worker_a(cluster, &parent).await;
     let _worker_c = fleet.worker("worker-c", 2).await;
     eventually("the parent's read after its child", || {
         worker_a.check_running()?;

@@ -11,7 +11,9 @@ use futures::StreamExt;
 use taskwire_protocol::pb;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
-use super::coordinator_crash::{Deployment, eventually_all_finished, keyed_task, prompt};
+use super::coordinator_crash::{
+    Deployment, assert_each_ran_once, eventually_all_finished, keyed_submit, retry_refused,
+};
 use super::{eventually, prompts_seen};
 
 const SUBMITS: usize = 200;
@@ -39,12 +41,7 @@ async fn two_coordinators_share_submits_and_one_finishes_the_work_after_the_othe
                     second_client.clone()
                 };
                 async move {
-                    let submit = client.submit(keyed_task(i));
-                    let r = match tokio::time::timeout(Duration::from_secs(10), submit).await {
-                        Ok(Ok(r)) => Ok(r.into_inner().task_id),
-                        Ok(Err(status)) => Err(format!("{:?}", status.code())),
-                        Err(_) => Err("timed out".to_owned()),
-                    };
+                    let r = keyed_submit(&mut client, i).await;
                     if r.is_ok() && i % 2 == 0 {
                         acked.fetch_add(1, Ordering::SeqCst);
                     }
@@ -80,28 +77,12 @@ async fn two_coordinators_share_submits_and_one_finishes_the_work_after_the_othe
 
     // Submits the dead coordinator did not acknowledge go to the survivor with the same
     // idempotency key: one it had committed is found, the others are created now.
-    let mut found = 0;
-    for (i, r) in &outcomes {
-        if r.is_err() {
-            let retried = second_client
-                .submit(keyed_task(*i))
-                .await
-                .expect("the survivor takes a retried submit");
-            found += usize::from(!retried.into_inner().created);
-        }
-    }
+    let found = retry_refused(&mut second_client, &outcomes).await;
     let stored = eventually_all_finished(&mut second_client).await;
     assert_eq!(stored, SUBMITS, "one task per idempotency key");
-    let seen = prompts_seen(&deployment.model);
-    for i in 0..SUBMITS {
-        let runs = seen.get(&prompt(i)).copied().unwrap_or(0);
-        assert_eq!(
-            runs,
-            1,
-            "task {i} ran {runs} times\nsurvivor log:\n{}",
-            second.tail(20)
-        );
-    }
+    assert_each_ran_once(&deployment.model, SUBMITS, |_| {
+        format!("\nsurvivor log:\n{}", second.tail(20))
+    });
     eprintln!(
         "two coordinators: {acked_first} submits acknowledged by the first before it was killed, \
          {acked_second} by the second; {} refused and retried on the survivor ({found} had been \
