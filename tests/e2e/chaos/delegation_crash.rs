@@ -265,6 +265,49 @@ async fn a_parent_killed_while_its_children_run_re_attaches_to_them_and_complete
     assert_eq!(results_in_watch(cluster, &parent).await, 1);
 }
 
+/// The drain twin: the parent's worker is stopped with SIGTERM while the children
+/// run; the parent does not finish within the drain grace, is released at once, and
+/// the worker that takes it re-attaches to the same children.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_released_by_a_draining_worker_re_attaches_to_its_children_and_completes_once() {
+    let children_gate = Gate::new();
+    let model = ScriptedModel::start(script(children_gate.clone(), || Duration::ZERO)).await;
+    let fleet = Fleet::start(model).await;
+    let cluster = &fleet.cluster;
+
+    let mut worker_a = fleet.worker("worker-a", 1).await;
+    let parent = cluster
+        .submit("general", PARENT_PROMPT)
+        .await
+        .expect("submit");
+    let _worker_c = children_running(&fleet, &parent, &mut worker_a).await;
+    let worker_b = fleet.worker("worker-b", 1).await;
+
+    // The drain grace (1 s) passes with the children still held: the parent is
+    // released, not finished.
+    let stopped = worker_a
+        .terminate()
+        .await
+        .expect("worker-a drains and exits");
+    assert!(stopped.success(), "{}", worker_a.tail(20));
+    eventually("worker-b to re-attach to both children", || {
+        Ok((worker_b
+            .stderr()
+            .matches("re-attached to child task")
+            .count()
+            >= 2)
+            .then_some(()))
+    })
+    .await
+    .expect("re-attached");
+    children_gate.open();
+
+    let done = cluster.wait_finished(&parent).await.expect("finished");
+    check_once_each(&fleet, &done, &fleet.children(&parent).await);
+    assert_eq!(done.attempts[1].worker_id, "worker-b");
+    assert_eq!(results_in_watch(cluster, &parent).await, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_killed_after_its_children_finished_reads_their_results_and_completes_once() {
     let children_gate = Gate::new();
