@@ -392,6 +392,18 @@ fn setup(dir: &Path, owner: &str) -> Result<(PathBuf, PathBuf, File), WorkspaceE
     for d in [&cache, &all_tasks] {
         std::fs::create_dir_all(d).map_err(|e| WorkspaceError::io("create", d, e))?;
     }
+    // Workers starting at once take turns here: one taking its own lock must not be
+    // seen, half done, by another that is clearing stopped workers' leftovers.
+    let setup_path = all_tasks.join(".setup.lock");
+    let setup_lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&setup_path)
+        .map_err(|e| WorkspaceError::io("open", &setup_path, e))?;
+    setup_lock
+        .lock()
+        .map_err(|e| WorkspaceError::io("lock", &setup_path, e))?;
     let lock_path = all_tasks.join(format!("{owner}.lock"));
     let lock = File::options()
         .create(true)
@@ -418,6 +430,7 @@ fn setup(dir: &Path, owner: &str) -> Result<(PathBuf, PathBuf, File), WorkspaceE
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_suffix(".lock"))
+            .filter(|n| !n.starts_with('.'))
         else {
             continue;
         };
@@ -467,5 +480,39 @@ fn file_name_of(name: &str) -> String {
     match cleaned.trim_matches('.') {
         "" => "_".to_owned(),
         _ => cleaned,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Workers that start at once, each with its own id, all get their workspaces: none
+    /// takes another's lock for a stopped worker's while it is being taken.
+    #[test]
+    fn workers_starting_at_once_each_get_their_own_lock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for _ in 0..20 {
+            let handles: Vec<_> = (0..6)
+                .map(|i| {
+                    let dir = dir.path().to_owned();
+                    std::thread::spawn(move || {
+                        setup(&dir, &format!("w{i}")).map(|(_, _, lock)| lock)
+                    })
+                })
+                .collect();
+            let locks: Vec<File> = handles
+                .into_iter()
+                .map(|h| h.join().expect("no panic").expect("set up"))
+                .collect();
+            drop(locks);
+        }
+        // The same id twice while the first holds it is refused.
+        let held = setup(dir.path(), "w0").expect("set up");
+        assert!(matches!(
+            setup(dir.path(), "w0"),
+            Err(WorkspaceError::InUse { .. })
+        ));
+        drop(held);
     }
 }
