@@ -62,25 +62,16 @@ pub trait WorkerRequests: Send + Sync + 'static {
 
 /// Serves worker requests with `handler` until `shutdown`.
 pub async fn serve<H: WorkerRequests>(
-    bus: &Bus,
+    bus: Bus,
     handler: Arc<H>,
     shutdown: CancellationToken,
 ) -> Result<(), BusError> {
-    let subscribe = |subject: String| async move {
-        bus.client()
-            .queue_subscribe(subject.clone(), COORDINATORS_GROUP.to_owned())
-            .await
-            .map_err(|e| BusError::Subscribe {
-                subject,
-                reason: e.to_string(),
-            })
-    };
-    let requests = subscribe(bus.subjects().rpc_all()).await?;
-    let claims = subscribe(bus.subjects().claim()).await?;
+    let requests = subscribe(&bus, bus.subjects().rpc_all()).await?;
+    let claims = subscribe(&bus, bus.subjects().claim()).await?;
     let requests = requests
         .take_until(shutdown.clone().cancelled_owned())
         .for_each_concurrent(CONCURRENCY, |msg| {
-            let handler = handler.clone();
+            let (bus, handler) = (bus.clone(), handler.clone());
             async move {
                 let Some(reply) = msg.reply.clone() else {
                     return;
@@ -100,10 +91,21 @@ pub async fn serve<H: WorkerRequests>(
         .take_until(shutdown.cancelled_owned())
         .ready_chunks(MAX_CLAIM_BATCH)
         .for_each_concurrent(CONCURRENT_CLAIM_BATCHES, |batch| {
-            answer_claims(bus, handler.as_ref(), batch)
+            let (bus, handler) = (bus.clone(), handler.clone());
+            async move { answer_claims(&bus, handler.as_ref(), batch).await }
         });
     futures::join!(requests, claims);
     Ok(())
+}
+
+async fn subscribe(bus: &Bus, subject: String) -> Result<async_nats::Subscriber, BusError> {
+    bus.client()
+        .queue_subscribe(subject.clone(), COORDINATORS_GROUP.to_owned())
+        .await
+        .map_err(|e| BusError::Subscribe {
+            subject,
+            reason: e.to_string(),
+        })
 }
 
 /// The reply to one request on `<P>.worker.<token>`.
