@@ -10,6 +10,7 @@ use async_nats::jetstream;
 use bytes::Bytes;
 use taskwire_protocol::{ErrorCode, SessionId, TaskId};
 
+use crate::Subjects;
 use crate::codec::encode;
 use crate::error::RpcError;
 use crate::headers::{self, Outgoing};
@@ -18,7 +19,6 @@ use crate::messages::{
     ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use crate::methods::{Method, Retry};
-use crate::Subjects;
 
 /// The bus of one deployment, shared by every loop of a process (cheap to clone).
 #[derive(Clone)]

@@ -115,7 +115,11 @@ mod tests {
         let e = decode::<ClaimRequest>(&bad).expect_err("a bad task id");
         assert_eq!(e.envelope, "claim request");
         assert_eq!(e.field, Some("task_id"));
-        assert!(e.to_string().starts_with("malformed claim request: field `task_id`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("malformed claim request: field `task_id`"),
+            "{e}"
+        );
 
         let e = decode::<ClaimRequest>(b"\xff\xff\xff").expect_err("not protobuf");
         assert_eq!((e.envelope, e.field), ("claim request", None));

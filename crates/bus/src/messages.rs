@@ -509,8 +509,8 @@ pub(crate) fn encode_child_reply(r: &Result<ChildSubmitted, RpcError>) -> Bytes 
 }
 
 pub(crate) fn decode_child_reply(bytes: &[u8]) -> Result<ChildSubmitted, RpcError> {
-    let r = decode_wire::<pb::ChildSubmitReply>("child submit reply", bytes)
-        .map_err(reply_error)?;
+    let r =
+        decode_wire::<pb::ChildSubmitReply>("child submit reply", bytes).map_err(reply_error)?;
     error_of(r.status)?;
     let task = TaskId::parse_field("task_id", &r.task_id)
         .map_err(|e| reply_error(CodecError::new("child submit reply", e)))?;
@@ -567,7 +567,10 @@ pub(crate) fn decode_lookup_reply(bytes: &[u8]) -> Result<TaskState, RpcError> {
     let r = decode_wire::<pb::TaskLookupReply>("task lookup reply", bytes).map_err(reply_error)?;
     error_of(r.status)?;
     let malformed = |e| reply_error(CodecError::new("task lookup reply", e));
-    let task = r.task.ok_or(ProtocolError::Missing("task")).map_err(malformed)?;
+    let task = r
+        .task
+        .ok_or(ProtocolError::Missing("task"))
+        .map_err(malformed)?;
     let result = task.result.map(|r| {
         let usage = r.usage.unwrap_or_default();
         FinishedTask {

@@ -184,7 +184,11 @@ async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<asy
     let asked = claims.len();
     let verdicts = handler.claim(claims).await;
     if verdicts.len() != asked {
-        tracing::error!(asked, answered = verdicts.len(), "claim handler answered a different number of claims");
+        tracing::error!(
+            asked,
+            answered = verdicts.len(),
+            "claim handler answered a different number of claims"
+        );
     }
     for (reply, verdict) in replies.into_iter().zip(verdicts) {
         let Some(verdict) = verdict else { continue };

@@ -13,9 +13,7 @@ use taskwire_bus::messages::{
     ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use taskwire_bus::{Bus, Method, RpcError, Subjects, WorkerRequests};
-use taskwire_protocol::{
-    ClaimEpoch, ErrorCode, SessionId, TaskId, TaskStatus, WorkerId, pb,
-};
+use taskwire_protocol::{ClaimEpoch, ErrorCode, SessionId, TaskId, TaskStatus, WorkerId, pb};
 use taskwire_test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
 
@@ -149,7 +147,11 @@ async fn typed_calls_return_domain_values_and_refusals_keep_their_code() {
     let loaded = s.bus.session_load(session, task).await.expect("loads");
     assert_eq!(loaded.expect("a saved session").saved_by, task);
 
-    let state = s.bus.task_lookup(task, TaskId::generate()).await.expect("found");
+    let state = s
+        .bus
+        .task_lookup(task, TaskId::generate())
+        .await
+        .expect("found");
     assert_eq!((state.task, state.status), (task, TaskStatus::Running));
 
     let verdict = s
@@ -171,7 +173,10 @@ async fn typed_calls_return_domain_values_and_refusals_keep_their_code() {
     );
 
     let decision = s.bus.approval_check(task, "r1").await.expect("answered");
-    assert_eq!(decision.map(|d| (d.task, d.answer)), Some((task, Answer::Always)));
+    assert_eq!(
+        decision.map(|d| (d.task, d.answer)),
+        Some((task, Answer::Always))
+    );
     assert_eq!(s.bus.approval_timeout(task, "r1").await, Ok(None));
 
     let refused = s
@@ -227,17 +232,25 @@ async fn a_malformed_request_is_invalid_argument_and_the_server_keeps_serving() 
     let reply = pb::SessionLoadReply::decode(garbage).expect("a reply");
     let status = reply.status.expect("a status");
     assert_eq!(status.code, "INVALID_ARGUMENT");
-    assert!(status.message.starts_with("malformed session load"), "{status:?}");
+    assert!(
+        status.message.starts_with("malformed session load"),
+        "{status:?}"
+    );
 
     let bad_id = pb::SessionLoad {
         session_id: "not-a-session".into(),
         task_id: TaskId::generate().to_string(),
     };
-    let reply = pb::SessionLoadReply::decode(ask(subjects.rpc("session.load"), bad_id.encode_to_vec()).await)
-        .expect("a reply");
+    let reply = pb::SessionLoadReply::decode(
+        ask(subjects.rpc("session.load"), bad_id.encode_to_vec()).await,
+    )
+    .expect("a reply");
     let status = reply.status.expect("a status");
     assert_eq!(status.code, "INVALID_ARGUMENT");
-    assert!(status.message.contains("`session_id`"), "names the field: {status:?}");
+    assert!(
+        status.message.contains("`session_id`"),
+        "names the field: {status:?}"
+    );
 
     let claim = pb::ClaimReply::decode(ask(subjects.claim(), b"\xff\xff".to_vec()).await)
         .expect("a claim reply");
@@ -292,8 +305,14 @@ async fn an_unanswered_claim_is_unavailable_after_its_table_timeout_and_sent_onc
         .expect_err("unanswered");
     let waited = started.elapsed();
     assert_eq!(e.code(), ErrorCode::Unavailable, "{e}");
-    assert!(waited >= Method::Claim.timeout(), "gave up after {waited:?}");
-    assert!(waited < Method::Claim.timeout() + Duration::from_secs(3), "waited {waited:?}");
+    assert!(
+        waited >= Method::Claim.timeout(),
+        "gave up after {waited:?}"
+    );
+    assert!(
+        waited < Method::Claim.timeout() + Duration::from_secs(3),
+        "waited {waited:?}"
+    );
     assert_eq!(seen.load(Ordering::SeqCst), 1, "a claim is never repeated");
 }
 
@@ -302,8 +321,8 @@ async fn an_unanswered_idempotent_request_is_tried_as_often_as_the_table_says() 
     let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
     let client = async_nats::connect(nats.url()).await.expect("connects");
     let try_timeout = Duration::from_millis(200);
-    let bus = Bus::new(client, Subjects::new("bustest"))
-        .with_timeout(Method::SessionLoad, try_timeout);
+    let bus =
+        Bus::new(client, Subjects::new("bustest")).with_timeout(Method::SessionLoad, try_timeout);
     let seen = black_hole(&bus, Method::SessionLoad.subject(bus.subjects())).await;
     let started = Instant::now();
     let e = bus

@@ -29,7 +29,11 @@ pub async fn run(bus: Bus, store: Store, shutdown: CancellationToken) {
     .await
 }
 
-async fn advisories_once(bus: Bus, store: Store, shutdown: CancellationToken) -> Result<(), String> {
+async fn advisories_once(
+    bus: Bus,
+    store: Store,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
     let messages = crate::aggregator::consume(
         bus.js(),
         &bus.subjects().advisories_stream(),

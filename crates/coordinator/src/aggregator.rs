@@ -155,23 +155,22 @@ async fn dead_letters_once(
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;
-        let (subject, reason, payload, worker, task) =
-            match decode::<DeadLetter>(&msg.payload) {
-                Ok(d) => (
-                    d.subject,
-                    d.reason,
-                    d.payload,
-                    Some(d.worker_id),
-                    d.task.map(|t| t.as_uuid()),
-                ),
-                Err(e) => (
-                    msg.subject.to_string(),
-                    e.to_string(),
-                    msg.payload.to_vec(),
-                    None,
-                    None,
-                ),
-            };
+        let (subject, reason, payload, worker, task) = match decode::<DeadLetter>(&msg.payload) {
+            Ok(d) => (
+                d.subject,
+                d.reason,
+                d.payload,
+                Some(d.worker_id),
+                d.task.map(|t| t.as_uuid()),
+            ),
+            Err(e) => (
+                msg.subject.to_string(),
+                e.to_string(),
+                msg.payload.to_vec(),
+                None,
+                None,
+            ),
+        };
         match store
             .record_dead_letter(&subject, &reason, &payload, worker.as_deref(), task)
             .await

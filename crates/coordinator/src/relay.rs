@@ -21,12 +21,7 @@ const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 1024;
 
 /// Runs the relay until `shutdown`.
-pub async fn run(
-    store: Store,
-    bus: Bus,
-    wake: Arc<Notify>,
-    shutdown: CancellationToken,
-) {
+pub async fn run(store: Store, bus: Bus, wake: Arc<Notify>, shutdown: CancellationToken) {
     let mut backoff = Duration::from_millis(50);
     loop {
         match relay_once(&store, &bus).await {
@@ -69,11 +64,7 @@ async fn relay_once(store: &Store, bus: &Bus) -> Result<usize, String> {
 
 /// Publishes `rows` pipelined (all sends, then all acks); returns the ids JetStream
 /// acknowledged, and leaves in `failure` why the others were not.
-async fn publish(
-    bus: &Bus,
-    rows: Vec<OutboxMessage>,
-    failure: &mut Option<String>,
-) -> Vec<i64> {
+async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<String>) -> Vec<i64> {
     let total = rows.len();
     let mut pending = Vec::with_capacity(total);
     for row in rows {

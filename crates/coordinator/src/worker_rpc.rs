@@ -14,8 +14,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use taskwire_bus::RpcError;
 use taskwire_bus::messages::{
-    Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, ClaimRequest,
-    ClaimVerdict, FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, ClaimRequest, ClaimVerdict,
+    FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use taskwire_protocol::{TaskError, TaskId, Usage};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
@@ -65,7 +65,11 @@ impl taskwire_bus::WorkerRequests for Handler {
     async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError> {
         let st = &self.state;
         let loaded: Answered<_> = async {
-            match st.store.load_session_for_task(load.session, load.task).await? {
+            match st
+                .store
+                .load_session_for_task(load.session, load.task)
+                .await?
+            {
                 Loaded::NotFound => Err(CoordinatorError::NotFound(format!(
                     "session {} of task {}",
                     load.session, load.task
