@@ -15,10 +15,11 @@ use crate::codec::encode;
 use crate::error::RpcError;
 use crate::headers::{self, Outgoing};
 use crate::messages::{
-    self, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
-    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted, ClaimRequest,
+    ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use crate::methods::{Method, Retry};
+use crate::replies;
 
 /// The bus of one deployment, shared by every loop of a process (cheap to clone).
 #[derive(Clone)]
@@ -79,7 +80,7 @@ impl Bus {
     /// `UNAVAILABLE` when no coordinator answered.
     pub async fn claim(&self, claim: &ClaimRequest) -> Result<ClaimVerdict, RpcError> {
         let reply = self.request(Method::Claim, None, encode(claim)).await?;
-        messages::decode_claim_reply(&reply)
+        replies::decode_claim_reply(&reply)
     }
 
     /// Submits a child task. Repeated when unanswered only when the request has an
@@ -89,14 +90,14 @@ impl Bus {
         let reply = self
             .request(Method::ChildSubmit, retry, encode(submit))
             .await?;
-        messages::decode_child_reply(&reply)
+        replies::decode_child_reply(&reply)
     }
 
     /// Reads `task` as `asking` may see it (`NOT_FOUND` outside its tenant).
     pub async fn task_lookup(&self, task: TaskId, asking: TaskId) -> Result<TaskState, RpcError> {
         let body = encode(&TaskLookup { task, asking });
         let reply = self.request(Method::TaskLookup, None, body).await?;
-        messages::decode_lookup_reply(&reply)
+        replies::decode_lookup_reply(&reply)
     }
 
     /// The saved transcript of `session` for `task`, which runs in it; `None` for a
@@ -108,7 +109,7 @@ impl Bus {
     ) -> Result<Option<StoredSession>, RpcError> {
         let body = encode(&SessionLoad { session, task });
         let reply = self.request(Method::SessionLoad, None, body).await?;
-        messages::decode_load_reply(&reply)
+        replies::decode_load_reply(&reply)
     }
 
     /// Saves a transcript, fenced by the saving task's claim (`FAILED_PRECONDITION`
@@ -117,7 +118,7 @@ impl Bus {
         let reply = self
             .request(Method::SessionSave, None, encode(save))
             .await?;
-        messages::decode_save_reply(&reply)
+        replies::decode_save_reply(&reply)
     }
 
     /// Marks the task awaiting approval; the answer arrives as an
@@ -125,7 +126,7 @@ impl Bus {
     pub async fn approval_ask(&self, ask: &ApprovalAsk) -> Result<(), RpcError> {
         let body = encode(&ApprovalRequest::Ask(ask.clone()));
         let reply = self.request(Method::ApprovalAsk, None, body).await?;
-        messages::decode_approval_reply(&reply).map(|_| ())
+        replies::decode_approval_reply(&reply).map(|_| ())
     }
 
     /// The answer to an approval, once it is answered.
@@ -139,7 +140,7 @@ impl Bus {
             request_id: request_id.to_owned(),
         });
         let reply = self.request(Method::ApprovalCheck, None, body).await?;
-        messages::decode_approval_reply(&reply)
+        replies::decode_approval_reply(&reply)
     }
 
     /// Closes an unanswered approval (the task runs on, denied); an answer that beat
@@ -154,7 +155,7 @@ impl Bus {
             request_id: request_id.to_owned(),
         });
         let reply = self.request(Method::ApprovalTimeout, None, body).await?;
-        messages::decode_approval_reply(&reply)
+        replies::decode_approval_reply(&reply)
     }
 
     /// Sends one request as the table says (or with `retry` instead of its policy);

@@ -11,6 +11,7 @@
 //! - [`codec`]: the one codec: protobuf envelopes to and from domain values; decode
 //!   errors name the envelope and the field.
 //! - [`messages`]: the domain values of worker requests, replies and notices.
+//! - [`replies`]: worker replies on the wire: a status and the value.
 //! - [`methods`]: the table of worker requests: subject, timeout, retry.
 //! - [`client`]: [`Bus`], with the typed worker requests (`claim`, `child_submit`,
 //!   `task_lookup`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
@@ -47,6 +48,7 @@ pub mod messages;
 pub mod methods;
 pub mod permissions;
 pub mod publish;
+pub mod replies;
 pub mod server;
 pub mod streams;
 pub mod subjects;

@@ -23,10 +23,11 @@ use crate::client::Bus;
 use crate::codec::decode;
 use crate::error::{BusError, RpcError};
 use crate::messages::{
-    self, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
-    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted, ClaimRequest,
+    ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use crate::methods::{self, Method};
+use crate::replies;
 use crate::subjects::COORDINATORS_GROUP;
 
 /// Requests answered concurrently (claims aside).
@@ -111,30 +112,30 @@ async fn subscribe(bus: &Bus, subject: String) -> Result<async_nats::Subscriber,
 /// The reply to one request on `<P>.worker.<token>`.
 async fn answer<H: WorkerRequests>(handler: &H, token: &str, payload: &[u8]) -> Bytes {
     let Some(method) = methods::of_worker_token(token) else {
-        return messages::status_reply(&RpcError::new(
+        return replies::status_reply(&RpcError::new(
             ErrorCode::Unimplemented,
             format!("unknown worker request `{token}`"),
         ));
     };
     let refused = |e: crate::error::CodecError| {
         tracing::warn!(method = %method, error = %e, "malformed worker request");
-        messages::status_reply(&RpcError::from(e))
+        replies::status_reply(&RpcError::from(e))
     };
     match method {
         Method::ChildSubmit => match decode::<ChildSubmit>(payload) {
-            Ok(r) => messages::encode_child_reply(&handler.child_submit(r).await),
+            Ok(r) => replies::encode_child_reply(&handler.child_submit(r).await),
             Err(e) => refused(e),
         },
         Method::TaskLookup => match decode::<TaskLookup>(payload) {
-            Ok(r) => messages::encode_lookup_reply(&handler.task_lookup(r).await),
+            Ok(r) => replies::encode_lookup_reply(&handler.task_lookup(r).await),
             Err(e) => refused(e),
         },
         Method::SessionLoad => match decode::<SessionLoad>(payload) {
-            Ok(r) => messages::encode_load_reply(&handler.session_load(r).await),
+            Ok(r) => replies::encode_load_reply(&handler.session_load(r).await),
             Err(e) => refused(e),
         },
         Method::SessionSave => match decode::<SessionSave>(payload) {
-            Ok(r) => messages::encode_save_reply(&handler.session_save(r).await),
+            Ok(r) => replies::encode_save_reply(&handler.session_save(r).await),
             Err(e) => refused(e),
         },
         Method::ApprovalAsk | Method::ApprovalCheck | Method::ApprovalTimeout => {
@@ -148,10 +149,10 @@ async fn answer<H: WorkerRequests>(handler: &H, token: &str, payload: &[u8]) -> 
                 }
                 Err(e) => return refused(e),
             };
-            messages::encode_approval_reply(&answered)
+            replies::encode_approval_reply(&answered)
         }
         // Never a `worker.` token: claims have a subject of their own.
-        Method::Claim => messages::status_reply(&RpcError::new(
+        Method::Claim => replies::status_reply(&RpcError::new(
             ErrorCode::Unimplemented,
             "claims are sent to the claim subject",
         )),
@@ -173,7 +174,7 @@ async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<asy
             }
             Err(e) => {
                 tracing::warn!(error = %e, "malformed claim request");
-                let body = messages::encode_claim_reply(&Err(RpcError::from(e)));
+                let body = replies::encode_claim_reply(&Err(RpcError::from(e)));
                 let _ = bus.client().publish(reply, body).await;
             }
         }
@@ -192,7 +193,7 @@ async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<asy
     }
     for (reply, verdict) in replies.into_iter().zip(verdicts) {
         let Some(verdict) = verdict else { continue };
-        let body = messages::encode_claim_reply(&verdict);
+        let body = replies::encode_claim_reply(&verdict);
         if let Err(e) = bus.client().publish(reply, body).await {
             tracing::warn!(error = %e, "failed to answer a claim");
         }
