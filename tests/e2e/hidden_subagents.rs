@@ -139,7 +139,7 @@ async fn an_unknown_subagent_is_a_tool_error_that_names_it() {
     assert!(
         text.starts_with(
             "task said: error: subagent nobody failed: the child task was refused: \
-             NotFound: agent `nobody` not found; the listed subagents are: "
+             NOT_FOUND: agent `nobody` not found; the listed subagents are: "
         ),
         "{text}"
     );

@@ -1,12 +1,27 @@
-//! taskwire's NATS layout, shared by the coordinator and the workers.
+//! taskwire's typed bus between the coordinators and the workers.
+//!
+//! Every envelope and every worker request goes through functions here that take and
+//! return domain types: the coordinator and the worker keep orchestration only.
 //!
 //! - [`subjects`]: every subject and stream name, derived from one prefix so that
 //!   several deployments (or tests) can share a server.
 //! - [`streams`]: creates the JetStream streams and the workers' durable consumer.
 //! - [`permissions`]: what each role (coordinator, worker) may publish and subscribe
 //!   to, and the nats-server configuration that enforces it.
-//! - [`headers`]: header names (`Nats-Msg-Id`, `traceparent`, ...).
-//! - [`error`]: the error type, [`BusError`].
+//! - [`codec`]: the one codec: protobuf envelopes to and from domain values; decode
+//!   errors name the envelope and the field.
+//! - [`messages`]: the domain values of worker requests, replies and notices.
+//! - [`replies`]: worker replies on the wire: a status and the value.
+//! - [`methods`]: the table of worker requests: subject, timeout, retry.
+//! - [`client`]: [`Bus`], with the typed worker requests (`claim`, `child_submit`,
+//!   `task_lookup`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
+//!   `approval_timeout`).
+//! - [`publish`]: typed publishes of every envelope and notice.
+//! - [`server`]: [`WorkerRequests`], implemented by the coordinator, and [`serve`],
+//!   the one loop that answers workers.
+//! - [`headers`]: header names and [`headers::build`], the one place headers are made.
+//! - [`error`]: [`BusError`], [`RpcError`], [`CodecError`]; each maps to one
+//!   [`ErrorCode`](taskwire_protocol::ErrorCode).
 //!
 //! Streams:
 //! - `<P>_TASKS` (WorkQueue, bounded): `TaskRequest`s, one durable pull consumer per queue
@@ -17,16 +32,31 @@
 //! - `<P>_ADVISORIES` (WorkQueue): JetStream's max-deliveries advisories for the tasks
 //!   stream, kept until a coordinator has handled them.
 //!
-//! Request/reply (core NATS): claims. Fire-and-forget (core NATS): cancel notices and
-//! "task finished" notices that wake watchers.
+//! Request/reply (core NATS, queue group `taskwire-coordinators`): claims and the other
+//! worker requests, as the [method table](methods) says. Fire-and-forget (core NATS):
+//! cancel notices, approval decisions and "task finished" notices that wake watchers.
+//!
+//! Errors on the wire: a reply's `RpcStatus.code` is the gRPC canonical name of its
+//! [`ErrorCode`](taskwire_protocol::ErrorCode) (`NOT_FOUND`); a request nobody answered
+//! is `UNAVAILABLE`; a malformed one `INVALID_ARGUMENT`.
 
+pub mod client;
+pub mod codec;
 pub mod error;
 pub mod headers;
+pub mod messages;
+pub mod methods;
 pub mod permissions;
+pub mod publish;
+pub mod replies;
+pub mod server;
 pub mod streams;
 pub mod subjects;
 
-pub use error::BusError;
+pub use client::Bus;
+pub use error::{BusError, CodecError, RpcError};
+pub use methods::Method;
+pub use server::{WorkerRequests, serve};
 pub use streams::{
     BusConfig, coordinator_consumer, ensure_streams, tasks_consumer, wait_for_streams,
 };

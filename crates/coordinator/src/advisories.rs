@@ -4,10 +4,11 @@
 //! the message) and deletes the message. The advisories themselves are kept in a
 //! stream until handled. Failure policy: nak and retry; the loop restarts with backoff.
 
-use async_nats::jetstream::{self, AckKind};
+use async_nats::jetstream::AckKind;
 use futures::StreamExt;
-use taskwire_bus::Subjects;
-use taskwire_protocol::{TaskId, pb, task::decode};
+use taskwire_bus::Bus;
+use taskwire_bus::codec::decode_wire;
+use taskwire_protocol::{TaskId, pb};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -21,32 +22,21 @@ struct MaxDeliveries {
 /// Handles max-deliveries advisories (kept in the advisories stream, so none is lost
 /// while no coordinator runs) until `shutdown`; each is acknowledged once handled and
 /// redelivered if handling failed (Postgres down, say).
-pub async fn run(
-    js: jetstream::Context,
-    store: Store,
-    subjects: Subjects,
-    shutdown: CancellationToken,
-) {
+pub async fn run(bus: Bus, store: Store, shutdown: CancellationToken) {
     crate::aggregator::supervise("max-deliveries advisories", shutdown.clone(), || {
-        advisories_once(
-            js.clone(),
-            store.clone(),
-            subjects.clone(),
-            shutdown.clone(),
-        )
+        advisories_once(bus.clone(), store.clone(), shutdown.clone())
     })
     .await
 }
 
 async fn advisories_once(
-    js: jetstream::Context,
+    bus: Bus,
     store: Store,
-    subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = crate::aggregator::consume(
-        &js,
-        &subjects.advisories_stream(),
+        bus.js(),
+        &bus.subjects().advisories_stream(),
         taskwire_bus::subjects::ADVISORIES_CONSUMER,
     )
     .await?;
@@ -61,7 +51,7 @@ async fn advisories_once(
                 continue;
             }
         };
-        match handle(&js, &store, &subjects, &advisory).await {
+        match handle(&bus, &store, &advisory).await {
             Ok(()) => {
                 let _ = msg.double_ack().await;
             }
@@ -76,12 +66,8 @@ async fn advisories_once(
     Ok(())
 }
 
-async fn handle(
-    js: &jetstream::Context,
-    store: &Store,
-    subjects: &Subjects,
-    a: &MaxDeliveries,
-) -> Result<(), String> {
+async fn handle(bus: &Bus, store: &Store, a: &MaxDeliveries) -> Result<(), String> {
+    let js = bus.js();
     let stream = js.get_stream(&a.stream).await.map_err(|e| e.to_string())?;
     let message = match stream.get_raw_message(a.stream_seq).await {
         Ok(m) => m,
@@ -95,7 +81,7 @@ async fn handle(
         "delivered {} times without being settled (max deliveries reached)",
         a.deliveries
     );
-    let task_id = decode::<pb::TaskRequest>("task request", &message.payload)
+    let task_id = decode_wire::<pb::TaskRequest>("task request", &message.payload)
         .ok()
         .and_then(|r| TaskId::parse_field("task_id", &r.task_id).ok());
     store
@@ -116,19 +102,12 @@ async fn handle(
     {
         tracing::warn!(task.id = %id, deliveries = a.deliveries, "task dead-lettered after max deliveries");
         // Wake watchers: the task is finished.
-        let _ = js_client_publish(js, subjects.finished(id)).await;
-        crate::subtrees::end_subtrees(store, &js.client(), subjects, &[id]).await;
+        let _ = bus.notify_finished(id).await;
+        crate::subtrees::end_subtrees(store, bus, &[id]).await;
     }
     stream
         .delete_message(a.stream_seq)
         .await
         .map_err(|e| e.to_string())?;
     Ok(())
-}
-
-async fn js_client_publish(js: &jetstream::Context, subject: String) -> Result<(), String> {
-    js.client()
-        .publish(subject, Vec::new().into())
-        .await
-        .map_err(|e| e.to_string())
 }

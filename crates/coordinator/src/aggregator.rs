@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use taskwire_bus::Subjects;
-use taskwire_protocol::{TaskId, TaskResult, pb, task::decode};
+use taskwire_bus::Bus;
+use taskwire_bus::codec::decode;
+use taskwire_bus::messages::DeadLetter;
+use taskwire_protocol::TaskResult;
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -19,39 +21,17 @@ const MAX_BATCH: usize = 512;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// Consumes results until `shutdown`, restarting the consumer on failure.
-pub async fn run_results(
-    client: async_nats::Client,
-    js: jetstream::Context,
-    store: Store,
-    subjects: Subjects,
-    shutdown: CancellationToken,
-) {
+pub async fn run_results(bus: Bus, store: Store, shutdown: CancellationToken) {
     supervise("results aggregator", shutdown.clone(), || {
-        results_once(
-            client.clone(),
-            js.clone(),
-            store.clone(),
-            subjects.clone(),
-            shutdown.clone(),
-        )
+        results_once(bus.clone(), store.clone(), shutdown.clone())
     })
     .await
 }
 
 /// Consumes dead letters until `shutdown`, restarting the consumer on failure.
-pub async fn run_dead_letters(
-    js: jetstream::Context,
-    store: Store,
-    subjects: Subjects,
-    shutdown: CancellationToken,
-) {
+pub async fn run_dead_letters(bus: Bus, store: Store, shutdown: CancellationToken) {
     supervise("dead-letter recorder", shutdown.clone(), || {
-        dead_letters_once(
-            js.clone(),
-            store.clone(),
-            subjects.clone(),
-            shutdown.clone(),
-        )
+        dead_letters_once(bus.clone(), store.clone(), shutdown.clone())
     })
     .await
 }
@@ -89,16 +69,10 @@ pub(crate) async fn consume(
     consumer.messages().await.map_err(|e| e.to_string())
 }
 
-async fn results_once(
-    client: async_nats::Client,
-    js: jetstream::Context,
-    store: Store,
-    subjects: Subjects,
-    shutdown: CancellationToken,
-) -> Result<(), String> {
+async fn results_once(bus: Bus, store: Store, shutdown: CancellationToken) -> Result<(), String> {
     let messages = consume(
-        &js,
-        &subjects.results_stream(),
+        bus.js(),
+        &bus.subjects().results_stream(),
         taskwire_bus::subjects::RESULTS_CONSUMER,
     )
     .await?;
@@ -112,9 +86,7 @@ async fn results_once(
         let mut acks = Vec::with_capacity(chunk.len());
         for msg in chunk {
             let msg = msg.map_err(|e| e.to_string())?;
-            match decode::<pb::TaskResult>("task result", &msg.payload)
-                .and_then(TaskResult::try_from)
-            {
+            match decode::<TaskResult>(&msg.payload) {
                 Ok(r) => {
                     results.push(r);
                     acks.push(msg);
@@ -144,9 +116,7 @@ async fn results_once(
                     } else if recorded {
                         tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded");
                         ended.push(result.task_id);
-                        let _ = client
-                            .publish(subjects.finished(result.task_id), Vec::new().into())
-                            .await;
+                        let _ = bus.notify_finished(result.task_id).await;
                     } else {
                         tracing::info!(
                             task.id = %result.task_id,
@@ -157,7 +127,7 @@ async fn results_once(
                     let _ = msg.ack().await;
                 }
                 if !ended.is_empty() {
-                    crate::subtrees::end_subtrees(&store, &client, &subjects, &ended).await;
+                    crate::subtrees::end_subtrees(&store, &bus, &ended).await;
                 }
             }
             Err(e) => {
@@ -172,37 +142,35 @@ async fn results_once(
 }
 
 async fn dead_letters_once(
-    js: jetstream::Context,
+    bus: Bus,
     store: Store,
-    subjects: Subjects,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = consume(
-        &js,
-        &subjects.dead_letter_stream(),
+        bus.js(),
+        &bus.subjects().dead_letter_stream(),
         taskwire_bus::subjects::DEAD_LETTERS_CONSUMER,
     )
     .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;
-        let (subject, reason, payload, worker, task) =
-            match decode::<pb::DeadLetter>("dead letter", &msg.payload) {
-                Ok(d) => (
-                    d.subject,
-                    d.reason,
-                    d.payload,
-                    Some(d.worker_id),
-                    d.task_id.parse::<TaskId>().ok().map(|t| t.as_uuid()),
-                ),
-                Err(e) => (
-                    msg.subject.to_string(),
-                    e.to_string(),
-                    msg.payload.to_vec(),
-                    None,
-                    None,
-                ),
-            };
+        let (subject, reason, payload, worker, task) = match decode::<DeadLetter>(&msg.payload) {
+            Ok(d) => (
+                d.subject,
+                d.reason,
+                d.payload,
+                Some(d.worker_id),
+                d.task.map(|t| t.as_uuid()),
+            ),
+            Err(e) => (
+                msg.subject.to_string(),
+                e.to_string(),
+                msg.payload.to_vec(),
+                None,
+                None,
+            ),
+        };
         match store
             .record_dead_letter(&subject, &reason, &payload, worker.as_deref(), task)
             .await

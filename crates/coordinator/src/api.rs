@@ -185,7 +185,6 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::ApproveRequest>,
     ) -> Result<Response<pb::ApproveResponse>, Status> {
-        use prost::Message;
         use taskwire_store::{AnswerOutcome, ApprovalAnswer};
         let caller = principal(&request);
         let req = request.into_inner();
@@ -210,20 +209,15 @@ impl pb::task_service_server::TaskService for TaskApi {
             .map_err(CoordinatorError::from)?
         {
             AnswerOutcome::Answered => {
-                let decision = pb::ApprovalDecision {
-                    task_id: id.to_string(),
-                    request_id: req.request_id.clone(),
-                    answer: req.answer,
-                    message: req.message.clone(),
-                };
-                st.client
-                    .publish(st.subjects.approval(id), decision.encode_to_vec().into())
-                    .await
-                    .map_err(|e| {
-                        CoordinatorError::Unavailable(format!(
-                            "failed to deliver the approval: {e}"
-                        ))
-                    })?;
+                let decision = crate::worker_rpc::decision(
+                    id,
+                    &req.request_id,
+                    answer,
+                    message.map(str::to_owned),
+                );
+                st.bus.publish_decision(&decision).await.map_err(|e| {
+                    CoordinatorError::Unavailable(format!("failed to deliver the approval: {e}"))
+                })?;
                 tracing::info!(task.id = %id, request_id = %req.request_id, ?answer, "approval answered");
             }
             AnswerOutcome::Unknown => {

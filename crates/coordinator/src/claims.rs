@@ -1,136 +1,98 @@
-//! Claims: workers ask (request/reply) before running a task and get a fencing epoch.
+//! Claims: workers ask before running a task and get a fencing epoch.
 //!
-//! Requests are answered in batches: whatever claims are waiting go to Postgres in one
-//! statement. A claim that finds its task finished (over its deadline or attempt
-//! budget) ends the task's subtree too. Failure policy: a failed batch answers nothing, so the workers' requests
-//! time out and they retry the message later (nak); the loop keeps serving.
+//! The bus's serving loop hands over whatever claims are waiting as one batch, which
+//! goes to Postgres in one statement. A claim that finds its task finished (over its
+//! deadline or attempt budget) ends the task's subtree too. Failure policy: a failed
+//! batch is answered with its error's code (`UNAVAILABLE` while the database is
+//! unreachable), so workers offer the message again later.
 
 use std::collections::HashSet;
 
-use futures::StreamExt;
-use prost::Message as _;
-use taskwire_bus::Subjects;
-use taskwire_protocol::{TaskId, WorkerId, pb, task::decode};
+use taskwire_bus::messages::{Claim, ClaimRequest, ClaimVerdict};
+use taskwire_bus::{Bus, RpcError};
+use taskwire_protocol::ErrorCode;
 use taskwire_store::{ClaimOutcome, Store};
-use tokio_util::sync::CancellationToken;
 
-const MAX_BATCH: usize = 512;
-const CONCURRENT_BATCHES: usize = 4;
+use crate::CoordinatorError;
 
-/// Serves claim requests (queue group `taskwire-coordinators`) until `shutdown`.
-pub async fn run(
-    client: async_nats::Client,
-    store: Store,
-    subjects: Subjects,
-    max_running_per_tenant: Option<u32>,
-    shutdown: CancellationToken,
-) -> Result<(), async_nats::SubscribeError> {
-    let sub = client
-        .queue_subscribe(
-            subjects.claim(),
-            taskwire_bus::subjects::COORDINATORS_GROUP.to_owned(),
-        )
-        .await?;
-    sub.take_until(shutdown.cancelled_owned())
-        .ready_chunks(MAX_BATCH)
-        .for_each_concurrent(CONCURRENT_BATCHES, |batch| {
-            let (client, store, subjects) = (client.clone(), store.clone(), subjects.clone());
-            async move {
-                let finished = answer(&client, &store, batch, max_running_per_tenant).await;
-                if !finished.is_empty() {
-                    crate::subtrees::end_subtrees(&store, &client, &subjects, &finished).await;
-                }
-            }
-        })
-        .await;
-    Ok(())
-}
-
-/// Answers a batch of claims; returns the tasks found finished.
-async fn answer(
-    client: &async_nats::Client,
+/// Answers a batch of claims, in order; returns, for each, its answer (`None`: left
+/// unanswered).
+pub async fn answer(
     store: &Store,
-    batch: Vec<async_nats::Message>,
+    bus: &Bus,
+    claims: Vec<ClaimRequest>,
     max_running_per_tenant: Option<u32>,
-) -> Vec<TaskId> {
-    let mut claims = Vec::with_capacity(batch.len());
-    let mut replies = Vec::with_capacity(batch.len());
+) -> Vec<Option<Result<ClaimVerdict, RpcError>>> {
     let mut seen = HashSet::new();
-    for msg in batch {
-        let Some(reply) = msg.reply.clone() else {
-            continue;
-        };
-        let parsed = decode::<pb::ClaimRequest>("claim request", &msg.payload).and_then(|r| {
-            Ok((
-                TaskId::parse_field("task_id", &r.task_id)?,
-                WorkerId::new(r.worker_id),
-            ))
-        });
-        match parsed {
-            Ok((task, worker)) if seen.insert(task) => {
-                claims.push((task, worker));
-                replies.push(reply);
-            }
-            Ok((task, _)) => {
-                // The same task twice in one batch: leave the second unanswered; its
-                // request times out and that worker retries the message later.
-                tracing::debug!(task.id = %task, "concurrent claim left unanswered");
-            }
-            Err(e) => {
-                let _ = client
-                    .publish(reply, refuse(&e.to_string()).encode_to_vec().into())
-                    .await;
-            }
-        }
-    }
-    let outcomes = match store.claim_tasks(&claims, max_running_per_tenant).await {
+    // The same task twice in one batch: the second is left unanswered; its request
+    // times out and that worker offers the message again later.
+    let first: Vec<bool> = claims.iter().map(|c| seen.insert(c.task)).collect();
+    let batch: Vec<_> = claims
+        .iter()
+        .zip(&first)
+        .filter(|(_, first)| **first)
+        .map(|(c, _)| (c.task, c.worker.clone()))
+        .collect();
+    let outcomes = match store.claim_tasks(&batch, max_running_per_tenant).await {
         Ok(o) => o,
         Err(e) => {
-            tracing::warn!(error = %e, batch = claims.len(), "claim batch failed");
-            return Vec::new();
+            tracing::warn!(error = %e, batch = batch.len(), "claim batch failed");
+            let e = RpcError::from(CoordinatorError::from(e));
+            return first.iter().map(|f| f.then(|| Err(e.clone()))).collect();
         }
     };
+    let mut outcomes = outcomes.into_iter();
     let mut finished = Vec::new();
-    for ((reply, outcome), (task, worker)) in replies.into_iter().zip(outcomes).zip(&claims) {
-        let r = match outcome {
-            ClaimOutcome::Granted {
+    let answers = claims
+        .iter()
+        .zip(first)
+        .map(|(claim, first)| {
+            if !first {
+                tracing::debug!(task.id = %claim.task, "concurrent claim left unanswered");
+                return None;
+            }
+            let outcome = outcomes.next()?;
+            Some(verdict(claim, outcome, &mut finished))
+        })
+        .collect();
+    if !finished.is_empty() {
+        // Not awaited: the answers go out now; the subtree ends right after.
+        let (store, bus) = (store.clone(), bus.clone());
+        tokio::spawn(async move { crate::subtrees::end_subtrees(&store, &bus, &finished).await });
+    }
+    answers
+}
+
+fn verdict(
+    claim: &ClaimRequest,
+    outcome: ClaimOutcome,
+    finished: &mut Vec<taskwire_protocol::TaskId>,
+) -> Result<ClaimVerdict, RpcError> {
+    match outcome {
+        ClaimOutcome::Granted {
+            epoch,
+            attempt,
+            last_attempt,
+        } => {
+            tracing::debug!(task.id = %claim.task, worker.id = %claim.worker, attempt, "task claimed");
+            Ok(ClaimVerdict::Granted(Claim {
                 epoch,
                 attempt,
                 last_attempt,
-            } => {
-                tracing::debug!(task.id = %task, worker.id = %worker, attempt, "task claimed");
-                pb::ClaimReply {
-                    verdict: pb::claim_reply::Verdict::Granted as i32,
-                    claim_epoch: epoch.0,
-                    attempt,
-                    reason: String::new(),
-                    last_attempt,
-                }
-            }
-            ClaimOutcome::Finished(status) => {
-                finished.push(*task);
-                pb::ClaimReply {
-                    verdict: pb::claim_reply::Verdict::Finished as i32,
-                    reason: format!("task is {status}"),
-                    ..Default::default()
-                }
-            }
-            ClaimOutcome::Busy => pb::ClaimReply {
-                verdict: pb::claim_reply::Verdict::Busy as i32,
-                reason: "the tenant is at its running-task limit".to_owned(),
-                ..Default::default()
-            },
-            ClaimOutcome::Unknown => refuse(&format!("task {task} does not exist")),
-        };
-        let _ = client.publish(reply, r.encode_to_vec().into()).await;
-    }
-    finished
-}
-
-fn refuse(reason: &str) -> pb::ClaimReply {
-    pb::ClaimReply {
-        verdict: pb::claim_reply::Verdict::Unknown as i32,
-        reason: reason.to_owned(),
-        ..Default::default()
+            }))
+        }
+        ClaimOutcome::Finished(status) => {
+            finished.push(claim.task);
+            Ok(ClaimVerdict::Finished {
+                reason: format!("task is {status}"),
+            })
+        }
+        ClaimOutcome::Busy => Ok(ClaimVerdict::Busy {
+            reason: "the tenant is at its running-task limit".to_owned(),
+        }),
+        ClaimOutcome::Unknown => Err(RpcError::new(
+            ErrorCode::NotFound,
+            format!("task {} does not exist", claim.task),
+        )),
     }
 }

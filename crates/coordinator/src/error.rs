@@ -1,6 +1,8 @@
-//! The coordinator's error type and its one mapping to gRPC status codes.
+//! The coordinator's error type and its one mapping to an [`ErrorCode`], which gRPC
+//! callers (`tonic::Status`) and workers (the bus's `RpcStatus`) both receive.
 
-use taskwire_protocol::ProtocolError;
+use taskwire_bus::{CodecError, RpcError};
+use taskwire_protocol::{ErrorCode, ProtocolError};
 use taskwire_store::StoreError;
 
 /// Why a coordinator operation failed.
@@ -56,23 +58,90 @@ impl From<ProtocolError> for CoordinatorError {
     }
 }
 
+impl CoordinatorError {
+    /// The one code of this error. Connection-class store errors are `UNAVAILABLE`
+    /// (retrying later may succeed); other store errors are `INTERNAL`.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::AlreadyExists(_) => ErrorCode::AlreadyExists,
+            Self::ResourceExhausted(_) => ErrorCode::ResourceExhausted,
+            Self::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
+            Self::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            Self::Store(s) if s.is_unavailable() => ErrorCode::Unavailable,
+            Self::Unavailable(_) => ErrorCode::Unavailable,
+            Self::Bus(b) => b.code(),
+            Self::Store(_) | Self::Serve(_) | Self::Config(_) | Self::Internal(_) => {
+                ErrorCode::Internal
+            }
+        }
+    }
+}
+
+impl From<CodecError> for CoordinatorError {
+    fn from(e: CodecError) -> Self {
+        Self::InvalidArgument {
+            field: e.field.unwrap_or(e.envelope).to_owned(),
+            reason: e.to_string(),
+        }
+    }
+}
+
 impl From<CoordinatorError> for tonic::Status {
     fn from(e: CoordinatorError) -> Self {
-        use tonic::Code;
-        let code = match &e {
-            CoordinatorError::InvalidArgument { .. } => Code::InvalidArgument,
-            CoordinatorError::NotFound(_) => Code::NotFound,
-            CoordinatorError::AlreadyExists(_) => Code::AlreadyExists,
-            CoordinatorError::ResourceExhausted(_) => Code::ResourceExhausted,
-            CoordinatorError::FailedPrecondition(_) => Code::FailedPrecondition,
-            CoordinatorError::PermissionDenied(_) => Code::PermissionDenied,
-            CoordinatorError::Store(s) if s.is_unavailable() => Code::Unavailable,
-            CoordinatorError::Bus(_) | CoordinatorError::Unavailable(_) => Code::Unavailable,
-            CoordinatorError::Store(_)
-            | CoordinatorError::Serve(_)
-            | CoordinatorError::Config(_)
-            | CoordinatorError::Internal(_) => Code::Internal,
+        tonic::Status::new(e.code().into(), e.to_string())
+    }
+}
+
+/// What a worker's request is answered with.
+impl From<CoordinatorError> for RpcError {
+    fn from(e: CoordinatorError) -> Self {
+        RpcError::new(e.code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corrupt_row() -> StoreError {
+        StoreError::Corrupt {
+            task_id: "t".into(),
+            column: "result",
+            reason: "bad json".into(),
+        }
+    }
+
+    #[test]
+    fn grpc_callers_and_workers_get_the_same_code() {
+        let errors = || {
+            [
+                CoordinatorError::invalid("agent", "empty"),
+                CoordinatorError::NotFound("task x".into()),
+                CoordinatorError::FailedPrecondition("stale".into()),
+                CoordinatorError::Unavailable("nats is down".into()),
+                CoordinatorError::Internal("bug".into()),
+                CoordinatorError::Store(corrupt_row()),
+            ]
         };
-        tonic::Status::new(code, e.to_string())
+        for (grpc, worker) in errors().into_iter().zip(errors()) {
+            let status = tonic::Status::from(grpc);
+            let rpc = RpcError::from(worker);
+            assert_eq!(status.code(), tonic::Code::from(rpc.code()), "{rpc}");
+            assert_eq!(status.message(), rpc.message);
+        }
+    }
+
+    #[test]
+    fn an_internal_error_stays_internal_for_workers() {
+        for e in [
+            CoordinatorError::Internal("bug".into()),
+            CoordinatorError::Store(corrupt_row()),
+        ] {
+            let rpc = RpcError::from(e);
+            assert_eq!(rpc.code(), ErrorCode::Internal, "{rpc}");
+            assert!(!rpc.is_retryable());
+        }
     }
 }

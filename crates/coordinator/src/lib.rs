@@ -8,8 +8,9 @@
 //! - [`submit`]: validation and the group-commit submit batcher.
 //! - [`batch`]: the group-commit loop behind submits.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
-//! - [`claims`]: answers workers' claims with a fencing epoch.
-//! - [`worker_rpc`]: workers' other requests: child tasks, lookups, sessions, approvals.
+//! - [`worker_rpc`]: answers workers' requests (served by `taskwire_bus::serve`): child
+//!   tasks, lookups, sessions, approvals, and claims through [`claims`].
+//! - [`claims`]: answers a batch of claims with fencing epochs.
 //! - [`aggregator`]: records results (fenced) and dead letters.
 //! - [`advisories`]: dead-letters tasks whose message reached JetStream's max deliveries.
 //! - [`watch`]: live progress streaming with replay.
@@ -44,7 +45,7 @@ pub mod worker_rpc;
 use std::sync::Arc;
 
 use taskwire_agent::builtin::AgentRegistry;
-use taskwire_bus::{BusConfig, Subjects};
+use taskwire_bus::{Bus, BusConfig, Subjects};
 use taskwire_protocol::{TaskId, pb};
 use taskwire_store::Store;
 use tokio::net::TcpListener;
@@ -61,6 +62,8 @@ pub struct State {
     pub client: async_nats::Client,
     pub js: async_nats::jetstream::Context,
     pub subjects: Subjects,
+    /// Typed publishes and worker requests over `client`.
+    pub bus: Bus,
     /// The agent registry; replaced as a whole when the agents directory changes.
     pub agents: std::sync::RwLock<Arc<AgentRegistry>>,
     /// The slash commands; replaced as a whole when the commands directory changes.
@@ -91,7 +94,7 @@ impl State {
 
     /// Tells a worker running `task` to stop, and watchers that it is finished.
     pub async fn notify_stopped(&self, task: TaskId, reason: &str) {
-        subtrees::notify_stopped(&self.client, &self.subjects, task, reason).await;
+        subtrees::notify_stopped(&self.bus, task, reason).await;
     }
 }
 
@@ -126,13 +129,14 @@ pub async fn serve(
         taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
     let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
-    let bus = BusConfig {
+    let streams = BusConfig {
         subjects: subjects.clone(),
         max_queued_tasks: config.max_queued_tasks,
         ack_wait: config.ack_wait,
         ..BusConfig::default()
     };
-    taskwire_bus::ensure_streams(&js, &bus).await?;
+    taskwire_bus::ensure_streams(&js, &streams).await?;
+    let bus = Bus::new(client.clone(), subjects.clone());
 
     let config_dirs = config.config_dirs();
     if !config_dirs.is_empty() {
@@ -152,6 +156,7 @@ pub async fn serve(
         client: client.clone(),
         js: js.clone(),
         subjects: subjects.clone(),
+        bus: bus.clone(),
         agents: std::sync::RwLock::new(Arc::new(agents)),
         commands: std::sync::RwLock::new(Arc::new(command_registry)),
         submitter,
@@ -162,55 +167,35 @@ pub async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(relay::run(
         store.clone(),
-        js.clone(),
+        bus.clone(),
         relay_wake,
         loops.clone(),
     ));
     tasks.spawn({
-        let (client, store, subjects, token) = (
-            client.clone(),
-            store.clone(),
-            subjects.clone(),
-            loops.clone(),
-        );
-        let limit = state.config.max_running_per_tenant;
+        let (state, token) = (state.clone(), loops.clone());
         async move {
-            if let Err(e) = claims::run(client, store, subjects, limit, token).await {
-                tracing::error!(error = %e, "claim responder failed to subscribe");
+            let bus = state.bus.clone();
+            let handler = Arc::new(worker_rpc::Handler::new(state));
+            if let Err(e) = taskwire_bus::serve(bus, handler, token).await {
+                tracing::error!(error = %e, "worker request responder failed to subscribe");
             }
         }
     });
     tasks.spawn(aggregator::run_results(
-        client.clone(),
-        js.clone(),
+        bus.clone(),
         store.clone(),
-        subjects.clone(),
         loops.clone(),
     ));
     tasks.spawn(aggregator::run_dead_letters(
-        js.clone(),
+        bus.clone(),
         store.clone(),
-        subjects.clone(),
         loops.clone(),
     ));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
     if !config_dirs.is_empty() {
         tasks.spawn(commands::watch(state.clone(), config_dirs, loops.clone()));
     }
-    tasks.spawn({
-        let (state, token) = (state.clone(), loops.clone());
-        async move {
-            if let Err(e) = worker_rpc::run(state, token).await {
-                tracing::error!(error = %e, "worker request responder failed to subscribe");
-            }
-        }
-    });
-    tasks.spawn(advisories::run(
-        js.clone(),
-        store.clone(),
-        subjects.clone(),
-        loops.clone(),
-    ));
+    tasks.spawn(advisories::run(bus.clone(), store.clone(), loops.clone()));
     tasks.spawn(backpressure::run(
         js.clone(),
         subjects.tasks_stream(),

@@ -11,8 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, message::PublishMessage};
-use taskwire_bus::headers;
+use taskwire_bus::Bus;
 use taskwire_store::Store;
 use taskwire_store::outbox::OutboxMessage;
 use tokio::sync::Notify;
@@ -22,15 +21,10 @@ const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 1024;
 
 /// Runs the relay until `shutdown`.
-pub async fn run(
-    store: Store,
-    js: jetstream::Context,
-    wake: Arc<Notify>,
-    shutdown: CancellationToken,
-) {
+pub async fn run(store: Store, bus: Bus, wake: Arc<Notify>, shutdown: CancellationToken) {
     let mut backoff = Duration::from_millis(50);
     loop {
-        match relay_once(&store, &js).await {
+        match relay_once(&store, &bus).await {
             Ok(n) => {
                 backoff = Duration::from_millis(50);
                 if n as i64 == BATCH {
@@ -56,10 +50,10 @@ pub async fn run(
 }
 
 /// Publishes one batch; returns how many rows it read.
-async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, String> {
+async fn relay_once(store: &Store, bus: &Bus) -> Result<usize, String> {
     let mut failure = None;
     let read = store
-        .relay_outbox(BATCH, |rows| publish(js, rows, &mut failure))
+        .relay_outbox(BATCH, |rows| publish(bus, rows, &mut failure))
         .await
         .map_err(|e| e.to_string())?;
     match failure {
@@ -70,20 +64,19 @@ async fn relay_once(store: &Store, js: &jetstream::Context) -> Result<usize, Str
 
 /// Publishes `rows` pipelined (all sends, then all acks); returns the ids JetStream
 /// acknowledged, and leaves in `failure` why the others were not.
-async fn publish(
-    js: &jetstream::Context,
-    rows: Vec<OutboxMessage>,
-    failure: &mut Option<String>,
-) -> Vec<i64> {
+async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<String>) -> Vec<i64> {
     let total = rows.len();
     let mut pending = Vec::with_capacity(total);
     for row in rows {
-        let msg = PublishMessage::build()
-            .payload(row.payload.into())
-            .message_id(&row.msg_id)
-            .header(headers::TRACEPARENT, traceparent(&row.trace_id).as_str())
-            .header(headers::TASK_ID, row.msg_id.as_str());
-        match js.send_publish(row.subject.clone(), msg).await {
+        let sent = bus
+            .send_dispatch(
+                row.subject.clone(),
+                row.payload.into(),
+                &row.msg_id,
+                &row.trace_id,
+            )
+            .await;
+        match sent {
             Ok(ack) => pending.push((row.id, ack)),
             Err(e) => {
                 tracing::warn!(error = %e, subject = %row.subject, "failed to publish outbox row");
@@ -113,18 +106,4 @@ async fn publish(
         );
     }
     done
-}
-
-/// A W3C `traceparent` for the dispatch of a task of trace `trace_id`.
-fn traceparent(trace_id: &str) -> String {
-    let span = uuid_span();
-    format!("00-{trace_id}-{span:016x}-01")
-}
-
-fn uuid_span() -> u64 {
-    // Any non-zero 64-bit value is a valid parent span id.
-    (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64))
-        | 1
 }

@@ -8,23 +8,19 @@
 //! Failure policy: a failed store write is logged and left to the sweeper, which
 //! looks for ended tasks with live children on every tick.
 
-use taskwire_bus::Subjects;
-use taskwire_protocol::{TaskId, pb};
+use taskwire_bus::Bus;
+use taskwire_bus::messages::CancelNotice;
+use taskwire_protocol::TaskId;
 use taskwire_store::Store;
 
 /// Cancels the live descendants of `ended` (tasks that reached a terminal state) and
 /// sends each running one its cancel notice.
-pub async fn end_subtrees(
-    store: &Store,
-    client: &async_nats::Client,
-    subjects: &Subjects,
-    ended: &[TaskId],
-) {
+pub async fn end_subtrees(store: &Store, bus: &Bus, ended: &[TaskId]) {
     match store.cancel_descendants(ended).await {
         Ok(cancelled) => {
             for c in cancelled {
                 tracing::info!(task.id = %c.task_id, reason = %c.reason, "task cancelled: its parent ended");
-                notify_stopped(client, subjects, c.task_id, &c.reason).await;
+                notify_stopped(bus, c.task_id, &c.reason).await;
             }
         }
         Err(e) => tracing::warn!(
@@ -36,21 +32,17 @@ pub async fn end_subtrees(
 }
 
 /// Tells a worker running `task` to stop, and watchers that it is finished.
-pub async fn notify_stopped(
-    client: &async_nats::Client,
-    subjects: &Subjects,
-    task: TaskId,
-    reason: &str,
-) {
-    use prost::Message;
-    let notice = pb::CancelNotice {
-        task_id: task.to_string(),
+/// Best effort: a lost notice is covered by the worker's deadline and fenced writes,
+/// and by watchers' and parents' rechecks.
+pub async fn notify_stopped(bus: &Bus, task: TaskId, reason: &str) {
+    let notice = CancelNotice {
+        task,
         reason: reason.to_owned(),
     };
-    let _ = client
-        .publish(subjects.cancel(task), notice.encode_to_vec().into())
-        .await;
-    let _ = client
-        .publish(subjects.finished(task), Vec::new().into())
-        .await;
+    if let Err(e) = bus.notify_cancel(&notice).await {
+        tracing::debug!(task.id = %task, error = %e, "cancel notice not sent");
+    }
+    if let Err(e) = bus.notify_finished(task).await {
+        tracing::debug!(task.id = %task, error = %e, "finished notice not sent");
+    }
 }

@@ -16,7 +16,7 @@ use crate::State;
 
 async fn end_subtrees(state: &State, ended: &[taskwire_protocol::TaskId]) {
     if !ended.is_empty() {
-        crate::subtrees::end_subtrees(&state.store, &state.client, &state.subjects, ended).await;
+        crate::subtrees::end_subtrees(&state.store, &state.bus, ended).await;
     }
 }
 

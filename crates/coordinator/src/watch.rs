@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
 use futures::StreamExt;
-use taskwire_protocol::{TaskId, pb, task::decode};
+use taskwire_bus::codec::decode;
+use taskwire_protocol::{TaskId, pb};
 use tokio::sync::mpsc;
 use tonic::Status;
 
@@ -80,7 +81,7 @@ async fn stream_inner(
                 if let Ok(info) = msg.info() {
                     last_seen = info.stream_sequence;
                 }
-                match decode::<pb::TaskProgress>("task progress", &msg.payload) {
+                match decode::<pb::TaskProgress>(&msg.payload) {
                     Ok(p) => {
                         let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Progress(p)) };
                         if tx.send(Ok(ev)).await.is_err() {

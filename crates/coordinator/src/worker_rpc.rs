@@ -1,325 +1,273 @@
-//! Requests from workers (NATS request/reply on `<prefix>.worker.<method>`, queue group
-//! `taskwire-coordinators`):
-//! child submits (the `task` tool), task lookups, session transcripts and approvals.
-//! Workers hold no database credentials; this is their only way to the store.
+//! The coordinator's answers to workers' requests: [`Handler`] implements the bus's
+//! `WorkerRequests` (served by `taskwire_bus::serve`, which decodes, dispatches and
+//! replies): claims, child submits (the `task` tool), task lookups, session
+//! transcripts and approvals. Workers hold no database credentials; this is their only
+//! way to the store.
 //!
-//! Every reply carries an `RpcStatus` (a gRPC code name and message on failure), so a
-//! worker can tell a refused child (a tool error for the model) from an outage (retry).
-//! Failure policy: a request that fails is answered with its error; the loop keeps
-//! serving; a malformed request is answered `INVALID_ARGUMENT`.
+//! Every answer is a domain value or a [`CoordinatorError`], whose one code reaches the
+//! worker as it would reach a gRPC caller: a refused child (`NOT_FOUND`, a tool error
+//! for the model) is told apart from an outage (`UNAVAILABLE`, try again later) and
+//! from a bug (`INTERNAL`).
 
 use std::sync::Arc;
 
-use futures::StreamExt;
-use prost::Message;
-use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb, task::decode};
-use taskwire_store::SessionLoad;
-use tokio_util::sync::CancellationToken;
+use async_trait::async_trait;
+use taskwire_bus::RpcError;
+use taskwire_bus::messages::{
+    Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, ClaimRequest, ClaimVerdict,
+    FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+};
+use taskwire_protocol::{TaskError, TaskId, Usage};
+use taskwire_store::{SessionLoad as Loaded, TaskRecord};
 
 use crate::auth::Principal;
-use crate::convert::task_of;
 use crate::submit::{ParentInfo, submit_task};
 use crate::{CoordinatorError, State};
 
-const CONCURRENCY: usize = 64;
-
-fn ok() -> Option<pb::RpcStatus> {
-    Some(pb::RpcStatus::default())
+/// Answers workers from the coordinator's state.
+pub struct Handler {
+    state: Arc<State>,
 }
 
-fn status_of(e: &CoordinatorError) -> Option<pb::RpcStatus> {
-    let status = tonic::Status::from(clone_error(e));
-    Some(pb::RpcStatus {
-        code: format!("{:?}", status.code()),
-        message: status.message().to_owned(),
+impl Handler {
+    pub fn new(state: Arc<State>) -> Self {
+        Self { state }
+    }
+}
+
+type Answered<T> = Result<T, CoordinatorError>;
+
+#[async_trait]
+impl taskwire_bus::WorkerRequests for Handler {
+    async fn claim(
+        &self,
+        claims: Vec<ClaimRequest>,
+    ) -> Vec<Option<Result<ClaimVerdict, RpcError>>> {
+        let st = &self.state;
+        crate::claims::answer(&st.store, &st.bus, claims, st.config.max_running_per_tenant).await
+    }
+
+    async fn child_submit(&self, submit: ChildSubmit) -> Result<ChildSubmitted, RpcError> {
+        Ok(child(&self.state, submit).await?)
+    }
+
+    async fn task_lookup(&self, lookup: TaskLookup) -> Result<TaskState, RpcError> {
+        let st = &self.state;
+        let found = async {
+            st.store
+                .get_task_beside(lookup.asking, lookup.task)
+                .await?
+                .ok_or_else(|| CoordinatorError::NotFound(format!("task {}", lookup.task)))
+        };
+        Ok(state_of(&found.await?))
+    }
+
+    async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError> {
+        let st = &self.state;
+        let loaded: Answered<_> = async {
+            match st
+                .store
+                .load_session_for_task(load.session, load.task)
+                .await?
+            {
+                Loaded::NotFound => Err(CoordinatorError::NotFound(format!(
+                    "session {} of task {}",
+                    load.session, load.task
+                ))),
+                Loaded::New => Ok(None),
+                Loaded::Found {
+                    transcript,
+                    saved_by,
+                } => Ok(Some(StoredSession {
+                    transcript_json: serde_json::to_vec(&transcript).map_err(|e| {
+                        CoordinatorError::Internal(format!("failed to encode a transcript: {e}"))
+                    })?,
+                    saved_by,
+                })),
+            }
+        }
+        .await;
+        Ok(loaded?)
+    }
+
+    async fn session_save(&self, save: SessionSave) -> Result<(), RpcError> {
+        Ok(session_save(&self.state, save).await?)
+    }
+
+    async fn approval_ask(&self, ask: ApprovalAsk) -> Result<(), RpcError> {
+        let asked = self
+            .state
+            .store
+            .ask_approval(
+                ask.task,
+                ask.epoch,
+                &ask.request_id,
+                &ask.permission,
+                &ask.patterns,
+                &ask.title,
+            )
+            .await
+            .map_err(CoordinatorError::from)?;
+        if !asked {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "task {} is no longer run by this attempt",
+                ask.task
+            ))
+            .into());
+        }
+        tracing::info!(task.id = %ask.task, request_id = %ask.request_id, permission = %ask.permission, "approval required");
+        Ok(())
+    }
+
+    async fn approval_check(
+        &self,
+        task: TaskId,
+        request_id: String,
+    ) -> Result<Option<ApprovalDecision>, RpcError> {
+        Ok(answered(&self.state, task, &request_id).await?)
+    }
+
+    async fn approval_timeout(
+        &self,
+        task: TaskId,
+        request_id: String,
+    ) -> Result<Option<ApprovalDecision>, RpcError> {
+        use taskwire_store::AnswerOutcome;
+        let closed = self
+            .state
+            .store
+            .time_out_approval(task, &request_id)
+            .await
+            .map_err(CoordinatorError::from)?;
+        match closed {
+            AnswerOutcome::Answered => Ok(None),
+            // A timeout that lost the race with an answer gets the answer.
+            AnswerOutcome::NotPending | AnswerOutcome::Unknown => {
+                Ok(answered(&self.state, task, &request_id).await?)
+            }
+        }
+    }
+}
+
+async fn child(state: &State, req: ChildSubmit) -> Answered<ChildSubmitted> {
+    let parent_id = req.parent;
+    let record = state
+        .store
+        .get_task(parent_id)
+        .await?
+        .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
+    if record.claim_epoch != req.parent_epoch || record.status.is_terminal() {
+        return Err(CoordinatorError::FailedPrecondition(format!(
+            "parent task {parent_id} is no longer run by this attempt"
+        )));
+    }
+    let parent_request = state
+        .store
+        .task_request(parent_id)
+        .await?
+        .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
+    let mut parent = ParentInfo::of(&parent_request);
+    parent.model = req.parent_model;
+    let mut submit = req.request;
+    submit.parent_task_id = parent_id.to_string();
+    // The child runs as its parent's tenant; its scope is bounded by the parent's.
+    let caller = Principal {
+        tenant: Some(record.tenant.clone()),
+        scopes: None,
+    };
+    let r = submit_task(state, &caller, submit, Some(parent)).await?;
+    Ok(ChildSubmitted {
+        task: TaskId::parse_field("task_id", &r.task_id)
+            .map_err(|e| CoordinatorError::Internal(format!("submit answered {e}")))?,
+        session: r.session_id,
+        created: r.created,
     })
 }
 
-/// Errors are not `Clone`; the reply needs only the code and message.
-fn clone_error(e: &CoordinatorError) -> CoordinatorError {
-    let code = tonic::Status::from(match e {
-        CoordinatorError::InvalidArgument { field, reason } => CoordinatorError::InvalidArgument {
-            field: field.clone(),
-            reason: reason.clone(),
-        },
-        CoordinatorError::NotFound(m) => CoordinatorError::NotFound(m.clone()),
-        CoordinatorError::AlreadyExists(m) => CoordinatorError::AlreadyExists(m.clone()),
-        CoordinatorError::ResourceExhausted(m) => CoordinatorError::ResourceExhausted(m.clone()),
-        CoordinatorError::FailedPrecondition(m) => CoordinatorError::FailedPrecondition(m.clone()),
-        CoordinatorError::PermissionDenied(m) => CoordinatorError::PermissionDenied(m.clone()),
-        other => CoordinatorError::Unavailable(other.to_string()),
-    });
-    match code.code() {
-        tonic::Code::InvalidArgument => CoordinatorError::invalid("request", code.message()),
-        tonic::Code::NotFound => {
-            CoordinatorError::NotFound(code.message().trim_end_matches(" not found").to_owned())
+async fn session_save(state: &State, save: SessionSave) -> Answered<()> {
+    let (session, task) = (save.session, save.task);
+    // Checked, not built: Postgres stores the text as jsonb.
+    serde_json::from_slice::<serde::de::IgnoredAny>(&save.transcript_json)
+        .map_err(|e| CoordinatorError::invalid("transcript_json", e.to_string()))?;
+    let transcript = String::from_utf8(save.transcript_json)
+        .map_err(|_| CoordinatorError::invalid("transcript_json", "is not UTF-8"))?;
+    // Rare (transcripts normally travel with the result), so not batched.
+    let write = (session, task, save.epoch, transcript);
+    if !state
+        .store
+        .save_sessions(std::slice::from_ref(&write))
+        .await?[0]
+    {
+        if state.store.load_session_for_task(session, task).await? == Loaded::NotFound {
+            return Err(CoordinatorError::NotFound(format!(
+                "session {session} of task {task}"
+            )));
         }
-        tonic::Code::AlreadyExists => CoordinatorError::AlreadyExists(code.message().to_owned()),
-        tonic::Code::ResourceExhausted => {
-            CoordinatorError::ResourceExhausted(code.message().to_owned())
-        }
-        tonic::Code::FailedPrecondition => {
-            CoordinatorError::FailedPrecondition(code.message().to_owned())
-        }
-        tonic::Code::PermissionDenied => {
-            CoordinatorError::PermissionDenied(code.message().to_owned())
-        }
-        _ => CoordinatorError::Unavailable(code.message().to_owned()),
+        return Err(CoordinatorError::FailedPrecondition(format!(
+            "task {task} is no longer run by this attempt; transcript not saved"
+        )));
     }
-}
-
-/// Serves worker requests until `shutdown`.
-pub async fn run(
-    state: Arc<State>,
-    shutdown: CancellationToken,
-) -> Result<(), async_nats::SubscribeError> {
-    let sub = state
-        .client
-        .queue_subscribe(
-            state.subjects.rpc_all(),
-            taskwire_bus::subjects::COORDINATORS_GROUP.to_owned(),
-        )
-        .await?;
-    sub.take_until(shutdown.cancelled_owned())
-        .for_each_concurrent(CONCURRENCY, |msg| {
-            let state = state.clone();
-            async move {
-                let Some(reply) = msg.reply.clone() else { return };
-                let method = msg.subject.as_str().split_once(".worker.").map_or("", |(_, m)| m).to_owned();
-                let body = answer(&state, &method, &msg.payload).await;
-                if let Err(e) = state.client.publish(reply, body.into()).await {
-                    tracing::warn!(error = %e, method = %method, "failed to answer a worker request");
-                }
-            }
-        })
-        .await;
     Ok(())
 }
 
-async fn answer(state: &State, method: &str, payload: &[u8]) -> Vec<u8> {
-    match method {
-        "child" => child(state, payload).await.encode_to_vec(),
-        "task" => lookup(state, payload).await.encode_to_vec(),
-        "session.load" => session_load(state, payload).await.encode_to_vec(),
-        "session.save" => session_save(state, payload).await.encode_to_vec(),
-        "approval" => approval(state, payload).await.encode_to_vec(),
-        other => pb::RpcStatus {
-            code: "Unimplemented".into(),
-            message: format!("unknown worker request `{other}`"),
-        }
-        .encode_to_vec(),
-    }
-}
-
-async fn child(state: &State, payload: &[u8]) -> pb::ChildSubmitReply {
-    let run = async {
-        let req = decode::<pb::ChildSubmit>("child submit", payload)?;
-        let parent_id = TaskId::parse_field("parent_task_id", &req.parent_task_id)?;
-        let record = state
-            .store
-            .get_task(parent_id)
-            .await?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
-        if record.claim_epoch != ClaimEpoch(req.parent_claim_epoch) || record.status.is_terminal() {
-            return Err(CoordinatorError::FailedPrecondition(format!(
-                "parent task {parent_id} is no longer run by this attempt"
-            )));
-        }
-        let parent_request = state
-            .store
-            .task_request(parent_id)
-            .await?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
-        let mut parent = ParentInfo::of(&parent_request);
-        parent.model = (!req.parent_model.is_empty()).then_some(req.parent_model);
-        let mut submit = req
-            .request
-            .ok_or(taskwire_protocol::ProtocolError::Missing("request"))?;
-        submit.parent_task_id = parent_id.to_string();
-        // The child runs as its parent's tenant; its scope is bounded by the parent's.
-        let caller = Principal {
-            tenant: Some(record.tenant.clone()),
-            scopes: None,
-        };
-        submit_task(state, &caller, submit, Some(parent)).await
-    };
-    match run.await {
-        Ok(r) => pb::ChildSubmitReply {
-            status: ok(),
-            task_id: r.task_id,
-            session_id: r.session_id,
-            created: r.created,
-        },
-        Err(e) => pb::ChildSubmitReply {
-            status: status_of(&e),
-            ..Default::default()
-        },
-    }
-}
-
-async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
-    let run = async {
-        let req = decode::<pb::TaskLookup>("task lookup", payload)?;
-        let id = TaskId::parse_field("task_id", &req.task_id)?;
-        let asking = TaskId::parse_field("asking_task_id", &req.asking_task_id)?;
-        let record = state
-            .store
-            .get_task_beside(asking, id)
-            .await?
-            .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
-        Ok::<_, CoordinatorError>(task_of(&record))
-    };
-    match run.await {
-        Ok(task) => pb::TaskLookupReply {
-            status: ok(),
-            task: Some(task),
-        },
-        Err(e) => pb::TaskLookupReply {
-            status: status_of(&e),
-            task: None,
-        },
-    }
-}
-
-async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {
-    let run = async {
-        let req = decode::<pb::SessionLoad>("session load", payload)?;
-        let id = SessionId::parse_field("session_id", &req.session_id)?;
-        let task = TaskId::parse_field("task_id", &req.task_id)?;
-        match state.store.load_session_for_task(id, task).await? {
-            SessionLoad::NotFound => Err(CoordinatorError::NotFound(format!(
-                "session {id} of task {task}"
-            ))),
-            found => Ok(found),
-        }
-    };
-    match run.await {
-        Ok(SessionLoad::Found {
-            transcript,
-            saved_by,
-        }) => pb::SessionLoadReply {
-            status: ok(),
-            found: true,
-            transcript_json: serde_json::to_vec(&transcript).unwrap_or_default(),
-            saved_by_task_id: saved_by.to_string(),
-        },
-        Ok(_) => pb::SessionLoadReply {
-            status: ok(),
-            found: false,
-            ..Default::default()
-        },
-        Err(e) => pb::SessionLoadReply {
-            status: status_of(&e),
-            ..Default::default()
-        },
-    }
-}
-
-async fn session_save(state: &State, payload: &[u8]) -> pb::SessionSaveReply {
-    let run = async {
-        let req = decode::<pb::SessionSave>("session save", payload)?;
-        let session = SessionId::parse_field("session_id", &req.session_id)?;
-        let task = TaskId::parse_field("task_id", &req.task_id)?;
-        // Checked, not built: Postgres stores the text as jsonb.
-        serde_json::from_slice::<serde::de::IgnoredAny>(&req.transcript_json)
-            .map_err(|e| CoordinatorError::invalid("transcript_json", e.to_string()))?;
-        let transcript = String::from_utf8(req.transcript_json)
-            .map_err(|_| CoordinatorError::invalid("transcript_json", "is not UTF-8"))?;
-        // Rare (transcripts normally travel with the result), so not batched.
-        let write = (session, task, ClaimEpoch(req.claim_epoch), transcript);
-        if !state
-            .store
-            .save_sessions(std::slice::from_ref(&write))
-            .await?[0]
-        {
-            if state.store.load_session_for_task(session, task).await? == SessionLoad::NotFound {
-                return Err(CoordinatorError::NotFound(format!(
-                    "session {session} of task {task}"
-                )));
-            }
-            return Err(CoordinatorError::FailedPrecondition(format!(
-                "task {task} is no longer run by this attempt; transcript not saved"
-            )));
-        }
-        Ok::<_, CoordinatorError>(())
-    };
-    match run.await {
-        Ok(()) => pb::SessionSaveReply { status: ok() },
-        Err(e) => pb::SessionSaveReply {
-            status: status_of(&e),
-        },
-    }
-}
-
-async fn approval(state: &State, payload: &[u8]) -> pb::ApprovalAskReply {
-    let run = async {
-        let req = decode::<pb::ApprovalAsk>("approval", payload)?;
-        let task = TaskId::parse_field("task_id", &req.task_id)?;
-        // A check, or a timeout that lost the race with an answer, gets the answer.
-        let answered = || async {
-            let answer = state.store.approval_answer(task, &req.request_id).await?;
-            Ok::<_, CoordinatorError>(
-                answer.map(|(answer, message)| decision(task, &req.request_id, answer, message)),
-            )
-        };
-        if req.check {
-            return answered().await;
-        }
-        if req.timed_out {
-            return match state.store.time_out_approval(task, &req.request_id).await? {
-                taskwire_store::AnswerOutcome::Answered => Ok(None),
-                taskwire_store::AnswerOutcome::NotPending
-                | taskwire_store::AnswerOutcome::Unknown => answered().await,
-            };
-        }
-        let asked = state
-            .store
-            .ask_approval(
-                task,
-                ClaimEpoch(req.claim_epoch),
-                &req.request_id,
-                &req.permission,
-                &req.patterns,
-                &req.title,
-            )
-            .await?;
-        if !asked {
-            return Err(CoordinatorError::FailedPrecondition(format!(
-                "task {task} is no longer run by this attempt"
-            )));
-        }
-        tracing::info!(task.id = %task, request_id = %req.request_id, permission = %req.permission, "approval required");
-        Ok::<_, CoordinatorError>(None)
-    };
-    match run.await {
-        Ok(decision) => pb::ApprovalAskReply {
-            status: ok(),
-            decision,
-        },
-        Err(e) => pb::ApprovalAskReply {
-            decision: None,
-            status: status_of(&e),
-        },
-    }
+/// The stored answer to an approval, once there is one.
+async fn answered(
+    state: &State,
+    task: TaskId,
+    request_id: &str,
+) -> Answered<Option<ApprovalDecision>> {
+    let answer = state.store.approval_answer(task, request_id).await?;
+    Ok(answer.map(|(answer, message)| decision(task, request_id, answer, message)))
 }
 
 /// The decision message for a stored answer.
-fn decision(
+pub fn decision(
     task: TaskId,
     request_id: &str,
     answer: taskwire_store::ApprovalAnswer,
     message: Option<String>,
-) -> pb::ApprovalDecision {
+) -> ApprovalDecision {
     use taskwire_store::ApprovalAnswer as A;
-    let answer = match answer {
-        A::Once => pb::ApprovalAnswer::Once,
-        A::Always => pb::ApprovalAnswer::Always,
-        A::Reject => pb::ApprovalAnswer::Reject,
-    };
-    pb::ApprovalDecision {
-        task_id: task.to_string(),
+    ApprovalDecision {
+        task,
         request_id: request_id.to_owned(),
-        answer: answer as i32,
-        message: message.unwrap_or_default(),
+        answer: match answer {
+            A::Once => Answer::Once,
+            A::Always => Answer::Always,
+            A::Reject => Answer::Reject,
+        },
+        message,
+    }
+}
+
+/// A task as a worker sees it: the recorded status and, once finished, its result
+/// (the one a worker reported, or only why it was stopped).
+fn state_of(r: &TaskRecord) -> TaskState {
+    let result = r.status.is_terminal().then(|| {
+        let wire = crate::convert::result_of(r);
+        let usage = wire.usage.unwrap_or_default();
+        FinishedTask {
+            text: wire.output.map(|o| o.text).unwrap_or_default(),
+            errors: wire
+                .errors
+                .into_iter()
+                .map(|e| TaskError {
+                    code: e.code,
+                    message: e.message,
+                    retryable: e.retryable,
+                })
+                .collect(),
+            usage: Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            },
+            patch: wire.patch,
+            session_id: wire.session_id,
+        }
+    });
+    TaskState {
+        task: r.task_id,
+        status: r.status,
+        result,
     }
 }

@@ -9,10 +9,13 @@
 //! - [`context`]: context refs workers act on ([`GitSource`]: the repository a task
 //!   works in).
 //! - `agent_spec` (feature `agent`): the resolved agent definition to and from the wire.
+//! - [`code`]: [`ErrorCode`], the one code of a failed request, mapped once to gRPC and
+//!   once to the wire.
 //! - [`error`]: [`ProtocolError`], returned by every conversion from the wire.
 
 #[cfg(feature = "agent")]
 pub mod agent_spec;
+pub mod code;
 pub mod context;
 pub mod error;
 pub mod ids;
@@ -21,6 +24,7 @@ pub mod task;
 pub mod time;
 pub mod value;
 
+pub use code::ErrorCode;
 pub use context::GitSource;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use taskwire_protocol::{TaskId, pb, task::decode};
+use taskwire_bus::codec::decode;
+use taskwire_bus::messages::CancelNotice;
+use taskwire_protocol::TaskId;
 use tokio_util::sync::CancellationToken;
 
 /// Why a session was stopped from outside.
@@ -131,9 +133,7 @@ impl Drop for RunningGuard {
 pub async fn listen(sub: async_nats::Subscriber, running: Running, shutdown: CancellationToken) {
     let mut sub = std::pin::pin!(sub.take_until(shutdown.cancelled_owned()));
     while let Some(msg) = sub.next().await {
-        match decode::<pb::CancelNotice>("cancel notice", &msg.payload)
-            .and_then(|n| TaskId::parse_field("task_id", &n.task_id).map(|id| (id, n.reason)))
-        {
+        match decode::<CancelNotice>(&msg.payload).map(|n| (n.task, n.reason)) {
             Ok((id, reason)) => {
                 if running.stop(id, StopReason::Cancelled) {
                     tracing::info!(task.id = %id, reason = %reason, "stopping cancelled session");

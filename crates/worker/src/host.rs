@@ -20,25 +20,21 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
 use async_trait::async_trait;
 use futures::StreamExt;
-use prost::Message as _;
 use taskwire_agent::host::{
     ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
 };
 use taskwire_agent::transcript::Transcript;
 use taskwire_agent::{SessionError, SessionHost, ToolCallState};
+use taskwire_bus::codec::decode;
+use taskwire_bus::messages::{self, ApprovalDecision, ChildSubmit, SessionSave};
 use taskwire_llm::Usage;
-use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, TaskStatus, pb, task::decode};
+use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb};
 use tokio_util::sync::CancellationToken;
 
 use crate::saved::SavedRef;
 use crate::task::Context;
 use crate::workspace::{PATCH_NOT_CARRIED, TaskFiles};
 
-/// Worker requests are idempotent (child submits by their key): several short tries
-/// ride out a coordinator that was killed (its requests go unanswered) or is
-/// restarting (no responders).
-const RPC_TRY_TIMEOUT: Duration = Duration::from_secs(3);
-const RPC_RETRIES: u32 = 2;
 /// How often a task waiting for an approval asks the coordinator whether it was answered.
 const APPROVAL_RECHECK: Duration = Duration::from_secs(5);
 /// How often a waiting parent re-reads its child's status, in case a "finished" notice
@@ -67,39 +63,6 @@ pub struct WorkerHost<'a> {
     pub children_refused: std::sync::Mutex<Option<String>>,
 }
 
-/// Sends a worker request and decodes the reply.
-pub async fn rpc<R: prost::Message + Default>(
-    ctx: &Context,
-    method: &str,
-    body: Vec<u8>,
-) -> Result<R, String> {
-    let subject = ctx.subjects.rpc(method);
-    let body = bytes::Bytes::from(body);
-    let mut last_error = String::new();
-    for attempt in 0..=RPC_RETRIES {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(500) * attempt).await;
-        }
-        let request = ctx.client.request(subject.clone(), body.clone());
-        match tokio::time::timeout(RPC_TRY_TIMEOUT, request).await {
-            Ok(Ok(reply)) => {
-                return decode::<R>("worker request reply", &reply.payload)
-                    .map_err(|e| e.to_string());
-            }
-            Ok(Err(e)) => last_error = format!("request to {subject} failed: {e}"),
-            Err(_) => last_error = format!("request to {subject} timed out"),
-        }
-    }
-    Err(last_error)
-}
-
-/// The error of a reply's status, if any.
-pub fn failed(status: Option<&pb::RpcStatus>) -> Option<String> {
-    status
-        .filter(|s| !s.code.is_empty())
-        .map(|s| format!("{}: {}", s.code, s.message))
-}
-
 #[async_trait]
 impl SessionHost for WorkerHost<'_> {
     async fn approve(
@@ -121,27 +84,16 @@ impl SessionHost for WorkerHost<'_> {
                 };
             }
         };
-        let ask = |timed_out, check| {
-            pb::ApprovalAsk {
-                task_id: self.task_id.to_string(),
-                claim_epoch: self.epoch.0,
-                request_id: request.request_id.clone(),
-                permission: request.permission.clone(),
-                patterns: request.patterns.clone(),
-                title: request.title.clone(),
-                timed_out,
-                check,
-            }
-            .encode_to_vec()
+        let ask = messages::ApprovalAsk {
+            task: self.task_id,
+            epoch: self.epoch,
+            request_id: request.request_id.clone(),
+            permission: request.permission.clone(),
+            patterns: request.patterns.clone(),
+            title: request.title.clone(),
         };
-        match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false, false)).await {
-            Ok(r) if failed(r.status.as_ref()).is_none() => asked(),
-            Ok(r) => {
-                let reason = failed(r.status.as_ref()).unwrap_or_default();
-                return ApprovalAnswer::Reject {
-                    message: Some(format!("approval could not be requested: {reason}")),
-                };
-            }
+        match ctx.bus.approval_ask(&ask).await {
+            Ok(()) => asked(),
             Err(e) => {
                 return ApprovalAnswer::Reject {
                     message: Some(format!("approval could not be requested: {e}")),
@@ -158,27 +110,27 @@ impl SessionHost for WorkerHost<'_> {
             tokio::select! {
                 msg = decisions.next() => {
                     let Some(msg) = msg else { break };
-                    let Ok(d) = decode::<pb::ApprovalDecision>("approval decision", &msg.payload) else { continue };
+                    let Ok(d) = decode::<ApprovalDecision>(&msg.payload) else { continue };
                     if d.request_id == request.request_id {
                         return answer_of(d);
                     }
                 }
                 _ = recheck.tick() => {
-                    if let Ok(pb::ApprovalAskReply { decision: Some(d), .. }) =
-                        rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(false, true)).await
-                    {
+                    if let Ok(Some(d)) = ctx.bus.approval_check(self.task_id, &request.request_id).await {
                         return answer_of(d);
                     }
                 }
                 _ = &mut give_up => break,
             }
         }
-        match rpc::<pb::ApprovalAskReply>(ctx, "approval", ask(true, false)).await {
+        match ctx
+            .bus
+            .approval_timeout(self.task_id, &request.request_id)
+            .await
+        {
             // Answered just before the timeout closed it: the answer stands.
-            Ok(pb::ApprovalAskReply {
-                decision: Some(d), ..
-            }) => answer_of(d),
-            Ok(_) => {
+            Ok(Some(d)) => answer_of(d),
+            Ok(None) => {
                 tracing::info!(task.id = %self.task_id, request_id = %request.request_id, "approval timed out, denying");
                 ApprovalAnswer::TimedOut
             }
@@ -227,11 +179,11 @@ impl SessionHost for WorkerHost<'_> {
             })
             .into_iter()
             .collect();
-        let submit = pb::ChildSubmit {
-            parent_task_id: self.task_id.to_string(),
-            parent_claim_epoch: self.epoch.0,
-            parent_model: self.model.clone(),
-            request: Some(pb::SubmitRequest {
+        let submit = ChildSubmit {
+            parent: self.task_id,
+            parent_epoch: self.epoch,
+            parent_model: Some(self.model.clone()).filter(|m| !m.is_empty()),
+            request: pb::SubmitRequest {
                 agent: request.subagent_type.clone(),
                 prompt: request.prompt.clone(),
                 intent: request.description.clone(),
@@ -241,13 +193,14 @@ impl SessionHost for WorkerHost<'_> {
                 context_refs,
                 workspace_patch,
                 ..Default::default()
-            }),
+            },
         };
-        let reply = rpc::<pb::ChildSubmitReply>(ctx, "child", submit.encode_to_vec()).await?;
-        if let Some(e) = failed(reply.status.as_ref()) {
-            return Err(format!("the child task was refused: {e}"));
-        }
-        let child = TaskId::parse_field("task_id", &reply.task_id).map_err(|e| e.to_string())?;
+        let reply = ctx
+            .bus
+            .child_submit(&submit)
+            .await
+            .map_err(|e| format!("the child task was refused: {e}"))?;
+        let child = reply.task;
         if reply.created {
             tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, "child task started");
         } else {
@@ -278,7 +231,7 @@ impl SessionHost for WorkerHost<'_> {
             }
         }
         Ok(ChildTaskResult {
-            session_id: reply.session_id,
+            session_id: reply.session,
             ..outcome
         })
     }
@@ -338,17 +291,17 @@ impl SessionHost for WorkerHost<'_> {
             .children_refused
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-        let save = pb::SessionSave {
-            session_id: self.session_id.to_string(),
-            task_id: self.task_id.to_string(),
-            claim_epoch: self.epoch.0,
+        let save = SessionSave {
+            session: self.session_id,
+            task: self.task_id,
+            epoch: self.epoch,
             transcript_json,
         };
-        let reply =
-            rpc::<pb::SessionSaveReply>(self.ctx, "session.save", save.encode_to_vec()).await?;
-        if let Some(e) = failed(reply.status.as_ref()) {
-            return Err(e);
-        }
+        self.ctx
+            .bus
+            .session_save(&save)
+            .await
+            .map_err(|e| e.to_string())?;
         tracing::debug!(task.id = %self.task_id, session.id = %self.session_id, "checkpoint saved");
         Ok(())
     }
@@ -393,7 +346,7 @@ async fn follow_child(
     loop {
         tokio::select! {
             Some(Ok(msg)) = async { match events.as_mut() { Some(e) => e.next().await, None => None } } => {
-                if let Ok(p) = decode::<pb::TaskProgress>("task progress", &msg.payload) {
+                if let Ok(p) = decode::<pb::TaskProgress>(&msg.payload) {
                     match p.event {
                         Some(pb::task_progress::Event::ToolCall(t)) => {
                             let state = match t.state() {
@@ -430,29 +383,16 @@ async fn child_result(
     parent: TaskId,
     child: TaskId,
 ) -> Result<Option<Finished>, String> {
-    let reply = rpc::<pb::TaskLookupReply>(
-        ctx,
-        "task",
-        pb::TaskLookup {
-            task_id: child.to_string(),
-            asking_task_id: parent.to_string(),
-        }
-        .encode_to_vec(),
-    )
-    .await?;
-    if let Some(e) = failed(reply.status.as_ref()) {
-        return Err(format!("failed to read child task {child}: {e}"));
-    }
-    let Some(task) = reply.task else {
-        return Ok(None);
-    };
-    let status = TaskStatus::from_wire("status", task.status).map_err(|e| e.to_string())?;
-    if !status.is_terminal() {
+    let state = ctx
+        .bus
+        .task_lookup(child, parent)
+        .await
+        .map_err(|e| format!("failed to read child task {child}: {e}"))?;
+    if !state.status.is_terminal() {
         return Ok(None);
     }
-    let result = task.result.unwrap_or_default();
-    let usage = result.usage.unwrap_or_default();
-    let mut text = result.output.map(|o| o.text).unwrap_or_default();
+    let result = state.result.unwrap_or_default();
+    let mut text = result.text;
     if text.is_empty()
         && let Some(e) = result.errors.first()
     {
@@ -467,11 +407,11 @@ async fn child_result(
         result: ChildTaskResult {
             task_id: child.to_string(),
             session_id: result.session_id,
-            status: status.as_str().to_owned(),
+            status: state.status.as_str().to_owned(),
             text,
             usage: Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
+                input_tokens: result.usage.input_tokens,
+                output_tokens: result.usage.output_tokens,
             },
             changes_not_applied: None,
         },
@@ -480,11 +420,10 @@ async fn child_result(
     }))
 }
 
-fn answer_of(d: pb::ApprovalDecision) -> ApprovalAnswer {
-    let message = (!d.message.is_empty()).then_some(d.message);
-    match pb::ApprovalAnswer::try_from(d.answer) {
-        Ok(pb::ApprovalAnswer::Once) => ApprovalAnswer::Once,
-        Ok(pb::ApprovalAnswer::Always) => ApprovalAnswer::Always,
-        _ => ApprovalAnswer::Reject { message },
+fn answer_of(d: ApprovalDecision) -> ApprovalAnswer {
+    match d.answer {
+        messages::Answer::Once => ApprovalAnswer::Once,
+        messages::Answer::Always => ApprovalAnswer::Always,
+        messages::Answer::Reject => ApprovalAnswer::Reject { message: d.message },
     }
 }

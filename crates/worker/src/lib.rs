@@ -160,6 +160,8 @@ pub async fn run_with_provider(
     })
     .await?;
     let ctx = Arc::new(task::Context {
+        bus: taskwire_bus::Bus::new(client.clone(), subjects.clone())
+            .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout),
         client: client.clone(),
         js,
         subjects,
@@ -169,7 +171,6 @@ pub async fn run_with_provider(
         workspaces,
         default_model: config.model.default_model.clone(),
         ack_wait: config.ack_wait,
-        claim_timeout: config.claim_timeout,
         running: running.clone(),
         retry_base_delay: config.retry_base_delay,
         retry_max_delay: config.retry_max_delay,

@@ -5,9 +5,8 @@
 //! publishes them pipelined. [`ProgressPublisher::finish`] waits until every event is
 //! stored, so the result is never published before the progress it summarises.
 
-use async_nats::jetstream;
-use prost::Message as _;
 use taskwire_agent::{SessionEvent, SessionObserver, ToolCallState};
+use taskwire_bus::Bus;
 use taskwire_protocol::{TaskId, TraceId, pb, time};
 use tokio::sync::mpsc;
 
@@ -29,10 +28,9 @@ pub struct ProgressPublisher {
 }
 
 impl ProgressPublisher {
-    /// Starts publishing events of one attempt to `subject`.
+    /// Starts publishing events of one attempt of `task_id`.
     pub fn start(
-        js: jetstream::Context,
-        subject: String,
+        bus: Bus,
         task_id: TaskId,
         trace_id: TraceId,
         attempt: u32,
@@ -44,10 +42,7 @@ impl ProgressPublisher {
             while let Some(event) = rx.recv().await {
                 seq += 1;
                 let msg = progress_message(task_id, trace_id, attempt, seq, event);
-                match js
-                    .publish(subject.clone(), msg.encode_to_vec().into())
-                    .await
-                {
+                match bus.send_progress(task_id, &msg).await {
                     Ok(ack) => acks.push(ack),
                     Err(e) => {
                         tracing::warn!(task.id = %task_id, error = %e, "failed to publish progress")

@@ -2,19 +2,19 @@
 //! make the task's workspace, run a slash command's subtask if there is one, run the
 //! loop, hand back the transcript and the workspace.
 
-use prost::Message as _;
 use taskwire_agent::command::run_subtask;
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions};
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, render};
 use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
+use taskwire_bus::messages::SessionSave;
 use taskwire_llm::router::resolve_model;
-use taskwire_protocol::{SessionId, TaskId, TaskRequest, pb};
+use taskwire_protocol::{SessionId, TaskId, TaskRequest};
 use taskwire_workspaces::WorkspaceError;
 
 use crate::cancel::StopHandle;
-use crate::host::{WorkerHost, failed, rpc};
+use crate::host::WorkerHost;
 use crate::progress::ProgressPublisher;
 use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
@@ -95,8 +95,7 @@ pub async fn run<'a>(
         .map_err(|e| StartError::Invalid(e.to_string()))?;
 
     let (sink, publisher) = ProgressPublisher::start(
-        ctx.js.clone(),
-        ctx.subjects.progress(request.task_id),
+        ctx.bus.clone(),
         request.task_id,
         request.trace_id,
         claim.attempt,
@@ -267,7 +266,7 @@ async fn history(
     }
     Ok(
         match load_transcript(ctx, request.task_id, session_id).await? {
-            Some((saved, saved_by)) if saved_by == request.task_id.to_string() => {
+            Some((saved, saved_by)) if saved_by == request.task_id => {
                 tracing::info!(task.id = %request.task_id, session.id = %session_id, "resuming from this task's checkpoint");
                 History {
                     transcript: saved.transcript,
@@ -285,33 +284,34 @@ async fn history(
     )
 }
 
-/// The saved transcript and the task that saved it, if there is one.
+/// The saved transcript and the task that saved it, if there is one. A coordinator
+/// that cannot be reached (or a database that is down) means try again later; any
+/// other refusal fails the attempt.
 async fn load_transcript(
     ctx: &Context,
     task_id: TaskId,
     session_id: SessionId,
-) -> Result<Option<(Saved, String)>, StartError> {
-    let unavailable =
-        |e: String| StartError::Unavailable(format!("failed to load session {session_id}: {e}"));
-    let load = pb::SessionLoad {
-        session_id: session_id.to_string(),
-        task_id: task_id.to_string(),
+) -> Result<Option<(Saved, TaskId)>, StartError> {
+    let stored = match ctx.bus.session_load(session_id, task_id).await {
+        Ok(stored) => stored,
+        Err(e) => {
+            let reason = format!("failed to load session {session_id}: {e}");
+            return Err(if e.is_retryable() {
+                StartError::Unavailable(reason)
+            } else {
+                StartError::Invalid(reason)
+            });
+        }
     };
-    let reply = rpc::<pb::SessionLoadReply>(ctx, "session.load", load.encode_to_vec())
-        .await
-        .map_err(unavailable)?;
-    if let Some(e) = failed(reply.status.as_ref()) {
-        return Err(unavailable(e));
-    }
-    if !reply.found {
+    let Some(stored) = stored else {
         return Ok(None);
-    }
-    let saved = serde_json::from_slice(&reply.transcript_json).map_err(|e| {
+    };
+    let saved = serde_json::from_slice(&stored.transcript_json).map_err(|e| {
         StartError::Invalid(format!(
             "session {session_id} has an unreadable transcript: {e}"
         ))
     })?;
-    Ok(Some((saved, reply.saved_by_task_id)))
+    Ok(Some((saved, stored.saved_by)))
 }
 
 /// The transcript (with `workspace`, the files' state for a retry) as JSON to send
@@ -340,20 +340,14 @@ async fn transcript_for_result(
     if body.len() <= TRANSCRIPT_WITH_RESULT {
         return Some(body);
     }
-    let body = body.into_bytes();
-    let save = pb::SessionSave {
-        session_id: session_id.to_string(),
-        task_id: request.task_id.to_string(),
-        claim_epoch: claim.epoch.0,
-        transcript_json: body,
+    let save = SessionSave {
+        session: session_id,
+        task: request.task_id,
+        epoch: claim.epoch,
+        transcript_json: body.into_bytes(),
     };
-    match rpc::<pb::SessionSaveReply>(ctx, "session.save", save.encode_to_vec()).await {
-        Ok(r) => {
-            if let Some(e) = failed(r.status.as_ref()) {
-                tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved");
-            }
-        }
-        Err(e) => tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved"),
+    if let Err(e) = ctx.bus.session_save(&save).await {
+        tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved");
     }
     None
 }

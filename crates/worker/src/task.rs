@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Message};
-use prost::Message as _;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
-use taskwire_bus::Subjects;
+use taskwire_bus::codec::decode;
+use taskwire_bus::messages::{ClaimRequest, ClaimVerdict, DeadLetter};
+use taskwire_bus::{Bus, Subjects};
 use taskwire_llm::Provider;
 use taskwire_protocol::{
-    ClaimEpoch, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage,
-    WorkerId, pb, task::decode,
+    ErrorCode, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage,
+    WorkerId,
 };
 use tracing::Instrument;
 
@@ -28,6 +29,8 @@ fn not_now_delay(delivered: i64) -> Duration {
 
 /// What every task handler shares.
 pub struct Context {
+    /// Typed worker requests and publishes (its claim timeout is the configured one).
+    pub bus: Bus,
     pub client: async_nats::Client,
     pub js: jetstream::Context,
     pub subjects: Subjects,
@@ -37,7 +40,6 @@ pub struct Context {
     pub workspaces: taskwire_workspaces::Workspaces,
     pub default_model: String,
     pub ack_wait: Duration,
-    pub claim_timeout: Duration,
     pub running: Running,
     pub retry_base_delay: Duration,
     pub retry_max_delay: Duration,
@@ -47,84 +49,43 @@ pub struct Context {
 }
 
 /// The claim that lets this worker run one attempt.
-#[derive(Debug, Clone, Copy)]
-pub struct Claim {
-    pub epoch: ClaimEpoch,
-    pub attempt: u32,
-    pub last_attempt: bool,
-}
+pub use taskwire_bus::messages::Claim;
 
 /// Runs one task message to its disposition.
 pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
-    let request = match decode::<pb::TaskRequest>("task request", &msg.payload)
-        .and_then(TaskRequest::try_from)
-    {
+    let request = match decode::<TaskRequest>(&msg.payload) {
         Ok(r) => r,
-        Err(e) => return dead_letter(ctx, msg, &format!("malformed task request: {e}"), "").await,
+        Err(e) => return dead_letter(ctx, msg, &e.to_string(), None).await,
     };
     let task_id = request.task_id;
     let delivered = msg.info().map_or(1, |i| i.delivered);
-    let claim = pb::ClaimRequest {
-        task_id: task_id.to_string(),
-        worker_id: ctx.worker_id.to_string(),
+    let claim = ClaimRequest {
+        task: task_id,
+        worker: ctx.worker_id.clone(),
         delivery: u64::try_from(delivered).unwrap_or_default(),
     };
-    let reply = tokio::time::timeout(
-        ctx.claim_timeout,
-        ctx.client
-            .request(ctx.subjects.claim(), claim.encode_to_vec().into()),
-    )
-    .await;
-    let reply = match reply {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            tracing::warn!(task.id = %task_id, error = %e, "claim request failed, retrying later");
-            return Disposition::Retry {
-                delay: Some(not_now_delay(delivered)),
-            };
-        }
-        Err(_) => {
-            tracing::warn!(task.id = %task_id, "claim request timed out, retrying later");
-            return Disposition::Retry {
-                delay: Some(not_now_delay(delivered)),
-            };
-        }
+    let later = Disposition::Retry {
+        delay: Some(not_now_delay(delivered)),
     };
-    let verdict = match decode::<pb::ClaimReply>("claim reply", &reply.payload) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(task.id = %task_id, error = %e, "malformed claim reply, retrying later");
-            return Disposition::Retry {
-                delay: Some(not_now_delay(delivered)),
-            };
-        }
-    };
-    match pb::claim_reply::Verdict::try_from(verdict.verdict) {
-        Ok(pb::claim_reply::Verdict::Granted) => {}
-        Ok(pb::claim_reply::Verdict::Busy) => {
+    let claim = match ctx.bus.claim(&claim).await {
+        Ok(ClaimVerdict::Granted(claim)) => claim,
+        Ok(ClaimVerdict::Busy { .. }) => {
             tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
-            return Disposition::Retry {
-                delay: Some(not_now_delay(delivered)),
-            };
+            return later;
         }
-        Ok(pb::claim_reply::Verdict::Finished) => {
-            tracing::debug!(task.id = %task_id, reason = %verdict.reason, "task already finished, dropping");
+        Ok(ClaimVerdict::Finished { reason }) => {
+            tracing::debug!(task.id = %task_id, reason = %reason, "task already finished, dropping");
             return Disposition::Done;
         }
-        _ => {
-            return dead_letter(
-                ctx,
-                msg,
-                &format!("claim refused: {}", verdict.reason),
-                &request.task_id.to_string(),
-            )
-            .await;
+        // No such task, or a request the coordinator cannot read: it never will run.
+        Err(e) if matches!(e.code(), ErrorCode::NotFound | ErrorCode::InvalidArgument) => {
+            let reason = format!("claim refused: {e}");
+            return dead_letter(ctx, msg, &reason, Some(task_id)).await;
         }
-    }
-    let claim = Claim {
-        epoch: ClaimEpoch(verdict.claim_epoch),
-        attempt: verdict.attempt,
-        last_attempt: verdict.last_attempt,
+        Err(e) => {
+            tracing::warn!(task.id = %task_id, error = %e, "claim failed, retrying later");
+            return later;
+        }
     };
     let span = tracing::info_span!("task", task.id = %task_id, task.attempt = claim.attempt, agent.name = %request.agent);
     with_heartbeat(
@@ -372,18 +333,8 @@ fn result_of(
 /// Stores the result in the RESULTS stream; the task message is acked only after
 /// JetStream confirms it.
 async fn publish_result(ctx: &Context, result: &TaskResult) -> Disposition {
-    let payload = pb::TaskResult::from(result).encode_to_vec();
-    let subject = ctx.subjects.result(result.task_id);
-    let msg_id = format!("{}:{}", result.task_id, result.claim_epoch.0);
     for attempt in 0..5u32 {
-        let publish = jetstream::message::PublishMessage::build()
-            .payload(payload.clone().into())
-            .message_id(&msg_id);
-        let stored = match ctx.js.send_publish(subject.clone(), publish).await {
-            Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        match stored {
+        match ctx.bus.publish_result(result).await {
             Ok(()) => {
                 tracing::debug!(task.id = %result.task_id, status = %result.status, "result published");
                 return Disposition::Done;
@@ -401,24 +352,21 @@ async fn publish_result(ctx: &Context, result: &TaskResult) -> Disposition {
 }
 
 /// Records a message that can never run, then rejects it.
-async fn dead_letter(ctx: &Context, msg: &Message, reason: &str, task_id: &str) -> Disposition {
+async fn dead_letter(
+    ctx: &Context,
+    msg: &Message,
+    reason: &str,
+    task: Option<taskwire_protocol::TaskId>,
+) -> Disposition {
     tracing::warn!(subject = %msg.subject, reason = %reason, "dead-lettering task message");
-    let letter = pb::DeadLetter {
+    let letter = DeadLetter {
         subject: msg.subject.to_string(),
         reason: reason.to_owned(),
         payload: msg.payload.to_vec(),
         worker_id: ctx.worker_id.to_string(),
-        task_id: task_id.to_owned(),
+        task,
     };
-    let stored = match ctx
-        .js
-        .publish(ctx.subjects.dead_letters(), letter.encode_to_vec().into())
-        .await
-    {
-        Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    match stored {
+    match ctx.bus.publish_dead_letter(&letter).await {
         Ok(()) => Disposition::Reject {
             reason: reason.to_owned(),
         },

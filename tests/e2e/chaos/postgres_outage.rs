@@ -256,7 +256,9 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
     let load = next_message(&mut loads, "a transcript load").await;
     let unavailable = pb::SessionLoadReply {
         status: Some(pb::RpcStatus {
-            code: "Unavailable".to_owned(),
+            code: taskwire_protocol::ErrorCode::Unavailable
+                .as_wire()
+                .to_owned(),
             message: "failed to read a session: database unavailable".to_owned(),
         }),
         ..Default::default()

@@ -53,7 +53,7 @@ async fn session_load_and_save_refuse_a_session_of_another_tenant() {
         task_id: task_id.into(),
     };
     let stolen: pb::SessionLoadReply = request(&nats, "session.load", load(&globex.task_id)).await;
-    assert_eq!(code(stolen.status.as_ref()), "NotFound", "{stolen:?}");
+    assert_eq!(code(stolen.status.as_ref()), "NOT_FOUND", "{stolen:?}");
     assert!(stolen.transcript_json.is_empty());
     assert!(
         !String::from_utf8_lossy(&stolen.transcript_json).contains("acme secret plan"),
@@ -71,7 +71,7 @@ async fn session_load_and_save_refuse_a_session_of_another_tenant() {
         transcript_json: br#"{"session_id":"x","messages":[]}"#.to_vec(),
     };
     let saved: pb::SessionSaveReply = request(&nats, "session.save", overwrite).await;
-    assert_eq!(code(saved.status.as_ref()), "NotFound", "{saved:?}");
+    assert_eq!(code(saved.status.as_ref()), "NOT_FOUND", "{saved:?}");
     let after: pb::SessionLoadReply = request(&nats, "session.load", load(&acme.task_id)).await;
     assert_eq!(after.transcript_json, own.transcript_json, "unchanged");
     t.stop().await;
@@ -92,7 +92,7 @@ async fn task_lookup_answers_only_within_the_asking_tasks_tenant() {
         asking_task_id: asking.into(),
     };
     let stolen: pb::TaskLookupReply = request(&nats, "task", lookup(&globex.task_id)).await;
-    assert_eq!(code(stolen.status.as_ref()), "NotFound", "{stolen:?}");
+    assert_eq!(code(stolen.status.as_ref()), "NOT_FOUND", "{stolen:?}");
     assert!(stolen.task.is_none());
     let own: pb::TaskLookupReply = request(&nats, "task", lookup(&acme.task_id)).await;
     assert_eq!(

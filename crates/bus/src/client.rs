@@ -1,0 +1,211 @@
+//! [`Bus`]: one deployment's NATS connection, subjects and request timeouts, and the
+//! typed worker requests on it. A call site reads like a function call:
+//! `bus.session_load(session, task).await?` returns domain values or an [`RpcError`]
+//! whose code says what to do; the subject, the codec, the timeout and the retry of
+//! each request come from the [method table](crate::methods).
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use taskwire_protocol::{ErrorCode, SessionId, TaskId};
+
+use crate::Subjects;
+use crate::codec::encode;
+use crate::error::RpcError;
+use crate::headers::{self, Outgoing};
+use crate::messages::{
+    ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted, ClaimRequest,
+    ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+};
+use crate::methods::{Method, Retry};
+use crate::replies;
+
+/// The bus of one deployment, shared by every loop of a process (cheap to clone).
+#[derive(Clone)]
+pub struct Bus {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    subjects: Subjects,
+    /// Per-method timeouts that replace the table's (a configured claim timeout).
+    timeouts: Vec<(Method, Duration)>,
+}
+
+impl std::fmt::Debug for Bus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bus")
+            .field("prefix", &self.subjects.prefix())
+            .field("timeouts", &self.timeouts)
+            .finish()
+    }
+}
+
+impl Bus {
+    pub fn new(client: async_nats::Client, subjects: Subjects) -> Self {
+        let js = jetstream::new(client.clone());
+        Self {
+            client,
+            js,
+            subjects,
+            timeouts: Vec::new(),
+        }
+    }
+
+    /// The same bus, with `method`'s tries waiting `timeout` instead of the table's.
+    pub fn with_timeout(mut self, method: Method, timeout: Duration) -> Self {
+        self.timeouts.retain(|(m, _)| *m != method);
+        self.timeouts.push((method, timeout));
+        self
+    }
+
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+    pub fn js(&self) -> &jetstream::Context {
+        &self.js
+    }
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    /// How long one try of `method` waits.
+    pub fn timeout(&self, method: Method) -> Duration {
+        self.timeouts
+            .iter()
+            .find(|(m, _)| *m == method)
+            .map_or_else(|| method.timeout(), |(_, t)| *t)
+    }
+
+    /// Asks to run a task: a verdict, or `NOT_FOUND` for a task that does not exist,
+    /// `UNAVAILABLE` when no coordinator answered.
+    pub async fn claim(&self, claim: &ClaimRequest) -> Result<ClaimVerdict, RpcError> {
+        let reply = self.request(Method::Claim, None, encode(claim)).await?;
+        replies::decode_claim_reply(&reply)
+    }
+
+    /// Submits a child task. Repeated when unanswered only when the request has an
+    /// idempotency key (the same call then finds the same child).
+    pub async fn child_submit(&self, submit: &ChildSubmit) -> Result<ChildSubmitted, RpcError> {
+        let retry = (submit.request.idempotency_key.is_empty()).then_some(Retry::Never);
+        let reply = self
+            .request(Method::ChildSubmit, retry, encode(submit))
+            .await?;
+        replies::decode_child_reply(&reply)
+    }
+
+    /// Reads `task` as `asking` may see it (`NOT_FOUND` outside its tenant).
+    pub async fn task_lookup(&self, task: TaskId, asking: TaskId) -> Result<TaskState, RpcError> {
+        let body = encode(&TaskLookup { task, asking });
+        let reply = self.request(Method::TaskLookup, None, body).await?;
+        replies::decode_lookup_reply(&reply)
+    }
+
+    /// The saved transcript of `session` for `task`, which runs in it; `None` for a
+    /// session with none saved yet.
+    pub async fn session_load(
+        &self,
+        session: SessionId,
+        task: TaskId,
+    ) -> Result<Option<StoredSession>, RpcError> {
+        let body = encode(&SessionLoad { session, task });
+        let reply = self.request(Method::SessionLoad, None, body).await?;
+        replies::decode_load_reply(&reply)
+    }
+
+    /// Saves a transcript, fenced by the saving task's claim (`FAILED_PRECONDITION`
+    /// for a stale attempt).
+    pub async fn session_save(&self, save: &SessionSave) -> Result<(), RpcError> {
+        let reply = self
+            .request(Method::SessionSave, None, encode(save))
+            .await?;
+        replies::decode_save_reply(&reply)
+    }
+
+    /// Marks the task awaiting approval; the answer arrives as an
+    /// [`ApprovalDecision`] on the task's approval subject.
+    pub async fn approval_ask(&self, ask: &ApprovalAsk) -> Result<(), RpcError> {
+        let body = encode(&ApprovalRequest::Ask(ask.clone()));
+        let reply = self.request(Method::ApprovalAsk, None, body).await?;
+        replies::decode_approval_reply(&reply).map(|_| ())
+    }
+
+    /// The answer to an approval, once it is answered.
+    pub async fn approval_check(
+        &self,
+        task: TaskId,
+        request_id: &str,
+    ) -> Result<Option<ApprovalDecision>, RpcError> {
+        let body = encode(&ApprovalRequest::Check {
+            task,
+            request_id: request_id.to_owned(),
+        });
+        let reply = self.request(Method::ApprovalCheck, None, body).await?;
+        replies::decode_approval_reply(&reply)
+    }
+
+    /// Closes an unanswered approval (the task runs on, denied); an answer that beat
+    /// the timeout comes back instead and stands.
+    pub async fn approval_timeout(
+        &self,
+        task: TaskId,
+        request_id: &str,
+    ) -> Result<Option<ApprovalDecision>, RpcError> {
+        let body = encode(&ApprovalRequest::TimedOut {
+            task,
+            request_id: request_id.to_owned(),
+        });
+        let reply = self.request(Method::ApprovalTimeout, None, body).await?;
+        replies::decode_approval_reply(&reply)
+    }
+
+    /// Sends one request as the table says (or with `retry` instead of its policy);
+    /// returns the reply's bytes, or `UNAVAILABLE` when no try was answered.
+    async fn request(
+        &self,
+        method: Method,
+        retry: Option<Retry>,
+        payload: Bytes,
+    ) -> Result<Bytes, RpcError> {
+        let subject = method.subject(&self.subjects);
+        let timeout = self.timeout(method);
+        let retry = retry.unwrap_or_else(|| method.retry());
+        let mut last = String::new();
+        for attempt in 0..retry.tries() {
+            if let (true, Retry::Idempotent { backoff, .. }) = (attempt > 0, retry) {
+                tokio::time::sleep(backoff * attempt).await;
+            }
+            let mut request = async_nats::Request::new()
+                .payload(payload.clone())
+                .timeout(Some(timeout));
+            if let Some(h) = headers::build(&Outgoing::default()) {
+                request = request.headers(h);
+            }
+            match self.client.send_request(subject.clone(), request).await {
+                Ok(reply) => return Ok(reply.payload),
+                Err(e) => {
+                    use async_nats::RequestErrorKind as K;
+                    last = match e.kind() {
+                        K::TimedOut => format!("no answer within {timeout:?}"),
+                        K::NoResponders => "no coordinator is listening".to_owned(),
+                        // Sending it again cannot help.
+                        K::MaxPayloadExceeded | K::InvalidSubject => {
+                            return Err(RpcError::new(
+                                ErrorCode::InvalidArgument,
+                                format!("{method} on {subject} cannot be sent: {e}"),
+                            ));
+                        }
+                        _ => e.to_string(),
+                    };
+                    tracing::debug!(method = %method, attempt, error = %last, "worker request unanswered");
+                }
+            }
+        }
+        Err(RpcError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "{method} on {subject} failed after {} tries: {last}",
+                retry.tries()
+            ),
+        ))
+    }
+}
