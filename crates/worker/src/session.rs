@@ -148,6 +148,7 @@ pub async fn run<'a>(
             inherited_permission: inherited,
             from_checkpoint,
             instructions: ctx.instructions.clone(),
+            compaction: None,
         };
         let mut outcome = run_session(
             params,
