@@ -29,6 +29,7 @@
 //! - [`session`]: the step loop, its events, state and outcome, and compaction.
 //! - [`system_prompt`]: the agent's prompt, the environment block and the project's
 //!   instructions (`AGENTS.md`, configured files).
+//! - [`title`]: the hidden `title` agent's call and the shape of a title.
 //! - [`transcript`]: the serialisable session record and its conversion to messages.
 //! - [`user_message`]: the prompt with the task's inputs (`@path`, `input`,
 //!   `context_refs`, `attachments`) rendered after it.
@@ -48,6 +49,7 @@ pub mod policy;
 pub mod session;
 pub mod shell;
 pub mod system_prompt;
+pub mod title;
 pub mod tools;
 pub mod transcript;
 pub mod user_message;
