@@ -4,6 +4,7 @@
 mod backpressure;
 mod chaos;
 mod commands;
+mod compaction;
 mod containment;
 mod context;
 mod deploy_chart;
