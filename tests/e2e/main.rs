@@ -24,6 +24,7 @@ mod security;
 mod sessions;
 mod subagents;
 mod subtrees;
+mod titles;
 mod tls;
 mod tree_approvals;
 mod tree_edits;
