@@ -4,6 +4,7 @@
 mod backpressure;
 mod chaos;
 mod commands;
+mod compaction;
 mod containment;
 mod context;
 mod deploy_chart;
@@ -23,6 +24,7 @@ mod security;
 mod sessions;
 mod subagents;
 mod subtrees;
+mod titles;
 mod tls;
 mod tree_approvals;
 mod tree_edits;

@@ -143,6 +143,9 @@ impl Cluster {
         config.model.default_model = "scripted".to_owned();
         // Task-level retries are under test; the client's own retries would only slow them.
         config.model.max_retries = 0;
+        // A title request would arrive among the scripted conversation's requests (and
+        // take a place in a queue script); the title tests turn titles on.
+        config.titles = false;
         config.retry_base_delay = Duration::from_millis(50);
         config
     }

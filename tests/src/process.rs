@@ -143,6 +143,9 @@ impl Taskwire {
             "2s",
             "--drain-grace",
             &drain_grace,
+            // The scripted conversations under test would see the title request
+            // among theirs; titles have tests of their own.
+            "--no-titles",
         ];
         if let Some(addr) = &http_listen {
             args.extend(["--http-listen", addr]);

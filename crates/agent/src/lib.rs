@@ -26,9 +26,10 @@
 //!   and [`NoopHost`].
 //! - [`workspace`]: [`Workspace`], which confines every tool path to one directory.
 //! - [`tools`]: the [`Tool`] trait, [`ToolRegistry`] and the built-in tools.
-//! - [`session`]: the step loop, its events, state and outcome.
+//! - [`session`]: the step loop, its events, state and outcome, and compaction.
 //! - [`system_prompt`]: the agent's prompt, the environment block and the project's
 //!   instructions (`AGENTS.md`, configured files).
+//! - [`title`]: the hidden `title` agent's call and the shape of a title.
 //! - [`transcript`]: the serialisable session record and its conversion to messages.
 //! - [`user_message`]: the prompt with the task's inputs (`@path`, `input`,
 //!   `context_refs`, `attachments`) rendered after it.
@@ -48,6 +49,7 @@ pub mod policy;
 pub mod session;
 pub mod shell;
 pub mod system_prompt;
+pub mod title;
 pub mod tools;
 pub mod transcript;
 pub mod user_message;
@@ -65,8 +67,9 @@ pub use loader::load_agents;
 pub use permission::{PermissionAction, PermissionRule};
 pub use policy::{DEFAULT_MAX_DEPTH, child_tools_policy, restrict_to_scope};
 pub use session::{
-    NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionParams, SessionState,
-    SessionStatus, ToolCallState, ToolCallSummary, run_session,
+    CompactionPolicy, DEFAULT_COMPACTION_THRESHOLD, NoopObserver, SessionEvent, SessionObserver,
+    SessionOutcome, SessionParams, SessionState, SessionStatus, ToolCallState, ToolCallSummary,
+    run_session,
 };
 pub use tools::{CommandSandbox, Tool, ToolContext, ToolOutput, ToolRegistry};
 pub use transcript::{MessageRole, Part, SubtaskPart, Transcript, TranscriptMessage};

@@ -6,6 +6,8 @@
 //! - [`state`]: what a run remembers between calls (todos, approvals, child usage).
 //! - `tool_calls`: permission checks, approvals and concurrent execution of one
 //!   turn's calls.
+//! - [`compaction`]: the estimate of the next request's size and the summary that
+//!   replaces the older turns when it would fill too much of the context window.
 //!
 //! The loop owns no IO of its own: the model is a [`Provider`], files and commands
 //! are reached only through the [`ToolRegistry`] tools confined to a [`Workspace`],
@@ -13,6 +15,7 @@
 //! through a [`SessionObserver`]. That keeps it testable with a scripted provider and
 //! lets the worker decide where events and transcripts go.
 
+pub mod compaction;
 pub mod events;
 pub mod state;
 mod tool_calls;
@@ -21,6 +24,7 @@ use taskwire_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, Strea
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use self::compaction::{CompactionPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use self::events::{
     NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionStatus, ToolCallState,
     ToolCallSummary,
@@ -69,6 +73,9 @@ pub struct SessionParams {
     /// Instruction files added to the system prompt after the project's `AGENTS.md`,
     /// as paths relative to the workspace root (see [`crate::system_prompt`]).
     pub instructions: Vec<String>,
+    /// When the conversation is summarised to fit the model's context window; `None`
+    /// never compacts.
+    pub compaction: Option<CompactionPolicy>,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -106,6 +113,7 @@ async fn run(
         inherited_permission,
         from_checkpoint,
         instructions,
+        compaction,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -201,9 +209,38 @@ async fn run(
         }
     }
 
+    let mut estimator = compaction::Estimator::default();
     // A checkpoint's steps count against the budget; at least the last, tool-less,
     // step is always left.
     for step in steps_taken.saturating_add(1).min(max_steps)..=max_steps {
+        let mut bytes = compaction::request_bytes(&request.messages, &tool_defs);
+        if let Some(policy) = &compaction {
+            let compacted = tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                compacted = compact(policy, &estimator, bytes, provider, &request.model, &mut totals) => Some(compacted),
+            };
+            match compacted {
+                None => {
+                    return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(step, retryable = err.retryable(), error = %err, "compaction failed");
+                    let mut error = SessionError::from(&err);
+                    error.message = format!("failed to compact the session: {}", error.message);
+                    return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+                }
+                Some(Ok(None)) => {}
+                Some(Ok(Some(event))) => {
+                    // The request goes on from the summary: the old turns are not sent.
+                    request.messages.truncate(1);
+                    request.messages.extend(totals.record.to_messages());
+                    estimator.reset();
+                    bytes = compaction::request_bytes(&request.messages, &tool_defs);
+                    observer.on_event(event);
+                }
+            }
+        }
         totals.steps += 1;
         observer.on_event(SessionEvent::StepStarted { step });
         let last = step == max_steps;
@@ -237,6 +274,7 @@ async fn run(
             Some(Ok(response)) => response,
         };
         totals.usage += response.usage;
+        estimator.reported(response.usage, bytes);
         observer.on_event(SessionEvent::StepFinished {
             step,
             usage: response.usage,
@@ -332,6 +370,57 @@ async fn run(
         }
     }
     unreachable!("the last step always returns")
+}
+
+/// Summarises the older turns when the next request (`bytes` long) would pass the
+/// policy's limit and there is something to summarise: records the compaction and
+/// returns the event that reports it. `Ok(None)` when no compaction was needed.
+async fn compact(
+    policy: &CompactionPolicy,
+    estimator: &compaction::Estimator,
+    bytes: usize,
+    provider: &dyn Provider,
+    model: &str,
+    totals: &mut Run,
+) -> Result<Option<SessionEvent>, LlmError> {
+    let tokens_before = estimator.estimate(bytes);
+    let limit = policy.limit();
+    if tokens_before <= limit {
+        return Ok(None);
+    }
+    let Some(end) = compaction::split_point(&totals.record) else {
+        tracing::debug!(
+            tokens_before,
+            limit,
+            "over the compaction limit with nothing to summarise"
+        );
+        return Ok(None);
+    };
+    tracing::info!(
+        tokens_before,
+        limit,
+        window = policy.context_window,
+        "compacting the session"
+    );
+    let summary = compaction::summarise(provider, model, &totals.record, end).await?;
+    if summary.text.trim().is_empty() {
+        tracing::warn!(
+            tokens_before,
+            "compaction returned no summary, going on without it"
+        );
+        totals.usage += summary.usage;
+        return Ok(None);
+    }
+    let usage = summary.usage;
+    totals.usage += usage;
+    compaction::record_compaction(&mut totals.record, end, summary, tokens_before);
+    let tokens_after =
+        compaction::tokens_of(compaction::request_bytes(&totals.record.to_messages(), &[]));
+    Ok(Some(SessionEvent::Compacted {
+        tokens_before,
+        tokens_after,
+        usage,
+    }))
 }
 
 /// Waits for the host to make the session's files ready ([`SessionHost::ensure_workspace`]);

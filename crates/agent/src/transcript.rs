@@ -7,6 +7,11 @@
 //! not a person), a slash command's delegation is a [`SubtaskPart`], and every model
 //! step leaves its usage. [`Transcript::to_messages`] turns it back into what a
 //! provider takes.
+//!
+//! A [`Part::Compaction`] (in a user message of its own) stands for every message
+//! before it: the `compaction` agent's summary of them. The record keeps the old
+//! messages, for people and audits, but the model is sent the last compaction's
+//! summary and what follows it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,6 +23,10 @@ use crate::tools::Todo;
 /// Stands in for a subtask part when the conversation goes to the model: the
 /// delegation itself is not something the model said (OpenCode sends the same).
 pub const SUBTASK_USER_TEXT: &str = "The following tool was executed by the user";
+
+/// How the model is shown a compaction's summary, in place of the messages it stands
+/// for: the summary replaces `{summary}`.
+const COMPACTION_USER_TEXT: &str = include_str!("prompt/compacted.txt");
 
 /// One session's messages, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -76,6 +85,16 @@ pub enum Part {
     /// A delegation to a subagent made by a slash command, not chosen by the model
     /// (seed 000).
     Subtask(SubtaskPart),
+    /// The messages before this one, summarised by the `compaction` agent because the
+    /// next request would have filled too much of the model's context window. Always
+    /// alone in a synthetic user message; requests start from the last one.
+    Compaction {
+        summary: String,
+        /// The estimated size, in tokens, of the request that would have been sent.
+        tokens_before: u64,
+        /// The summary call's usage.
+        usage: Usage,
+    },
 }
 
 /// A slash command's delegation to a subagent.
@@ -209,6 +228,26 @@ impl TranscriptMessage {
         }
     }
 
+    /// A user message holding a compaction's summary.
+    pub fn compaction(summary: impl Into<String>, tokens_before: u64, usage: Usage) -> Self {
+        Self {
+            role: MessageRole::User,
+            agent: None,
+            parts: vec![Part::Compaction {
+                summary: summary.into(),
+                tokens_before,
+                usage,
+            }],
+        }
+    }
+
+    /// Whether this message is a compaction's summary.
+    pub fn is_compaction(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|part| matches!(part, Part::Compaction { .. }))
+    }
+
     /// This message as a provider takes it: a user message, or an assistant message
     /// followed by one tool result per call (see [`Transcript::to_messages`]).
     pub fn to_messages(&self) -> Vec<Message> {
@@ -220,12 +259,15 @@ impl TranscriptMessage {
     fn push_messages(&self, messages: &mut Vec<Message>) {
         match self.role {
             MessageRole::User => {
-                let texts: Vec<&str> = self
+                let texts: Vec<String> = self
                     .parts
                     .iter()
                     .filter_map(|part| match part {
-                        Part::Text { text, .. } => Some(text.as_str()),
-                        Part::Subtask(_) => Some(SUBTASK_USER_TEXT),
+                        Part::Text { text, .. } => Some(text.clone()),
+                        Part::Subtask(_) => Some(SUBTASK_USER_TEXT.to_owned()),
+                        Part::Compaction { summary, .. } => {
+                            Some(COMPACTION_USER_TEXT.replace("{summary}", summary.trim()))
+                        }
                         Part::ToolCall { .. } | Part::StepFinish { .. } => None,
                     })
                     .collect();
@@ -281,16 +323,29 @@ impl Transcript {
         }
     }
 
-    /// The conversation as a provider takes it, without the system prompt: every
-    /// assistant message followed by one tool result per call, in call order. A call
-    /// recorded before it finished (a crash mid-turn) gets an error result, so the
-    /// list is always well-formed.
+    /// The conversation as a provider takes it, without the system prompt: from the
+    /// last compaction's summary on (or from the start), every assistant message
+    /// followed by one tool result per call, in call order. A call recorded before it
+    /// finished (a crash mid-turn) gets an error result, so the list is always
+    /// well-formed.
     pub fn to_messages(&self) -> Vec<Message> {
-        let mut messages = Vec::with_capacity(self.messages.len() * 2);
-        for message in &self.messages {
+        let live = self.since_last_compaction();
+        let mut messages = Vec::with_capacity(live.len() * 2);
+        for message in live {
             message.push_messages(&mut messages);
         }
         messages
+    }
+
+    /// The messages the model is sent: the last compaction and what follows it, or
+    /// all of them when there was none.
+    pub fn since_last_compaction(&self) -> &[TranscriptMessage] {
+        let start = self
+            .messages
+            .iter()
+            .rposition(TranscriptMessage::is_compaction)
+            .unwrap_or(0);
+        &self.messages[start..]
     }
 
     /// Removes and returns the last message if it is a step cut short while its tool
@@ -307,13 +362,14 @@ impl Transcript {
     }
 
     /// Model steps recorded since the last user message: what the run that wrote them
-    /// spent of its step budget.
+    /// spent of its step budget. A compaction in between is not a user message: the
+    /// run went on past it.
     pub fn steps_since_last_user_message(&self) -> u32 {
         let steps = self
             .messages
             .iter()
             .rev()
-            .take_while(|message| message.role == MessageRole::Assistant)
+            .take_while(|message| message.role == MessageRole::Assistant || message.is_compaction())
             .flat_map(|message| &message.parts)
             .filter(|part| matches!(part, Part::StepFinish { .. }))
             .count();
@@ -341,11 +397,11 @@ impl Transcript {
             .unwrap_or_default()
     }
 
-    /// Usage of all recorded model calls.
+    /// Usage of all recorded model calls, compactions included.
     pub fn usage(&self) -> Usage {
         let mut total = Usage::default();
         for part in self.messages.iter().flat_map(|message| &message.parts) {
-            if let Part::StepFinish { usage } = part {
+            if let Part::StepFinish { usage } | Part::Compaction { usage, .. } = part {
                 total += *usage;
             }
         }
@@ -490,6 +546,35 @@ mod tests {
         assert_eq!(todos.len(), 2);
         assert_eq!(todos[1].id, "2");
         assert!(Transcript::new("s").todos().is_empty());
+    }
+
+    #[test]
+    fn requests_start_from_the_last_compaction_and_its_usage_counts() {
+        let mut transcript = sample();
+        let summary_usage = Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+        };
+        transcript.messages.insert(
+            2,
+            TranscriptMessage::compaction("the bug is in a.rs", 900, summary_usage),
+        );
+        let json = serde_json::to_string(&transcript).expect("serializable");
+        assert!(json.contains(r#""type":"compaction""#), "{json}");
+        let back: Transcript = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back, transcript);
+
+        let messages = transcript.to_messages();
+        assert_eq!(
+            messages.len(),
+            3,
+            "summary, subtask, synthetic: {messages:?}"
+        );
+        assert!(messages[0].content.contains("the bug is in a.rs"));
+        assert!(!messages.iter().any(|m| m.content.contains("looking")));
+        let mut expected = sample().usage();
+        expected += summary_usage;
+        assert_eq!(transcript.usage(), expected);
     }
 
     #[test]

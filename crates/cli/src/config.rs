@@ -194,7 +194,7 @@ pub fn worker_config(flags: WorkerSettings, file: &FileConfig) -> anyhow::Result
     let file = file.worker.clone().unwrap_or_default().with_old_names();
     let config = flags
         .with_old_names()
-        .over(file)
+        .merged_over(file)
         .apply(WorkerConfig::default());
     if config.concurrency == 0 {
         bail!("invalid worker config: concurrency must be at least 1");
@@ -204,6 +204,13 @@ pub fn worker_config(flags: WorkerSettings, file: &FileConfig) -> anyhow::Result
     }
     if config.model.base_url.is_empty() {
         bail!("invalid worker config: model_base_url is empty");
+    }
+    if let Some(share) = config.compaction_threshold
+        && !(share > 0.0 && share <= 1.0)
+    {
+        bail!(
+            "invalid worker config: compaction_threshold must be more than 0 and at most 1, not {share}"
+        );
     }
     Ok(config)
 }

@@ -394,3 +394,92 @@ fn a_second_sigterm_stops_a_worker_at_once() {
     };
     assert_eq!(status.code(), Some(128 + 15));
 }
+
+#[test]
+fn the_model_catalogue_merges_env_over_file_and_compaction_settings_are_printed() {
+    let file = config_file(
+        "[worker.models.small]\ncontext_window = 4000\ninput_usd_per_mtok = 0.1\noutput_usd_per_mtok = 0.2\n\
+         [worker.models.\"anthropic/big\"]\ncontext_window = 200000\nmax_output_tokens = 8000\n\
+         input_usd_per_mtok = 3\noutput_usd_per_mtok = 15\ncached_input_usd_per_mtok = 0.3\n",
+    );
+    let config = file.path().to_string_lossy().into_owned();
+    let env = [
+        ("TASKWIRE_CONFIG", config.as_str()),
+        (
+            "TASKWIRE_MODELS",
+            r#"{"small": {"context_window": 8000, "input_usd_per_mtok": 0, "output_usd_per_mtok": 0}}"#,
+        ),
+    ];
+    let printed = print_worker(&env, &["--compaction-threshold", "0.5"]);
+    let file: toml::Table = toml::from_str(&printed).expect("print-config is toml");
+    let worker = &file["worker"];
+    assert_eq!(
+        worker["models"]["small"]["context_window"].as_integer(),
+        Some(8000),
+        "env replaces the file's entry: {printed}"
+    );
+    let big = &worker["models"]["anthropic/big"];
+    assert_eq!(
+        big["context_window"].as_integer(),
+        Some(200_000),
+        "{printed}"
+    );
+    assert_eq!(big["cached_input_usd_per_mtok"].as_float(), Some(0.3));
+    assert_eq!(worker["compaction_threshold"].as_float(), Some(0.5));
+    assert_eq!(worker["no_compaction"].as_bool(), Some(false));
+    assert_eq!(worker["no_titles"].as_bool(), Some(false));
+
+    let defaults = print_worker(&[], &["--no-compaction", "--no-titles"]);
+    assert!(
+        defaults.contains("compaction_threshold = 0.8\n")
+            && defaults.contains("no_compaction = true\n")
+            && defaults.contains("no_titles = true\n"),
+        "{defaults}"
+    );
+}
+
+#[test]
+fn invalid_catalogue_values_are_refused_at_start_naming_the_key() {
+    let zero = config_file(
+        "[worker.models.m]\ncontext_window = 0\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\n",
+    );
+    let out = run(taskwire()
+        .args(["worker", "--config"])
+        .arg(zero.path())
+        .args(["--nats-url", &format!("nats://127.0.0.1:{}", closed_port())]));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(r#"models."m".context_window"#),
+        "{}",
+        stderr(&out)
+    );
+
+    let unknown = config_file(
+        "[worker.models.m]\ncontext_windw = 10\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\n",
+    );
+    let out = run(taskwire()
+        .args(["worker", "--print-config", "--config"])
+        .arg(unknown.path()));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("context_windw"), "{}", stderr(&out));
+
+    let negative =
+        r#"{"m": {"context_window": 10, "input_usd_per_mtok": -1, "output_usd_per_mtok": 1}}"#;
+    let out = run(taskwire()
+        .args(["worker", "--print-config"])
+        .env("TASKWIRE_MODELS", negative));
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(
+        stderr(&out).contains(r#"models."m".input_usd_per_mtok"#),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(taskwire().args(["worker", "--print-config", "--compaction-threshold", "1.5"]));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("compaction_threshold"),
+        "{}",
+        stderr(&out)
+    );
+}

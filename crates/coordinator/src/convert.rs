@@ -21,6 +21,7 @@ pub fn task_of(r: &TaskRecord) -> pb::Task {
         depth: r.depth,
         max_attempts: r.max_attempts,
         attempts: r.attempts.iter().map(attempt_of).collect(),
+        title: r.title.clone().unwrap_or_default(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! The session loop talks to a model through the [`Provider`] trait only; this crate
 //! holds the trait, the provider-neutral request/response types, and the clients:
 //!
+//! - [`catalogue`]: [`ModelCatalogue`], each model's context window and prices.
 //! - [`types`]: messages, tool definitions, tool calls, token usage, stream deltas.
 //! - [`error`]: [`LlmError`], with a `retryable` verdict per variant.
 //! - [`openai`]: OpenAI-compatible chat completions (vLLM, Ollama, llama.cpp, gateways),
@@ -15,6 +16,7 @@
 //!   share.
 
 pub mod anthropic;
+pub mod catalogue;
 pub mod config;
 pub mod error;
 pub mod openai;
@@ -23,6 +25,9 @@ mod transport;
 pub mod types;
 
 pub use anthropic::{AnthropicClient, AnthropicConfig};
+pub use catalogue::{
+    CatalogueError, DEFAULT_CONTEXT_WINDOW, ModelCatalogue, ModelEntry, ModelLimits, Prices,
+};
 pub use config::HttpConfig;
 pub use error::LlmError;
 pub use openai::{OpenAiClient, OpenAiConfig};

@@ -6,6 +6,7 @@
 //! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
 //! - [`task`]: the domain task request and result, and their proto conversions.
+//! - [`title`]: session titles, cleaned from a model's answer and checked on the wire.
 //! - [`context`]: context refs workers act on ([`GitSource`]: the repository a task
 //!   works in).
 //! - `agent_spec` (feature `agent`): the resolved agent definition to and from the wire.
@@ -22,6 +23,7 @@ pub mod ids;
 pub mod status;
 pub mod task;
 pub mod time;
+pub mod title;
 pub mod value;
 
 pub use code::ErrorCode;

@@ -301,6 +301,8 @@ pub struct TaskResult {
     /// the end, new files included; for a parent, its children's changes included.
     /// Empty when nothing changed.
     pub patch: String,
+    /// A new root session's title (see [`crate::title`]).
+    pub title: Option<String>,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -356,6 +358,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
             retry_scheduled: r.retry_scheduled,
             patch: r.patch,
+            title: crate::title::check_title(r.title)?,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -425,6 +428,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 .clone()
                 .map(String::into_bytes)
                 .unwrap_or_default(),
+            title: r.title.clone().unwrap_or_default(),
         }
     }
 }

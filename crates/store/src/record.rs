@@ -84,6 +84,8 @@ pub struct TaskRecord {
     pub max_attempts: u32,
     /// The last attempt's error, if any.
     pub last_error: Option<String>,
+    /// The session's title, once an attempt's result brought one (root tasks only).
+    pub title: Option<String>,
     /// Every attempt, oldest first (filled by `get_task`; empty in lists).
     pub attempts: Vec<AttemptRecord>,
 }
@@ -114,7 +116,7 @@ pub enum ReplayOutcome {
 /// The columns `TaskRecord` is read from, in this order.
 pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant, agent, prompt, status, \
      attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
-     max_attempts + attempt_base AS max_attempts, last_error";
+     max_attempts + attempt_base AS max_attempts, last_error, title";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -136,6 +138,7 @@ pub(crate) struct TaskRow {
     result: Option<Vec<u8>>,
     max_attempts: i32,
     last_error: Option<String>,
+    title: Option<String>,
 }
 
 impl TryFrom<TaskRow> for TaskRecord {
@@ -182,6 +185,7 @@ impl TryFrom<TaskRow> for TaskRecord {
             result,
             max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
             last_error: r.last_error,
+            title: r.title,
             attempts: Vec::new(),
         })
     }

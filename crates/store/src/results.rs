@@ -14,7 +14,8 @@ impl Store {
     ///
     /// A final result finishes the task. A result with `retry_scheduled` puts the task
     /// back to `queued` (its worker redelivers it after a backoff) and records the
-    /// attempt's error. Either way the attempt's row gets its outcome.
+    /// attempt's error. Either way the attempt's row gets its outcome, and a title
+    /// the result carries is kept (a later result without one leaves it).
     pub async fn record_results(&self, results: &[TaskResult]) -> Result<Vec<bool>, StoreError> {
         if results.is_empty() {
             return Ok(Vec::new());
@@ -50,6 +51,7 @@ impl Store {
             .iter()
             .map(|r| r.errors.first().map(|e| e.message.clone()))
             .collect();
+        let titles: Vec<Option<String>> = results.iter().map(|r| r.title.clone()).collect();
         let retryable: Vec<bool> = results
             .iter()
             .map(|r| r.errors.iter().any(|e| e.retryable))
@@ -64,9 +66,10 @@ impl Store {
             "UPDATE tasks t SET status = r.status, \
                     result = CASE WHEN r.final THEN r.result ELSE t.result END, \
                     last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
-                    finished_at = CASE WHEN r.final THEN now() ELSE NULL END \
-             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[]) \
-                  AS r(task_id, epoch, status, result, final, error) \
+                    finished_at = CASE WHEN r.final THEN now() ELSE NULL END, \
+                    title = COALESCE(r.title, t.title) \
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[], $7::text[]) \
+                  AS r(task_id, epoch, status, result, final, error, title) \
              WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
              RETURNING t.task_id, t.claim_epoch"
         )))
@@ -76,6 +79,7 @@ impl Store {
         .bind(&payloads)
         .bind(&finals)
         .bind(&errors)
+        .bind(&titles)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("record results", e))?;

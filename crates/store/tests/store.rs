@@ -81,6 +81,7 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         retry_scheduled: false,
         transcript_json: None,
         patch: format!("diff --git a/{text}.txt b/{text}.txt\n"),
+        title: None,
     }
 }
 
@@ -144,6 +145,47 @@ async fn duplicate_keys_inside_one_batch_create_one_task() {
         out,
         vec![InsertOutcome::Created(a_id), InsertOutcome::Existing(a_id)]
     );
+}
+
+#[tokio::test]
+async fn a_title_a_retried_attempt_brought_is_kept_by_a_final_result_without_one() {
+    let (_db, store) = store().await;
+    let t = task(None, "titled");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    assert_eq!(
+        store
+            .get_task(id)
+            .await
+            .expect("get")
+            .expect("exists")
+            .title,
+        None
+    );
+    let ClaimOutcome::Granted { epoch: e1, .. } = claim(&store, id).await else {
+        panic!("first claim")
+    };
+    let retried = TaskResult {
+        status: TaskStatus::Error,
+        retry_scheduled: true,
+        title: Some("Fix the parser".into()),
+        ..result(id, e1, "failed")
+    };
+    store.record_results(&[retried]).await.expect("record");
+    let ClaimOutcome::Granted { epoch: e2, .. } = claim(&store, id).await else {
+        panic!("second claim")
+    };
+    let stale = TaskResult {
+        title: Some("Stale title".into()),
+        ..result(id, e1, "stale")
+    };
+    store
+        .record_results(&[stale, result(id, e2, "fresh")])
+        .await
+        .expect("record");
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    assert_eq!(rec.status, TaskStatus::Completed);
+    assert_eq!(rec.title.as_deref(), Some("Fix the parser"));
 }
 
 #[tokio::test]

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use taskwire_agent::DEFAULT_COMPACTION_THRESHOLD;
+
 /// How a worker runs.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -64,6 +66,17 @@ pub struct WorkerConfig {
     /// Files no command may read even inside a readable system tree, besides the NATS
     /// credentials file (always hidden); the CLI adds its config file. Default empty.
     pub hidden_paths: Vec<PathBuf>,
+    /// What the worker knows about each model, by the name tasks and agents use: its
+    /// context window (for compaction) and prices. A model not named gets a 128,000
+    /// token window and no price. Default empty.
+    pub models: taskwire_llm::ModelCatalogue,
+    /// The share of a model's context window a session's next request may fill before
+    /// its older turns are summarised (above 0, at most 1); `None` never compacts.
+    /// Default 0.8.
+    pub compaction_threshold: Option<f64>,
+    /// Give each new root session a short title with the hidden `title` agent (one
+    /// more model call, beside the first step). Default true.
+    pub titles: bool,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -138,6 +151,9 @@ impl Default for WorkerConfig {
             instructions: Vec::new(),
             unsafe_no_sandbox: false,
             hidden_paths: Vec::new(),
+            models: taskwire_llm::ModelCatalogue::default(),
+            compaction_threshold: Some(DEFAULT_COMPACTION_THRESHOLD),
+            titles: true,
         }
     }
 }

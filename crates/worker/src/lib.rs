@@ -176,6 +176,9 @@ pub async fn run_with_provider(
         retry_max_delay: config.retry_max_delay,
         approval_timeout: config.approval_timeout,
         instructions: config.instructions.clone(),
+        models: config.models.clone(),
+        compaction_threshold: config.compaction_threshold,
+        titles: config.titles,
     });
     readiness.consumer_ready();
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");

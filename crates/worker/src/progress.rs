@@ -120,6 +120,18 @@ fn progress_message(
             agent,
             description,
         }),
+        SessionEvent::Compacted {
+            tokens_before,
+            tokens_after,
+            usage,
+        } => Event::Compaction(pb::Compaction {
+            tokens_before,
+            tokens_after,
+            usage: Some(pb::Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            }),
+        }),
         // A child's tool call, summarised in the parent's progress (seed 001, step 5).
         SessionEvent::ChildToolCall {
             task_id: child,

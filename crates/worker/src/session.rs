@@ -1,13 +1,14 @@
 //! One attempt's agent session: resolve the agent and model, load the transcript,
 //! make the task's workspace, run a slash command's subtask if there is one, run the
-//! loop, hand back the transcript and the workspace.
+//! loop (and, for a new root session, the `title` agent beside it), hand back the
+//! transcript, the title and the workspace.
 
 use taskwire_agent::command::run_subtask;
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions};
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, render};
-use taskwire_agent::{AgentSpec, SessionOutcome, SessionParams, run_session};
+use taskwire_agent::{AgentSpec, CompactionPolicy, SessionOutcome, SessionParams, run_session};
 use taskwire_bus::messages::SessionSave;
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::{SessionId, TaskId, TaskRequest};
@@ -38,6 +39,8 @@ pub struct Ran<'a> {
     pub transcript: Option<String>,
     /// The workspace the session ran in: kept until the result is recorded.
     pub workspace: TaskFiles<'a>,
+    /// A new root session's title, when the `title` agent wrote one in time.
+    pub title: Option<String>,
 }
 
 /// Runs the attempt's session to its end, or says why it could not start.
@@ -70,6 +73,14 @@ pub async fn run<'a>(
     } else {
         agent
     };
+    let compaction = ctx.compaction_threshold.map(|threshold| {
+        let limits = ctx.models.limits(&model);
+        CompactionPolicy {
+            context_window: limits.context_window,
+            max_output_tokens: limits.max_output_tokens,
+            threshold,
+        }
+    });
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
@@ -78,6 +89,8 @@ pub async fn run<'a>(
         from_checkpoint,
         workspace: earlier,
     } = history(ctx, request, claim, session_id).await?;
+    let history_was_empty = history.messages.is_empty();
+    let title_model = model.clone();
     let workspace = TaskFiles::reserve(ctx, request, claim, earlier).await?;
     let tools_workspace = taskwire_agent::Workspace::new(workspace.root())
         .map_err(|e| StartError::Invalid(format!("unusable workspace: {e}")))?;
@@ -147,6 +160,7 @@ pub async fn run<'a>(
             inherited_permission: inherited,
             from_checkpoint,
             instructions: ctx.instructions.clone(),
+            compaction,
         };
         let mut outcome = run_session(
             params,
@@ -160,7 +174,21 @@ pub async fn run<'a>(
         outcome.usage += subtask_usage;
         outcome
     };
-    let outcome = supervise(run, request.deadline, stop).await;
+    // A new root session gets a title, written beside its first step; a child's, a
+    // resumed session's or a retried attempt's history already says what it is.
+    let title_source =
+        (ctx.titles && request.parent_task_id.is_none() && history_was_empty && !from_checkpoint)
+            .then(|| title_source(request))
+            .flatten();
+    let (mut outcome, title) = run_beside_title(
+        supervise(run, request.deadline, stop),
+        title_source.map(|source| write_title(ctx, &title_model, source, stop)),
+    )
+    .await;
+    if let Some((_, usage)) = &title {
+        outcome.usage += *usage;
+    }
+    let title = title.and_then(|(title, _)| title);
     publisher.finish(sink).await;
     // A retried attempt goes on from this transcript, so it needs these files too.
     let state = match outcome.error.as_ref().filter(|e| e.retryable) {
@@ -180,7 +208,68 @@ pub async fn run<'a>(
         outcome,
         transcript,
         workspace,
+        title,
     })
+}
+
+/// How long a title still being written may hold up the result of a session that has
+/// ended.
+const TITLE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `session` to its end with `title` beside it; the title gets [`TITLE_GRACE`]
+/// more once the session is done, and is dropped after it.
+async fn run_beside_title<T>(
+    session: impl std::future::Future<Output = SessionOutcome>,
+    title: Option<impl std::future::Future<Output = Option<T>>>,
+) -> (SessionOutcome, Option<T>) {
+    let Some(title) = title else {
+        return (session.await, None);
+    };
+    tokio::pin!(session, title);
+    tokio::select! {
+        outcome = &mut session => {
+            let title = tokio::time::timeout(TITLE_GRACE, title).await.unwrap_or_else(|_| {
+                tracing::debug!("no title in time, the result goes without one");
+                None
+            });
+            (outcome, title)
+        }
+        title = &mut title => (session.await, title),
+    }
+}
+
+/// What the title is written from: the prompt, or a slash command's rendered template.
+fn title_source(request: &TaskRequest) -> Option<String> {
+    [
+        request.prompt.as_str(),
+        request.subtask.as_ref().map_or("", |s| s.prompt.as_str()),
+    ]
+    .into_iter()
+    .map(str::trim)
+    .find(|text| !text.is_empty())
+    .map(str::to_owned)
+}
+
+/// The `title` agent's title for `source` and the call's usage; `None` when it failed
+/// (logged: a session without a title is still a good session) or was stopped.
+async fn write_title(
+    ctx: &Context,
+    model: &str,
+    source: String,
+    stop: &StopHandle,
+) -> Option<(Option<String>, taskwire_llm::Usage)> {
+    let call = taskwire_agent::title::write_title(ctx.provider.as_ref(), model, &source);
+    let stopped = stop.token();
+    tokio::select! {
+        () = stopped.cancelled() => None,
+        written = call => match written {
+            Ok(written) => Some(written),
+            Err(error) => {
+                tracing::warn!(error = %error, "failed to write the session's title");
+                None
+            }
+        },
+    }
 }
 
 /// Whether the session reads files before its first tool call: inputs that name

@@ -46,6 +46,12 @@ pub struct Context {
     pub approval_timeout: Duration,
     /// Instruction files for every session's system prompt.
     pub instructions: Vec<String>,
+    /// Context windows (and prices) by model name.
+    pub models: taskwire_llm::ModelCatalogue,
+    /// The share of the window that triggers compaction; `None`: never.
+    pub compaction_threshold: Option<f64>,
+    /// Title new root sessions.
+    pub titles: bool,
 }
 
 /// The claim that lets this worker run one attempt.
@@ -147,6 +153,7 @@ async fn run_claimed(
             let mut workspace = ran.workspace;
             let mut result = TaskResult {
                 transcript_json: ran.transcript,
+                title: ran.title,
                 ..ended(ran.outcome)
             };
             match workspace.result_patch().await {
@@ -327,6 +334,7 @@ fn result_of(
         retry_scheduled,
         transcript_json: None,
         patch: String::new(),
+        title: None,
     }
 }
 

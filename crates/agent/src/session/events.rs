@@ -74,6 +74,15 @@ pub enum SessionEvent {
         title: String,
         state: ToolCallState,
     },
+    /// The older turns were summarised to fit the model's context window: the next
+    /// request was estimated at `tokens_before` tokens, the conversation from the
+    /// summary on (system prompt and tools left out) at `tokens_after`. `usage` is the
+    /// summary call's.
+    Compacted {
+        tokens_before: u64,
+        tokens_after: u64,
+        usage: Usage,
+    },
     /// A descendant task (`task_id`) waits for an approval; this session waits on it.
     ChildApprovalRequired {
         task_id: String,

@@ -12,10 +12,13 @@
 //!   from it.
 //! - `agents`: markdown agents, tool-less agents, transcripts, slash-command subtasks.
 //! - `endings`: step limit, cancellation, model errors.
+//! - `compaction`: a session over its share of the context window goes on from a
+//!   summary; later runs and resumed checkpoints too.
 
 mod agents;
 mod approvals;
 mod checkpoints;
+mod compaction;
 mod endings;
 mod flow;
 mod inherited;

@@ -141,6 +141,7 @@ impl Fixture {
             inherited_permission: Vec::new(),
             from_checkpoint: false,
             instructions: Vec::new(),
+            compaction: None,
         }
     }
 

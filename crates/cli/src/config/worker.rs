@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use taskwire_llm::ModelCatalogue;
 use taskwire_worker::WorkerConfig;
 
 use super::{redact_url_password, redacted, set, set_some};
@@ -129,7 +130,40 @@ settings! {
             value_parser = clap::builder::BoolishValueParser::new()
         )]
         pub unsafe_no_sandbox: Option<bool>,
+        /// The model catalogue as JSON, e.g. {"gpt-4o-mini": {"context_window": 128000, "input_usd_per_mtok": 0.15, "output_usd_per_mtok": 0.6}}; in the file, a [worker.models."NAME"] table per model. Entries add to (and replace same-named ones of) the file's; models not named get a 128000-token window and no price [default: none]
+        #[arg(long, env = "TASKWIRE_MODELS", value_name = "JSON", value_parser = parse_models)]
+        pub models: Option<ModelCatalogue>,
+        /// Share of a model's context window a session's next request may fill before its older turns are summarised; above 0, at most 1 [default: 0.8]
+        #[arg(long, env = "TASKWIRE_COMPACTION_THRESHOLD", value_name = "SHARE")]
+        pub compaction_threshold: Option<f64>,
+        /// Never summarise sessions, whatever their size [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_NO_COMPACTION",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub no_compaction: Option<bool>,
+        /// Do not give new root sessions a title (the hidden title agent's one model call per session) [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_NO_TITLES",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub no_titles: Option<bool>,
     }
+}
+
+/// `--models` and `TASKWIRE_MODELS`: the catalogue as JSON, each entry checked.
+fn parse_models(json: &str) -> Result<ModelCatalogue, String> {
+    serde_json::from_str(json).map_err(|e| e.to_string())
 }
 
 impl WorkerSettings {
@@ -139,6 +173,19 @@ impl WorkerSettings {
     pub fn with_old_names(mut self) -> Self {
         self.drain_grace = self.drain_grace.or(self.shutdown_grace.take());
         self
+    }
+
+    /// Layers `self` over `lower` like `over`, except that the model catalogues are
+    /// merged model by model: a higher layer adds models and replaces same-named ones.
+    pub fn merged_over(mut self, mut lower: Self) -> Self {
+        let models = match (self.models.take(), lower.models.take()) {
+            (Some(upper), Some(lower)) => Some(upper.merged_over(lower)),
+            (upper, lower) => upper.or(lower),
+        };
+        Self {
+            models,
+            ..self.over(lower)
+        }
     }
 
     /// `config` with every field set here replaced; fields the CLI has no flag for keep
@@ -171,6 +218,12 @@ impl WorkerSettings {
         set_some(&mut c.model.anthropic_api_key, self.anthropic_api_key);
         set(&mut c.instructions, self.instructions);
         set(&mut c.unsafe_no_sandbox, self.unsafe_no_sandbox);
+        set(&mut c.models, self.models);
+        set_some(&mut c.compaction_threshold, self.compaction_threshold);
+        if self.no_compaction == Some(true) {
+            c.compaction_threshold = None;
+        }
+        set(&mut c.titles, self.no_titles.map(|no| !no));
         c
     }
 
@@ -206,6 +259,15 @@ impl WorkerSettings {
             anthropic_api_key: redacted(c.model.anthropic_api_key.as_deref()),
             instructions: Some(c.instructions.clone()),
             unsafe_no_sandbox: Some(c.unsafe_no_sandbox),
+            models: Some(c.models.clone()),
+            // Off prints the default share beside `no_compaction = true`, so that the
+            // printed file reads back as the same config.
+            compaction_threshold: Some(
+                c.compaction_threshold
+                    .unwrap_or(taskwire_worker::config::DEFAULT_COMPACTION_THRESHOLD),
+            ),
+            no_compaction: Some(c.compaction_threshold.is_none()),
+            no_titles: Some(!c.titles),
             ..Self::printable_nats(c)
         }
     }

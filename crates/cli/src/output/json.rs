@@ -15,6 +15,7 @@ use super::{
 pub fn task(t: &pb::Task) -> Value {
     json!({
         "task_id": t.task_id,
+        "title": non_empty(&t.title),
         "parent_task_id": non_empty(&t.parent_task_id),
         "trace_id": t.trace_id,
         "tenant": t.tenant,
@@ -124,6 +125,19 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
                 "asking_task_id": if e.task_id.is_empty() { &p.task_id } else { &e.task_id },
             }),
         ),
+        Some(Event::Compaction(e)) => {
+            let usage = e.usage.unwrap_or_default();
+            let usage =
+                json!({ "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens });
+            (
+                "compaction",
+                json!({
+                    "tokens_before": e.tokens_before,
+                    "tokens_after": e.tokens_after,
+                    "usage": usage,
+                }),
+            )
+        }
         Some(Event::Heartbeat(_)) => ("heartbeat", json!({})),
         None => ("unknown", json!({})),
     };
@@ -271,6 +285,14 @@ mod tests {
         assert_eq!(v["depth"], 0);
         assert_eq!(v["agent"], "build");
         assert_eq!(v["parent_task_id"], Value::Null);
+        assert_eq!(v["title"], Value::Null, "no title yet");
+        assert_eq!(
+            task(&pb::Task {
+                title: "Fix the parser".into(),
+                ..finished_task()
+            })["title"],
+            "Fix the parser"
+        );
         assert_eq!(v["deadline"], Value::Null);
         assert_eq!(v["created_at"], "2026-01-02T15:04:05.000Z");
         assert_eq!(

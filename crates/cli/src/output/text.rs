@@ -72,6 +72,13 @@ impl<W: Write> ProgressPrinter<W> {
                 )
             }
             Some(Event::ApprovalRequired(e)) => approval_line(&p.task_id, e),
+            Some(Event::Compaction(e)) => {
+                let u = e.usage.unwrap_or_default();
+                format!(
+                    "context compacted: about {} tokens summarised to {} (in {}, out {} tokens)",
+                    e.tokens_before, e.tokens_after, u.input_tokens, u.output_tokens
+                )
+            }
             Some(Event::Heartbeat(_)) | None => return Ok(()),
         };
         self.line(&line)
@@ -169,6 +176,7 @@ pub fn task_summary(t: &pb::Task) -> String {
         |ts: Option<&prost_types::Timestamp>| timestamp(ts).unwrap_or_else(|| "-".to_owned());
     let mut rows: Vec<(&str, String)> = vec![
         ("task", t.task_id.clone()),
+        ("title", dash(&t.title)),
         ("status", status_name(t.status).to_owned()),
         ("agent", t.agent.clone()),
         ("parent", dash(&t.parent_task_id)),
@@ -262,11 +270,18 @@ pub fn task_table(tasks: &[pb::Task]) -> String {
                 status_name(t.status).to_owned(),
                 t.attempt.to_string(),
                 timestamp(t.created_at.as_ref()).unwrap_or_else(|| "-".to_owned()),
+                if t.title.is_empty() {
+                    "-".to_owned()
+                } else {
+                    t.title.clone()
+                },
             ]
         })
         .collect::<Vec<_>>();
     table(
-        &["ID", "PARENT", "AGENT", "STATUS", "ATTEMPT", "CREATED"],
+        &[
+            "ID", "PARENT", "AGENT", "STATUS", "ATTEMPT", "CREATED", "TITLE",
+        ],
         &rows,
     )
 }
@@ -544,6 +559,7 @@ mod tests {
     fn summary_ends_with_the_answer() {
         let t = pb::Task {
             task_id: "t1".to_owned(),
+            title: "Fix the parser".to_owned(),
             status: pb::TaskStatus::Completed as i32,
             result: Some(pb::TaskResult {
                 status: pb::TaskStatus::Completed as i32,
@@ -556,7 +572,10 @@ mod tests {
             ..Default::default()
         };
         let s = task_summary(&t);
-        assert!(s.starts_with("task      t1\nstatus    completed\n"), "{s}");
+        assert!(
+            s.starts_with("task      t1\ntitle     Fix the parser\nstatus    completed\n"),
+            "{s}"
+        );
         assert!(s.ends_with("\n\ndone\n"), "{s}");
     }
 }

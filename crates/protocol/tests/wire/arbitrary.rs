@@ -297,12 +297,13 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
         text(),
         any::<bool>(),
         text(),
+        prop_oneof![text(), "[a-z ]{70,90}", Just("two\nlines".to_owned())],
     );
     (head, tail)
         .prop_map(
             |(
                 (task_id, trace_id, attempt, claim_epoch, status, output),
-                (tool_calls, errors, usage, metrics, session_id, worker_id, retry, patch),
+                (tool_calls, errors, usage, metrics, session_id, worker_id, retry, patch, title),
             )| pb::TaskResult {
                 task_id,
                 trace_id,
@@ -324,6 +325,7 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 worker_id,
                 retry_scheduled: retry,
                 transcript_json: Vec::new(),
+                title,
             },
         )
         .boxed()

@@ -39,7 +39,7 @@ const REQUEST_FIELDS: &[&str] = &[
     "created_at",
 ];
 /// Fields a `TaskResult` conversion may refuse.
-const RESULT_FIELDS: &[&str] = &["task_id", "trace_id", "status", "session_id"];
+const RESULT_FIELDS: &[&str] = &["task_id", "trace_id", "status", "session_id", "title"];
 /// Fields an `AgentSpec` conversion may refuse.
 const AGENT_SPEC_FIELDS: &[&str] = &[
     "agent_spec.name",

@@ -271,6 +271,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         option::of(non_empty().prop_map(WorkerId::new)),
         any::<bool>(),
         text(),
+        option::of("[A-Za-z0-9 ]{1,80}"),
     );
     (head, tail)
         .prop_map(
@@ -286,6 +287,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     worker_id,
                     retry_scheduled,
                     patch,
+                    title,
                 ),
             )| TaskResult {
                 task_id,
@@ -308,6 +310,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 retry_scheduled,
                 transcript_json: None,
                 patch,
+                title,
             },
         )
         .boxed()

@@ -1,0 +1,151 @@
+//! Session titles: the hidden `title` agent names a new root session from its first
+//! message, the title is stored with the result and shown by `taskwire get` and
+//! `taskwire ls`; a child task gets none.
+
+use serde_json::json;
+use taskwire_e2e::process::Taskwire;
+use taskwire_e2e::start;
+use taskwire_protocol::pb;
+use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+
+const TITLE: &str = "Fix the flaky retry test";
+
+fn is_title(req: &SeenRequest) -> bool {
+    req.messages
+        .first()
+        .is_some_and(|m| m.role == "system" && m.content == taskwire_agent::builtin::title().prompt)
+}
+
+#[tokio::test]
+async fn a_root_task_gets_a_title_shown_by_get_and_ls_and_its_child_none() {
+    let taskwire = Taskwire::locate().expect("taskwire binary");
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        if is_title(req) {
+            return ScriptedReply::text(format!("\"{TITLE}\"\n"));
+        }
+        let prompt = req.first_user_message().unwrap_or_default();
+        let answered = req.messages.iter().any(|m| m.role == "tool");
+        if prompt.contains("look around") {
+            ScriptedReply::text("looked")
+        } else if answered {
+            ScriptedReply::text("done")
+        } else {
+            ScriptedReply::tool_calls([(
+                "call-1",
+                "task",
+                json!({"description": "look", "prompt": "look around", "subagent_type": "general"}),
+            )])
+        }
+    })
+    .await;
+    let mut cluster = start(model, 0, 2).await.expect("cluster");
+    cluster.add_worker_with("w", 2, |c| c.titles = true);
+
+    let root = cluster
+        .submit(
+            "build",
+            "the retry test fails one run in ten; delegate a look",
+        )
+        .await
+        .expect("submit");
+    let task = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(task.title, TITLE);
+    let children = cluster.children(&root).await.expect("children");
+    assert_eq!(children.len(), 1);
+    let child = cluster
+        .wait_finished(&children[0].task_id)
+        .await
+        .expect("child finished");
+    assert_eq!(child.title, "", "a child task gets no title");
+
+    let title_requests: Vec<_> = cluster
+        .model
+        .requests()
+        .into_iter()
+        .filter(is_title)
+        .collect();
+    assert_eq!(title_requests.len(), 1, "one title, for the root only");
+    assert!(title_requests[0].tools.is_empty());
+    assert!(
+        title_requests[0]
+            .last_user_message()
+            .is_some_and(|m| m.contains("the retry test fails one run in ten")),
+        "written from the first message"
+    );
+
+    let url = cluster.url();
+    let get = taskwire
+        .run("get", &["get", "--addr", &url, &root], &[])
+        .await
+        .expect("taskwire get");
+    assert!(
+        get.stdout().contains(&format!("title     {TITLE}\n")),
+        "{}{}",
+        get.stdout(),
+        get.stderr()
+    );
+    let get_child = taskwire
+        .run("get-child", &["get", "--addr", &url, &child.task_id], &[])
+        .await
+        .expect("taskwire get child");
+    assert!(
+        get_child.stdout().contains("title     -\n"),
+        "{}",
+        get_child.stdout()
+    );
+    let json = taskwire
+        .run(
+            "get-json",
+            &["get", "--addr", &url, "--output", "json", &root],
+            &[],
+        )
+        .await
+        .expect("taskwire get json");
+    let value: serde_json::Value = serde_json::from_str(&json.stdout()).expect("json");
+    assert_eq!(value["title"], TITLE);
+
+    let ls = taskwire
+        .run("ls", &["ls", "--addr", &url], &[])
+        .await
+        .expect("taskwire ls");
+    let listing = ls.stdout();
+    assert!(
+        listing.lines().next().is_some_and(|h| h.ends_with("TITLE")),
+        "{listing}"
+    );
+    let root_line = listing
+        .lines()
+        .find(|l| l.starts_with(&root))
+        .unwrap_or_else(|| panic!("root listed: {listing}"));
+    assert!(root_line.ends_with(TITLE), "{listing}");
+    let child_line = listing
+        .lines()
+        .find(|l| l.starts_with(&child.task_id))
+        .unwrap_or_else(|| panic!("child listed: {listing}"));
+    assert!(child_line.ends_with(" -"), "{listing}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failing_title_call_leaves_the_task_untitled_and_completed() {
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        if is_title(req) {
+            ScriptedReply::status(400, "no titles today")
+        } else {
+            ScriptedReply::text("answered")
+        }
+    })
+    .await;
+    let mut cluster = start(model, 0, 1).await.expect("cluster");
+    cluster.add_worker_with("w", 1, |c| c.titles = true);
+    let id = cluster.submit("general", "hello").await.expect("submit");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(task.title, "");
+    assert_eq!(
+        task.result.expect("result").output.expect("output").text,
+        "answered"
+    );
+    cluster.shutdown().await;
+}
