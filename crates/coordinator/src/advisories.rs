@@ -11,6 +11,8 @@ use taskwire_protocol::{TaskId, pb, task::decode};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{DeadLetterReason, Metrics};
+
 #[derive(serde::Deserialize)]
 struct MaxDeliveries {
     stream: String,
@@ -25,6 +27,7 @@ pub async fn run(
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) {
     crate::aggregator::supervise("max-deliveries advisories", shutdown.clone(), || {
@@ -32,6 +35,7 @@ pub async fn run(
             js.clone(),
             store.clone(),
             subjects.clone(),
+            metrics.clone(),
             shutdown.clone(),
         )
     })
@@ -42,6 +46,7 @@ async fn advisories_once(
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = crate::aggregator::consume(
@@ -61,7 +66,7 @@ async fn advisories_once(
                 continue;
             }
         };
-        match handle(&js, &store, &subjects, &advisory).await {
+        match handle(&js, &store, &subjects, &metrics, &advisory).await {
             Ok(()) => {
                 let _ = msg.double_ack().await;
             }
@@ -80,6 +85,7 @@ async fn handle(
     js: &jetstream::Context,
     store: &Store,
     subjects: &Subjects,
+    metrics: &Metrics,
     a: &MaxDeliveries,
 ) -> Result<(), String> {
     let stream = js.get_stream(&a.stream).await.map_err(|e| e.to_string())?;
@@ -108,6 +114,7 @@ async fn handle(
         )
         .await
         .map_err(|e| e.to_string())?;
+    metrics.dead_letter(DeadLetterReason::MaxDeliveries);
     if let Some(id) = task_id
         && store
             .dead_letter_task(id, &reason)

@@ -15,6 +15,8 @@ use taskwire_protocol::{TaskId, TaskResult, pb, task::decode};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{DeadLetterReason, Metrics};
+
 const MAX_BATCH: usize = 512;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
@@ -24,6 +26,7 @@ pub async fn run_results(
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) {
     supervise("results aggregator", shutdown.clone(), || {
@@ -32,6 +35,7 @@ pub async fn run_results(
             js.clone(),
             store.clone(),
             subjects.clone(),
+            metrics.clone(),
             shutdown.clone(),
         )
     })
@@ -43,6 +47,7 @@ pub async fn run_dead_letters(
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) {
     supervise("dead-letter recorder", shutdown.clone(), || {
@@ -50,6 +55,7 @@ pub async fn run_dead_letters(
             js.clone(),
             store.clone(),
             subjects.clone(),
+            metrics.clone(),
             shutdown.clone(),
         )
     })
@@ -94,6 +100,7 @@ async fn results_once(
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = consume(
@@ -131,14 +138,24 @@ async fn results_once(
                         )
                         .await
                         .map_err(|e| e.to_string())?;
+                    metrics.dead_letter(DeadLetterReason::MalformedResult);
                     let _ = msg.ack_with(AckKind::Term).await;
                 }
             }
         }
-        match store.record_results(&results).await {
+        match store.record_results_timed(&results).await {
             Ok(recorded) => {
                 let mut ended = Vec::new();
                 for ((msg, result), recorded) in acks.iter().zip(&results).zip(recorded) {
+                    if let Some(r) = &recorded {
+                        if result.retry_scheduled {
+                            metrics.task_retried(&r.agent);
+                        } else {
+                            let status = result.status.as_str();
+                            metrics.task_finished(&r.agent, status, r.since_submit, r.since_claim);
+                        }
+                    }
+                    let recorded = recorded.is_some();
                     if recorded && result.retry_scheduled {
                         tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled");
                     } else if recorded {
@@ -175,6 +192,7 @@ async fn dead_letters_once(
     js: jetstream::Context,
     store: Store,
     subjects: Subjects,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = consume(
@@ -208,6 +226,7 @@ async fn dead_letters_once(
             .await
         {
             Ok(()) => {
+                metrics.dead_letter(DeadLetterReason::Rejected);
                 tracing::warn!(subject = %subject, reason = %reason, "dead letter recorded");
                 let _ = msg.double_ack().await;
             }

@@ -14,6 +14,8 @@ use taskwire_protocol::{TaskId, WorkerId, pb, task::decode};
 use taskwire_store::{ClaimOutcome, Store};
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Metrics;
+
 const MAX_BATCH: usize = 512;
 const CONCURRENT_BATCHES: usize = 4;
 
@@ -23,6 +25,7 @@ pub async fn run(
     store: Store,
     subjects: Subjects,
     max_running_per_tenant: Option<u32>,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), async_nats::SubscribeError> {
     let sub = client
@@ -35,8 +38,10 @@ pub async fn run(
         .ready_chunks(MAX_BATCH)
         .for_each_concurrent(CONCURRENT_BATCHES, |batch| {
             let (client, store, subjects) = (client.clone(), store.clone(), subjects.clone());
+            let metrics = metrics.clone();
             async move {
-                let finished = answer(&client, &store, batch, max_running_per_tenant).await;
+                let finished =
+                    answer(&client, &store, &metrics, batch, max_running_per_tenant).await;
                 if !finished.is_empty() {
                     crate::subtrees::end_subtrees(&store, &client, &subjects, &finished).await;
                 }
@@ -50,6 +55,7 @@ pub async fn run(
 async fn answer(
     client: &async_nats::Client,
     store: &Store,
+    metrics: &Metrics,
     batch: Vec<async_nats::Message>,
     max_running_per_tenant: Option<u32>,
 ) -> Vec<TaskId> {
@@ -97,7 +103,11 @@ async fn answer(
                 epoch,
                 attempt,
                 last_attempt,
+                queued_for,
             } => {
+                if let Some(waited) = queued_for {
+                    metrics.task_claimed(waited);
+                }
                 tracing::debug!(task.id = %task, worker.id = %worker, attempt, "task claimed");
                 pb::ClaimReply {
                     verdict: pb::claim_reply::Verdict::Granted as i32,

@@ -4,8 +4,8 @@
 /// Task latencies (queue wait, run time, end to end): from 5 ms, for a no-op task on
 /// an idle fleet, to two hours, for a long agent session or a deep queue.
 pub const TASK_SECONDS: [f64; 19] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-    600.0, 1800.0, 3600.0, 7200.0,
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0, 3600.0, 7200.0,
 ];
 
 /// One model call, the buckets the OpenTelemetry GenAI conventions advise for

@@ -27,7 +27,8 @@ pub use prometheus_client;
 use prometheus_client::registry::Registry;
 
 /// `Content-Type` of the OpenMetrics exposition.
-pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// `Content-Type` of the classic text exposition.
 pub const CLASSIC_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -48,7 +49,11 @@ async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> R
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(error) => {
             tracing::error!(%error, "failed to encode the metrics");
-            (StatusCode::INTERNAL_SERVER_ERROR, "failed to encode the metrics\n").into_response()
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "failed to encode the metrics\n",
+            )
+                .into_response()
         }
     }
 }
@@ -130,11 +135,20 @@ mod tests {
     fn the_classic_format_names_counters_by_their_total_and_has_no_unit_or_eof() {
         let (content_type, text) = render(&registry(), false).expect("encodes");
         assert_eq!(content_type, CLASSIC_CONTENT_TYPE);
-        assert!(text.contains("# HELP demo_things_total Things done.\n"), "{text}");
-        assert!(text.contains("# TYPE demo_things_total counter\n"), "{text}");
+        assert!(
+            text.contains("# HELP demo_things_total Things done.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE demo_things_total counter\n"),
+            "{text}"
+        );
         assert!(text.contains("\ndemo_things_total 1\n"), "{text}");
         assert!(text.contains("# TYPE demo_level gauge\n"), "{text}");
-        assert!(text.contains("# TYPE demo_wait_seconds histogram\n"), "{text}");
+        assert!(
+            text.contains("# TYPE demo_wait_seconds histogram\n"),
+            "{text}"
+        );
         assert!(!text.contains("# UNIT"), "{text}");
         assert!(!text.contains("# EOF"), "{text}");
     }
@@ -144,7 +158,10 @@ mod tests {
         let (content_type, text) = render(&registry(), true).expect("encodes");
         assert_eq!(content_type, OPENMETRICS_CONTENT_TYPE);
         assert!(text.contains("# TYPE demo_things counter\n"), "{text}");
-        assert!(text.contains("# UNIT demo_wait_seconds seconds\n"), "{text}");
+        assert!(
+            text.contains("# UNIT demo_wait_seconds seconds\n"),
+            "{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
@@ -158,7 +175,9 @@ mod tests {
         let server = tokio::spawn(async move { axum::serve(listener, router).await });
         let get = |accept: &'static str| async move {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connects");
+            let mut stream = tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connects");
             let request = format!("GET /metrics HTTP/1.0\r\nAccept: {accept}\r\n\r\n");
             stream.write_all(request.as_bytes()).await.expect("writes");
             let mut response = String::new();
@@ -169,7 +188,10 @@ mod tests {
         assert!(classic.starts_with("HTTP/1.0 200"), "{classic}");
         assert!(classic.contains(CLASSIC_CONTENT_TYPE), "{classic}");
         let openmetrics = get("application/openmetrics-text;version=1.0.0,text/plain;q=0.5").await;
-        assert!(openmetrics.contains(OPENMETRICS_CONTENT_TYPE), "{openmetrics}");
+        assert!(
+            openmetrics.contains(OPENMETRICS_CONTENT_TYPE),
+            "{openmetrics}"
+        );
         assert!(openmetrics.contains("# EOF"), "{openmetrics}");
         server.abort();
     }
