@@ -112,6 +112,17 @@ impl Metrics {
             retries.clone(),
         );
         let dead_letters = Family::<ReasonLabels, Counter>::default();
+        // Every reason is known: exported at 0 from the start, so rates and alerts
+        // work before the first dead letter.
+        for reason in [
+            DeadLetterReason::MaxDeliveries,
+            DeadLetterReason::Rejected,
+            DeadLetterReason::MalformedResult,
+        ] {
+            drop(dead_letters.get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            }));
+        }
         r.register(
             "taskwire_coordinator_dead_letters",
             "Dead letters recorded, by reason",
