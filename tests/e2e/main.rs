@@ -16,6 +16,7 @@ mod hidden_subagents;
 mod inherited_permissions;
 mod isolation;
 mod lifecycle;
+mod metrics;
 mod nats_permissions;
 mod reflection;
 mod retries;

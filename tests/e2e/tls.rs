@@ -103,6 +103,7 @@ async fn coordinator_and_worker_run_a_task_over_a_tls_only_nats_server() {
         database_url: db.url().to_owned(),
         nats_url: nats.url(),
         listen: addr,
+        http_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         ack_wait: Duration::from_secs(10),
         nats: taskwire_bus::NatsOptions {
             tls_ca: Some(pki.ca_cert()),

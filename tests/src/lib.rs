@@ -103,6 +103,7 @@ async fn start_cluster(
         database_url: db.url().to_owned(),
         nats_url: nats.url(),
         listen: addr,
+        http_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         ack_wait: Duration::from_secs(10),
         ..Default::default()
     };

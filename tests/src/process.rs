@@ -202,8 +202,13 @@ impl Taskwire {
         }
         command
             .current_dir(cwd)
-            .env("XDG_CONFIG_HOME", self.logs.path().join("config"))
-            .envs(env.iter().copied());
+            .env("XDG_CONFIG_HOME", self.logs.path().join("config"));
+        // Coordinators serve HTTP on 127.0.0.1:8080 by default: tests run side by side,
+        // so each gets a port of its own unless the test chooses one.
+        if args.first() == Some(&"coordinator") {
+            command.env("TASKWIRE_HTTP_LISTEN", "127.0.0.1:0");
+        }
+        command.envs(env.iter().copied());
         let child = command
             .spawn()
             .with_context(|| format!("failed to start {} {}", self.bin.display(), args[0]))?;

@@ -196,6 +196,14 @@ impl ToolRegistry {
         }
     }
 
+    /// Every tool replaced by `wrap(tool)`, in the same order: decorates them all (the
+    /// worker measures each tool's calls this way).
+    pub fn wrap_each(self, wrap: impl FnMut(Box<dyn Tool>) -> Box<dyn Tool>) -> Self {
+        Self {
+            tools: self.tools.into_iter().map(wrap).collect(),
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
         self.tools
             .iter()

@@ -86,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
             database_url: db.url().to_owned(),
             nats_url: nats.url(),
             listen: addr,
+            http_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             db_max_connections: 24,
             ..Default::default()
         },

@@ -12,6 +12,8 @@ use taskwire_protocol::{TaskId, pb};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{DeadLetterReason, Metrics};
+
 #[derive(serde::Deserialize)]
 struct MaxDeliveries {
     stream: String,
@@ -22,9 +24,14 @@ struct MaxDeliveries {
 /// Handles max-deliveries advisories (kept in the advisories stream, so none is lost
 /// while no coordinator runs) until `shutdown`; each is acknowledged once handled and
 /// redelivered if handling failed (Postgres down, say).
-pub async fn run(bus: Bus, store: Store, shutdown: CancellationToken) {
+pub async fn run(bus: Bus, store: Store, metrics: Metrics, shutdown: CancellationToken) {
     crate::aggregator::supervise("max-deliveries advisories", shutdown.clone(), || {
-        advisories_once(bus.clone(), store.clone(), shutdown.clone())
+        advisories_once(
+            bus.clone(),
+            store.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        )
     })
     .await
 }
@@ -32,6 +39,7 @@ pub async fn run(bus: Bus, store: Store, shutdown: CancellationToken) {
 async fn advisories_once(
     bus: Bus,
     store: Store,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = crate::aggregator::consume(
@@ -51,7 +59,7 @@ async fn advisories_once(
                 continue;
             }
         };
-        match handle(&bus, &store, &advisory).await {
+        match handle(&bus, &store, &metrics, &advisory).await {
             Ok(()) => {
                 let _ = msg.double_ack().await;
             }
@@ -66,7 +74,12 @@ async fn advisories_once(
     Ok(())
 }
 
-async fn handle(bus: &Bus, store: &Store, a: &MaxDeliveries) -> Result<(), String> {
+async fn handle(
+    bus: &Bus,
+    store: &Store,
+    metrics: &Metrics,
+    a: &MaxDeliveries,
+) -> Result<(), String> {
     let js = bus.js();
     let stream = js.get_stream(&a.stream).await.map_err(|e| e.to_string())?;
     let message = match stream.get_raw_message(a.stream_seq).await {
@@ -94,6 +107,7 @@ async fn handle(bus: &Bus, store: &Store, a: &MaxDeliveries) -> Result<(), Strin
         )
         .await
         .map_err(|e| e.to_string())?;
+    metrics.dead_letter(DeadLetterReason::MaxDeliveries);
     if let Some(id) = task_id
         && store
             .dead_letter_task(id, &reason)

@@ -17,21 +17,38 @@ use taskwire_protocol::TaskResult;
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{DeadLetterReason, Metrics};
+
 const MAX_BATCH: usize = 512;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// Consumes results until `shutdown`, restarting the consumer on failure.
-pub async fn run_results(bus: Bus, store: Store, shutdown: CancellationToken) {
+pub async fn run_results(bus: Bus, store: Store, metrics: Metrics, shutdown: CancellationToken) {
     supervise("results aggregator", shutdown.clone(), || {
-        results_once(bus.clone(), store.clone(), shutdown.clone())
+        results_once(
+            bus.clone(),
+            store.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        )
     })
     .await
 }
 
 /// Consumes dead letters until `shutdown`, restarting the consumer on failure.
-pub async fn run_dead_letters(bus: Bus, store: Store, shutdown: CancellationToken) {
+pub async fn run_dead_letters(
+    bus: Bus,
+    store: Store,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
     supervise("dead-letter recorder", shutdown.clone(), || {
-        dead_letters_once(bus.clone(), store.clone(), shutdown.clone())
+        dead_letters_once(
+            bus.clone(),
+            store.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        )
     })
     .await
 }
@@ -69,7 +86,12 @@ pub(crate) async fn consume(
     consumer.messages().await.map_err(|e| e.to_string())
 }
 
-async fn results_once(bus: Bus, store: Store, shutdown: CancellationToken) -> Result<(), String> {
+async fn results_once(
+    bus: Bus,
+    store: Store,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
     let messages = consume(
         bus.js(),
         &bus.subjects().results_stream(),
@@ -103,14 +125,24 @@ async fn results_once(bus: Bus, store: Store, shutdown: CancellationToken) -> Re
                         )
                         .await
                         .map_err(|e| e.to_string())?;
+                    metrics.dead_letter(DeadLetterReason::MalformedResult);
                     let _ = msg.ack_with(AckKind::Term).await;
                 }
             }
         }
-        match store.record_results(&results).await {
+        match store.record_results_timed(&results).await {
             Ok(recorded) => {
                 let mut ended = Vec::new();
                 for ((msg, result), recorded) in acks.iter().zip(&results).zip(recorded) {
+                    if let Some(r) = &recorded {
+                        if result.retry_scheduled {
+                            metrics.task_retried(&r.agent);
+                        } else {
+                            let status = result.status.as_str();
+                            metrics.task_finished(&r.agent, status, r.since_submit, r.since_claim);
+                        }
+                    }
+                    let recorded = recorded.is_some();
                     if recorded && result.retry_scheduled {
                         tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled");
                     } else if recorded {
@@ -144,6 +176,7 @@ async fn results_once(bus: Bus, store: Store, shutdown: CancellationToken) -> Re
 async fn dead_letters_once(
     bus: Bus,
     store: Store,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let messages = consume(
@@ -176,6 +209,7 @@ async fn dead_letters_once(
             .await
         {
             Ok(()) => {
+                metrics.dead_letter(DeadLetterReason::Rejected);
                 tracing::warn!(subject = %subject, reason = %reason, "dead letter recorded");
                 let _ = msg.double_ack().await;
             }

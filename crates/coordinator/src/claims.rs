@@ -14,12 +14,14 @@ use taskwire_protocol::ErrorCode;
 use taskwire_store::{ClaimOutcome, Store};
 
 use crate::CoordinatorError;
+use crate::metrics::Metrics;
 
 /// Answers a batch of claims, in order; returns, for each, its answer (`None`: left
 /// unanswered).
 pub async fn answer(
     store: &Store,
     bus: &Bus,
+    metrics: &Metrics,
     claims: Vec<ClaimRequest>,
     max_running_per_tenant: Option<u32>,
 ) -> Vec<Option<Result<ClaimVerdict, RpcError>>> {
@@ -52,7 +54,7 @@ pub async fn answer(
                 return None;
             }
             let outcome = outcomes.next()?;
-            Some(verdict(claim, outcome, &mut finished))
+            Some(verdict(claim, outcome, metrics, &mut finished))
         })
         .collect();
     if !finished.is_empty() {
@@ -66,6 +68,7 @@ pub async fn answer(
 fn verdict(
     claim: &ClaimRequest,
     outcome: ClaimOutcome,
+    metrics: &Metrics,
     finished: &mut Vec<taskwire_protocol::TaskId>,
 ) -> Result<ClaimVerdict, RpcError> {
     match outcome {
@@ -73,7 +76,11 @@ fn verdict(
             epoch,
             attempt,
             last_attempt,
+            queued_for,
         } => {
+            if let Some(waited) = queued_for {
+                metrics.task_claimed(waited);
+            }
             tracing::debug!(task.id = %claim.task, worker.id = %claim.worker, attempt, "task claimed");
             Ok(ClaimVerdict::Granted(Claim {
                 epoch,

@@ -14,6 +14,9 @@ pub struct CoordinatorConfig {
     pub nats_url: String,
     /// gRPC listen address. Default `127.0.0.1:50051`.
     pub listen: SocketAddr,
+    /// HTTP listen address of `/healthz`, `/readyz` and `/metrics`. Default
+    /// `127.0.0.1:8080`.
+    pub http_listen: SocketAddr,
     /// Subject prefix of this deployment. Default `taskwire`.
     pub prefix: String,
     /// Queue that tasks are dispatched to. Default `default`.
@@ -62,6 +65,7 @@ impl Default for CoordinatorConfig {
             database_url: "postgres://postgres@127.0.0.1:5432/taskwire".to_owned(),
             nats_url: "nats://127.0.0.1:4222".to_owned(),
             listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            http_listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             prefix: "taskwire".to_owned(),
             queue: "default".to_owned(),
             max_prompt_bytes: 256 * 1024,

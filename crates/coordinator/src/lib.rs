@@ -18,9 +18,12 @@
 //! - [`sweeper`]: finishes overdue tasks; cancels what ended parents left running.
 //! - [`subtrees`]: a task that ends cancels its live descendants.
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
+//! - [`http`]: the HTTP listener: `/healthz`, `/readyz`, `/metrics`.
+//! - [`metrics`]: the coordinator's metrics and the loop refreshing its gauges.
 //! - [`config`], [`error`], [`convert`].
 //!
-//! [`run`] binds the configured address; tests call [`serve`] with a listener on port 0.
+//! [`run`] binds the configured addresses; tests call [`serve`] with a gRPC listener on
+//! port 0 (or [`serve_with_http`] with both listeners).
 
 pub mod advisories;
 pub mod aggregator;
@@ -33,6 +36,8 @@ pub mod commands;
 pub mod config;
 pub mod convert;
 pub mod error;
+pub mod http;
+pub mod metrics;
 pub mod ownership;
 pub mod relay;
 pub mod server;
@@ -73,6 +78,8 @@ pub struct State {
     pub relay_wake: Arc<Notify>,
     /// Tasks waiting in the tasks stream (sampled).
     pub queue_depth: backpressure::QueueDepth,
+    /// What `/metrics` exposes.
+    pub metrics: metrics::Metrics,
 }
 
 impl State {
@@ -98,7 +105,7 @@ impl State {
     }
 }
 
-/// Binds `config.listen` and serves until `shutdown`.
+/// Binds `config.listen` and `config.http_listen` and serves until `shutdown`.
 pub async fn run(
     config: CoordinatorConfig,
     shutdown: CancellationToken,
@@ -109,13 +116,35 @@ pub async fn run(
     serve(config, listener, shutdown).await
 }
 
-/// Connects to Postgres and NATS, starts the background loops and serves gRPC on
-/// `listener` until `shutdown`; then stops accepting, lets loops finish and returns.
+/// [`serve_with_http`], binding `config.http_listen` for the HTTP listener.
 pub async fn serve(
     config: CoordinatorConfig,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), CoordinatorError> {
+    let http = http::bind(config.http_listen).await?;
+    serve_with_http(config, listener, http, shutdown).await
+}
+
+/// Serves probes and metrics on `http_listener` at once; connects to Postgres and
+/// NATS, starts the background loops and serves gRPC on `listener` until `shutdown`;
+/// then turns not ready, stops accepting, lets loops finish and returns.
+pub async fn serve_with_http(
+    config: CoordinatorConfig,
+    listener: TcpListener,
+    http_listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), CoordinatorError> {
+    let metrics = metrics::Metrics::new();
+    let readiness = http::Readiness::default();
+    let http_stop = CancellationToken::new();
+    // Dropped (and the listener stopped) on every way out of this function.
+    let _http_stop_guard = http_stop.clone().drop_guard();
+    let http_task = http::spawn(
+        http_listener,
+        http::router(readiness.clone(), &metrics),
+        http_stop.clone(),
+    );
     let authenticator = match &config.auth_tokens_file {
         Some(path) => auth::Authenticator::from_file(path)?,
         None => {
@@ -137,6 +166,7 @@ pub async fn serve(
     };
     taskwire_bus::ensure_streams(&js, &streams).await?;
     let bus = Bus::new(client.clone(), subjects.clone());
+    readiness.connected(store.clone(), client.clone());
 
     let config_dirs = config.config_dirs();
     if !config_dirs.is_empty() {
@@ -162,6 +192,7 @@ pub async fn serve(
         submitter,
         relay_wake: relay_wake.clone(),
         queue_depth: backpressure::QueueDepth::default(),
+        metrics,
     });
 
     let mut tasks = tokio::task::JoinSet::new();
@@ -184,18 +215,26 @@ pub async fn serve(
     tasks.spawn(aggregator::run_results(
         bus.clone(),
         store.clone(),
+        state.metrics.clone(),
         loops.clone(),
     ));
     tasks.spawn(aggregator::run_dead_letters(
         bus.clone(),
         store.clone(),
+        state.metrics.clone(),
         loops.clone(),
     ));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
     if !config_dirs.is_empty() {
         tasks.spawn(commands::watch(state.clone(), config_dirs, loops.clone()));
     }
-    tasks.spawn(advisories::run(bus.clone(), store.clone(), loops.clone()));
+    tasks.spawn(advisories::run(
+        bus.clone(),
+        store.clone(),
+        state.metrics.clone(),
+        loops.clone(),
+    ));
+    tasks.spawn(metrics::refresh(state.clone(), loops.clone()));
     tasks.spawn(backpressure::run(
         js.clone(),
         subjects.tasks_stream(),
@@ -232,13 +271,18 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(api)
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .serve_with_incoming_shutdown(incoming, async move {
+            shutdown.cancelled().await;
+            readiness.shutting_down();
+        })
         .await
         .map_err(|e| CoordinatorError::Serve(e.to_string()));
 
     loops.cancel();
     while tasks.join_next().await.is_some() {}
     let _ = client.flush().await;
+    http_stop.cancel();
+    let _ = http_task.await;
     tracing::info!("coordinator stopped");
     result
 }

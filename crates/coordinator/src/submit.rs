@@ -380,6 +380,7 @@ pub async fn submit_task(
     let task = build_task(&state.config, &registry, &state.subjects, req, parent)?;
     let trace_id = task.request.trace_id;
     let session_id = task.request.resume_token;
+    let agent = task.request.agent.clone();
     let (task_id, created) = match state.submitter.submit(task).await? {
         InsertOutcome::Created(id) => (id, true),
         InsertOutcome::Existing(id) => (id, false),
@@ -390,6 +391,7 @@ pub async fn submit_task(
         }
     };
     if created {
+        state.metrics.task_submitted(agent.as_str());
         tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");
         return Ok(pb::SubmitResponse {
             task_id: task_id.to_string(),

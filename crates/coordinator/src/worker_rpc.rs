@@ -44,7 +44,14 @@ impl taskwire_bus::WorkerRequests for Handler {
         claims: Vec<ClaimRequest>,
     ) -> Vec<Option<Result<ClaimVerdict, RpcError>>> {
         let st = &self.state;
-        crate::claims::answer(&st.store, &st.bus, claims, st.config.max_running_per_tenant).await
+        crate::claims::answer(
+            &st.store,
+            &st.bus,
+            &st.metrics,
+            claims,
+            st.config.max_running_per_tenant,
+        )
+        .await
     }
 
     async fn child_submit(&self, submit: ChildSubmit) -> Result<ChildSubmitted, RpcError> {

@@ -62,6 +62,25 @@ impl LlmError {
         }
     }
 
+    /// The error's kind, a fixed word for metrics and logs: `rate_limited` (429),
+    /// `server_error` (5xx), `client_error` (other statuses), `timeout` (a timeout or
+    /// 408), `transport`, `remote`, `decode`, `config` or `invalid_request`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Http { status: 429, .. } => "rate_limited",
+            Self::Http { status: 408, .. } | Self::Timeout { .. } => "timeout",
+            Self::Http {
+                status: 500..=599, ..
+            } => "server_error",
+            Self::Http { .. } => "client_error",
+            Self::Transport { .. } => "transport",
+            Self::Remote { .. } => "remote",
+            Self::Decode { .. } => "decode",
+            Self::Config(_) => "config",
+            Self::InvalidRequest(_) => "invalid_request",
+        }
+    }
+
     /// The HTTP status, for errors the server answered with one.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -119,6 +138,15 @@ mod tests {
         );
         assert!(!LlmError::Config("no url".into()).retryable());
         assert!(!LlmError::InvalidRequest("tool result without a call id".into()).retryable());
+    }
+
+    #[test]
+    fn each_error_has_one_kind() {
+        assert_eq!(http(429).kind(), "rate_limited");
+        assert_eq!(http(408).kind(), "timeout");
+        assert_eq!(http(529).kind(), "server_error");
+        assert_eq!(http(401).kind(), "client_error");
+        assert_eq!(LlmError::Config("x".into()).kind(), "config");
     }
 
     #[test]

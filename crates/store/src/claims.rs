@@ -69,30 +69,31 @@ impl Store {
         let granted = sqlx::query(sql(format!(
             "WITH c AS (SELECT * FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id)), \
              queued AS ( \
-                 SELECT t.task_id, c.worker_id, t.tenant, t.created_at, \
+                 SELECT t.task_id, c.worker_id, t.tenant, t.created_at, t.updated_at AS queued_since, \
                         row_number() OVER (PARTITION BY COALESCE(t.session_id, t.task_id) \
                                            ORDER BY t.created_at, t.task_id) AS in_session \
                  FROM tasks t JOIN c ON t.task_id = c.task_id WHERE t.status = 'queued' \
                    AND NOT EXISTS (SELECT 1 FROM tasks o WHERE o.session_id = t.session_id \
                                    AND o.task_id <> t.task_id AND o.status IN ('running', 'awaiting_approval'))), \
              fresh AS ( \
-                 SELECT task_id, worker_id, tenant, \
+                 SELECT task_id, worker_id, tenant, queued_since, \
                         row_number() OVER (PARTITION BY tenant ORDER BY created_at, task_id) AS rn \
                  FROM queued WHERE in_session = 1), \
              busy AS ( \
                  SELECT tenant, count(*) AS n FROM tasks \
                  WHERE status = 'running' AND tenant IN (SELECT tenant FROM fresh) GROUP BY tenant), \
              allowed AS ( \
-                 SELECT fresh.task_id, fresh.worker_id FROM fresh LEFT JOIN busy USING (tenant) \
+                 SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh LEFT JOIN busy USING (tenant) \
                  WHERE $3::bigint IS NULL OR COALESCE(busy.n, 0) + fresh.rn <= $3 \
                  UNION ALL \
-                 SELECT c.task_id, c.worker_id FROM c JOIN tasks t ON t.task_id = c.task_id \
+                 SELECT c.task_id, c.worker_id, NULL::timestamptz FROM c JOIN tasks t ON t.task_id = c.task_id \
                  WHERE t.status IN ('running', 'awaiting_approval')) \
              UPDATE tasks t SET status = 'running', attempt = t.attempt + 1, claim_epoch = t.claim_epoch + 1, \
                     worker_id = a.worker_id, updated_at = now() \
              FROM allowed a \
              WHERE t.task_id = a.task_id AND t.status IN {LIVE} \
-             RETURNING t.task_id, t.claim_epoch, t.attempt, t.attempt - t.attempt_base >= t.max_attempts, a.worker_id"
+             RETURNING t.task_id, t.claim_epoch, t.attempt, t.attempt - t.attempt_base >= t.max_attempts, a.worker_id, \
+                       EXTRACT(EPOCH FROM now() - a.queued_since)::float8"
         )))
         .bind(&ids)
         .bind(&workers)
@@ -109,6 +110,7 @@ impl Store {
             let epoch: i64 = row.get(1);
             let attempt: i32 = row.get(2);
             let last_attempt: bool = row.get(3);
+            let queued_secs: Option<f64> = row.get(5);
             g_ids.push(id);
             g_epochs.push(epoch);
             g_attempts.push(attempt);
@@ -119,6 +121,7 @@ impl Store {
                     epoch: ClaimEpoch(u64::try_from(epoch).unwrap_or_default()),
                     attempt: u32::try_from(attempt).unwrap_or_default(),
                     last_attempt,
+                    queued_for: queued_secs.map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
                 },
             );
         }

@@ -10,6 +10,7 @@
 //! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`ownership`]: lookups of caller-named ids together with their tenant.
 //! - [`subtrees`]: the live descendants of ended tasks, cancelled.
+//! - [`gauges`]: the counts behind the coordinator's gauges; a readiness ping.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
 //!
@@ -22,6 +23,7 @@ pub mod approvals;
 pub mod claims;
 pub mod dead_letters;
 pub mod error;
+pub mod gauges;
 pub mod outbox;
 pub mod ownership;
 pub mod record;
@@ -34,16 +36,28 @@ use std::time::Duration;
 
 pub use approvals::{AnswerOutcome, ApprovalAnswer};
 pub use error::StoreError;
+pub use gauges::GaugeCounts;
 pub use ownership::SessionLoad;
 pub use record::{
     AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask,
-    ReplayOutcome, TaskRecord,
+    RecordedResult, ReplayOutcome, TaskRecord,
 };
 pub use sessions::StoredSession;
 pub use subtrees::CancelledDescendant;
 
-/// The embedded, forward-only migrations (`migrations/*.sql`).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+/// The embedded, forward-only migrations (`migrations/*.sql`), run by
+/// [`Store::connect`].
+///
+/// Migrations applied by a newer version and unknown to this one are tolerated
+/// (`ignore_missing`): during a rolling upgrade the old version's coordinators keep
+/// serving against a schema the new version already migrated. This holds because
+/// every migration is additive and backward compatible for one version (see
+/// `docs/deploy.md`).
+pub fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("../../migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+}
 
 /// A handle to the database; cheap to clone.
 #[derive(Clone)]
@@ -71,7 +85,7 @@ impl Store {
             .connect(url)
             .await
             .map_err(|e| StoreError::from_sqlx("connect to postgres", e))?;
-        MIGRATOR
+        migrator()
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migrate(e.to_string()))?;

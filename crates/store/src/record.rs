@@ -37,10 +37,13 @@ pub enum InsertOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimOutcome {
     /// Run the attempt, fenced by `epoch`; `last_attempt`: no retry may follow it.
+    /// `queued_for`: how long the task waited since it was last queued (its submit, a
+    /// scheduled retry or a replay); `None` for a redelivery of a running task.
     Granted {
         epoch: ClaimEpoch,
         attempt: u32,
         last_attempt: bool,
+        queued_for: Option<std::time::Duration>,
     },
     /// The task is finished (possibly just now, because its deadline passed).
     Finished(TaskStatus),
@@ -48,6 +51,17 @@ pub enum ClaimOutcome {
     Busy,
     /// No such task.
     Unknown,
+}
+
+/// A result recorded by [`Store::record_results_timed`](crate::Store::record_results_timed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedResult {
+    /// The task's agent.
+    pub agent: String,
+    /// Time since the task was submitted.
+    pub since_submit: std::time::Duration,
+    /// Time since the recorded attempt was claimed.
+    pub since_claim: Option<std::time::Duration>,
 }
 
 /// Filters for listing tasks; all set fields must match.

@@ -1,12 +1,13 @@
 //! Results: fenced writes of how attempts ended.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::time::Duration;
 
 use prost::Message;
 use taskwire_protocol::{TaskResult, pb};
 
 use crate::tasks::{LIVE, sql};
-use crate::{Store, StoreError};
+use crate::{RecordedResult, Store, StoreError};
 
 impl Store {
     /// Writes results, each fenced by its claim epoch; returns, in order, whether each
@@ -17,6 +18,21 @@ impl Store {
     /// attempt's error. Either way the attempt's row gets its outcome, and a title
     /// the result carries is kept (a later result without one leaves it).
     pub async fn record_results(&self, results: &[TaskResult]) -> Result<Vec<bool>, StoreError> {
+        Ok(self
+            .record_results_timed(results)
+            .await?
+            .iter()
+            .map(Option::is_some)
+            .collect())
+    }
+
+    /// [`Store::record_results`], saying for each recorded result its task's agent and
+    /// how long ago it was submitted and claimed (for the latency metrics); `None`
+    /// where a result was not recorded.
+    pub async fn record_results_timed(
+        &self,
+        results: &[TaskResult],
+    ) -> Result<Vec<Option<RecordedResult>>, StoreError> {
         if results.is_empty() {
             return Ok(Vec::new());
         }
@@ -62,7 +78,8 @@ impl Store {
             .begin()
             .await
             .map_err(|e| StoreError::from_sqlx("begin recording results", e))?;
-        let recorded: Vec<(uuid::Uuid, i64)> = sqlx::query_as(sql(format!(
+        type Row = (uuid::Uuid, i64, String, f64, Option<f64>);
+        let recorded: Vec<Row> = sqlx::query_as(sql(format!(
             "UPDATE tasks t SET status = r.status, \
                     result = CASE WHEN r.final THEN r.result ELSE t.result END, \
                     last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
@@ -71,7 +88,10 @@ impl Store {
              FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[], $7::text[]) \
                   AS r(task_id, epoch, status, result, final, error, title) \
              WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
-             RETURNING t.task_id, t.claim_epoch"
+             RETURNING t.task_id, t.claim_epoch, t.agent, \
+                       EXTRACT(EPOCH FROM now() - t.created_at)::float8, \
+                       (SELECT EXTRACT(EPOCH FROM now() - a.started_at)::float8 FROM attempts a \
+                        WHERE a.task_id = t.task_id AND a.claim_epoch = t.claim_epoch)"
         )))
         .bind(&ids)
         .bind(&epochs)
@@ -104,11 +124,22 @@ impl Store {
         tx.commit()
             .await
             .map_err(|e| StoreError::from_sqlx("commit results", e))?;
-        let recorded: HashSet<(uuid::Uuid, i64)> = recorded.into_iter().collect();
+        let seconds = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        let mut recorded: HashMap<(uuid::Uuid, i64), RecordedResult> = recorded
+            .into_iter()
+            .map(|(id, epoch, agent, submitted, claimed)| {
+                let timing = RecordedResult {
+                    agent,
+                    since_submit: seconds(submitted),
+                    since_claim: claimed.map(seconds),
+                };
+                ((id, epoch), timing)
+            })
+            .collect();
         Ok(ids
             .iter()
             .zip(&epochs)
-            .map(|(id, e)| recorded.contains(&(*id, *e)))
+            .map(|(id, e)| recorded.remove(&(*id, *e)))
             .collect())
     }
 }

@@ -871,3 +871,105 @@ async fn concurrent_outbox_batches_take_disjoint_rows() {
         .collect();
     assert_eq!(left, second_ids, "published rows deleted, unpublished kept");
 }
+
+/// A rolling upgrade: a newer version migrated the schema (an additive change, recorded
+/// in `_sqlx_migrations`) while coordinators of this version still run and restart.
+#[tokio::test]
+async fn a_store_connects_and_serves_on_a_schema_a_newer_version_migrated() {
+    let (db, store) = store().await;
+    let pool = sqlx::PgPool::connect(db.url()).await.expect("connect");
+    sqlx::query("ALTER TABLE tasks ADD COLUMN added_by_a_newer_version text")
+        .execute(&pool)
+        .await
+        .expect("the newer version's change");
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (99990101000000, 'added by a newer version', true, '\\x00'::bytea, 1)",
+    )
+    .execute(&pool)
+    .await
+    .expect("the newer version's migration record");
+    drop(store);
+
+    // sqlx's default refuses a database with migrations it does not know. (Its own
+    // connection: a refused run leaves the migration lock held until it closes.)
+    let strict = sqlx::migrate!("../../migrations");
+    let mut conn = pool.acquire().await.expect("connection").detach();
+    let refused = strict.run(&mut conn).await.expect_err("refused by default");
+    assert!(refused.to_string().contains("99990101000000"), "{refused}");
+    sqlx::Connection::close(conn).await.expect("close");
+
+    let store = Store::connect(db.url(), 4)
+        .await
+        .expect("an older store connects to the newer schema");
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, id).await else {
+        panic!("claim")
+    };
+    let recorded = store
+        .record_results(&[result(id, epoch, "done")])
+        .await
+        .expect("record");
+    assert_eq!(recorded, vec![true]);
+    let rec = store.get_task(id).await.expect("get").expect("exists");
+    assert_eq!(rec.status, TaskStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_claim_says_how_long_the_task_waited_and_a_result_how_long_it_ran() {
+    let (_db, store) = store().await;
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let ClaimOutcome::Granted { queued_for, .. } = claim(&store, id).await else {
+        panic!("claim")
+    };
+    let waited = queued_for.expect("a queued task waited");
+    assert!(waited >= std::time::Duration::from_millis(50), "{waited:?}");
+    // A redelivery of the running task did not wait in the queue.
+    let ClaimOutcome::Granted {
+        epoch, queued_for, ..
+    } = claim(&store, id).await
+    else {
+        panic!("second claim")
+    };
+    assert_eq!(queued_for, None);
+    let recorded = store
+        .record_results_timed(&[result(id, epoch, "done")])
+        .await
+        .expect("record");
+    let timing = recorded[0].as_ref().expect("recorded");
+    assert_eq!(timing.agent, "general");
+    assert!(timing.since_submit >= waited, "{timing:?}");
+    assert!(
+        timing.since_claim.is_some_and(|c| c <= timing.since_submit),
+        "{timing:?}"
+    );
+    let stale = store
+        .record_results_timed(&[result(id, epoch, "again")])
+        .await
+        .expect("record");
+    assert_eq!(stale, vec![None]);
+}
+
+#[tokio::test]
+async fn the_gauge_counts_follow_running_tasks_and_the_outbox() {
+    let (_db, store) = store().await;
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    let counts = store.gauge_counts().await.expect("counts");
+    assert_eq!(
+        (counts.running, counts.outbox_backlog),
+        (0, 1),
+        "{counts:?}"
+    );
+    claim(&store, id).await;
+    let counts = store.gauge_counts().await.expect("counts");
+    assert_eq!(counts.running, 1, "{counts:?}");
+    assert_eq!(counts.awaiting_approval, 0, "{counts:?}");
+    store.ping().await.expect("ping");
+}

@@ -1,5 +1,5 @@
 //! The worker's HTTP listener (`--http-listen`): `/healthz` and `/readyz` for an
-//! orchestrator's probes.
+//! orchestrator's probes, `/metrics` for Prometheus ([`crate::metrics`]).
 //!
 //! - `/healthz` answers 200 as long as the process serves HTTP: a worker waiting for
 //!   NATS is alive, only not ready.
@@ -97,15 +97,17 @@ impl HealthListener {
     pub fn spawn(
         self,
         readiness: Readiness,
+        metrics: &crate::metrics::Metrics,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let addr = self.local_addr();
         let app = Router::new()
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
-            .with_state(readiness);
+            .with_state(readiness)
+            .merge(taskwire_metrics::routes(metrics.registry()));
         tokio::spawn(async move {
-            tracing::info!(http.listen = ?addr, "serving /healthz and /readyz");
+            tracing::info!(http.listen = ?addr, "serving /healthz, /readyz and /metrics");
             let served = axum::serve(self.listener, app)
                 .with_graceful_shutdown(stop.cancelled_owned())
                 .await;

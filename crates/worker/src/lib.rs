@@ -12,7 +12,8 @@
 //! - [`session`]: one attempt's agent session (workspace, transcript, subtask, loop).
 //! - [`host`]: the session's link to the fleet: child tasks and approvals.
 //! - [`sandbox`]: the command sandbox chosen at start.
-//! - [`health`]: `/healthz` and `/readyz` over HTTP (`--http-listen`).
+//! - [`health`]: `/healthz`, `/readyz` and `/metrics` over HTTP (`--http-listen`).
+//! - [`metrics`]: the worker's metrics: sessions, model calls, tool calls.
 //! - [`workspace`]: the task's workspace: made, started from inherited and earlier
 //!   changes, and its patches out (result, children) and in (a child's).
 //! - [`saved`]: the transcript as saved, with the workspace's state beside it.
@@ -23,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod health;
 pub mod host;
+pub mod metrics;
 pub mod outcome;
 pub mod progress;
 pub mod sandbox;
@@ -105,15 +107,18 @@ pub async fn run_with_provider(
         .clone()
         .map_or_else(WorkerId::generate, WorkerId::new);
     let readiness = health::Readiness::default();
+    let metrics = metrics::Metrics::new();
+    let provider: Arc<dyn Provider> =
+        Arc::new(metrics::MeteredProvider::new(provider, metrics.clone()));
     let http_stop = CancellationToken::new();
     // Dropped (and the listener stopped) on every way out of this function.
     let _http_stop_guard = http_stop.clone().drop_guard();
     let http = match config.http_listen {
-        Some(addr) => Some(
-            health::HealthListener::bind(addr)
-                .await?
-                .spawn(readiness.clone(), http_stop.clone()),
-        ),
+        Some(addr) => Some(health::HealthListener::bind(addr).await?.spawn(
+            readiness.clone(),
+            &metrics,
+            http_stop.clone(),
+        )),
         None => None,
     };
     let client =
@@ -132,6 +137,7 @@ pub async fn run_with_provider(
         _ = taskwire_bus::wait_for_streams(&js, &subjects) => {}
     }
     let concurrency = config.concurrency.max(1);
+    metrics.set_capacity(concurrency);
     let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;
 
     let running = Running::default();
@@ -152,6 +158,7 @@ pub async fn run_with_provider(
 
     let mut tools = ToolRegistry::builtin();
     tools.register(BashTool::new(sandbox::command_sandbox(&config).await));
+    let tools = tools.wrap_each(|tool| metrics::MeteredTool::wrap(tool, metrics.clone()));
     let workspaces = taskwire_workspaces::Workspaces::open(taskwire_workspaces::WorkspacesConfig {
         base: config.workspace.clone(),
         dir: config.workspaces_dir.clone(),
@@ -242,7 +249,9 @@ pub async fn run_with_provider(
                 continue;
             };
             let ctx = ctx.clone();
+            let held = metrics.session_started();
             handlers.spawn(async move {
+                let _held = held;
                 let disposition = task::handle(&ctx, &msg).await;
                 outcome::settle(&msg, &disposition).await;
                 drop(slot);

@@ -33,6 +33,7 @@ async fn submit_is_unavailable_while_postgres_is_down_and_nothing_accepted_befor
             database_url: pg.url(),
             nats_url: nats.url(),
             listen: addr,
+            http_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             ack_wait: Duration::from_secs(10),
             ..Default::default()
         },

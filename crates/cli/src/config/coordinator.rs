@@ -21,6 +21,9 @@ settings! {
         /// gRPC listen address [default: 127.0.0.1:50051]
         #[arg(long, env = "TASKWIRE_LISTEN", value_name = "ADDR")]
         pub listen: Option<SocketAddr>,
+        /// HTTP listen address of /healthz, /readyz and /metrics [default: 127.0.0.1:8080]
+        #[arg(long, env = "TASKWIRE_HTTP_LISTEN", value_name = "ADDR")]
+        pub http_listen: Option<SocketAddr>,
         /// Subject prefix of this deployment [default: taskwire]
         #[arg(long, env = "TASKWIRE_PREFIX")]
         pub prefix: Option<String>,
@@ -80,6 +83,7 @@ impl CoordinatorSettings {
         set(&mut c.database_url, self.database_url);
         set(&mut c.nats_url, self.nats_url);
         set(&mut c.listen, self.listen);
+        set(&mut c.http_listen, self.http_listen);
         set(&mut c.prefix, self.prefix);
         set(&mut c.queue, self.queue);
         set(&mut c.max_prompt_bytes, self.max_prompt_bytes);
@@ -106,6 +110,7 @@ impl CoordinatorSettings {
             database_url: Some(redact_url_password(&c.database_url)),
             nats_url: Some(redact_url_password(&c.nats_url)),
             listen: Some(c.listen),
+            http_listen: Some(c.http_listen),
             prefix: Some(c.prefix.clone()),
             queue: Some(c.queue.clone()),
             max_prompt_bytes: Some(c.max_prompt_bytes),

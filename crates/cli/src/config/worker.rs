@@ -88,7 +88,7 @@ settings! {
         /// The former name of drain_grace (--shutdown-grace, TASKWIRE_SHUTDOWN_GRACE); drain_grace wins where both are set
         #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION", hide = true)]
         pub shutdown_grace: Option<HumanDuration>,
-        /// Address to serve /healthz and /readyz on over HTTP, e.g. 0.0.0.0:8080 [default: none]
+        /// Address to serve /healthz, /readyz and /metrics on over HTTP, e.g. 0.0.0.0:8080 [default: none]
         #[arg(long, env = "TASKWIRE_HTTP_LISTEN", value_name = "ADDR")]
         pub http_listen: Option<SocketAddr>,
         /// Delay before the first retry of a retryable failure; doubles per attempt [default: 1s]
