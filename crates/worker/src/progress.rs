@@ -8,6 +8,7 @@
 use async_nats::jetstream;
 use prost::Message as _;
 use taskwire_agent::{SessionEvent, SessionObserver, ToolCallState};
+use taskwire_protocol::value::json_to_struct;
 use taskwire_protocol::{TaskId, TraceId, pb, time};
 use tokio::sync::mpsc;
 
@@ -96,12 +97,15 @@ fn progress_message(
             state,
             title,
             error,
+            metadata,
         } => Event::ToolCall(pb::ToolCallEvent {
             call_id,
             tool,
             state: wire_state(state) as i32,
             title,
             error: error.unwrap_or_default(),
+            task_id: String::new(),
+            metadata: metadata.as_ref().map(json_to_struct),
         }),
         SessionEvent::ApprovalRequired {
             request_id,
@@ -120,23 +124,31 @@ fn progress_message(
             task_id,
             agent,
             description,
+            session_id,
+            call_id,
         } => Event::ChildTask(pb::ChildTask {
             task_id,
             agent,
             description,
+            session_id,
+            call_id,
         }),
-        // A child's tool call, summarised in the parent's progress (seed 001, step 5).
+        // A child's tool call, shown in the parent's progress with the child's own
+        // call id and the child's task id (seed 001, step 5).
         SessionEvent::ChildToolCall {
             task_id: child,
+            call_id,
             tool,
             title,
             state,
         } => Event::ToolCall(pb::ToolCallEvent {
-            call_id: format!("child:{child}"),
+            call_id,
             tool,
             state: wire_state(state) as i32,
             title,
             error: String::new(),
+            task_id: child,
+            metadata: None,
         }),
     };
     let status = match &event {

@@ -5,12 +5,14 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Message};
 use prost::Message as _;
+use taskwire_agent::output_schema::{OUTPUT_SCHEMA_MISMATCH, Structured};
+use taskwire_agent::provenance::Source;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
 use taskwire_bus::Subjects;
 use taskwire_llm::Provider;
 use taskwire_protocol::{
-    ClaimEpoch, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage,
-    WorkerId, pb, task::decode,
+    ClaimEpoch, Provenance, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus,
+    ToolCallSummary, Usage, WorkerId, pb, task::decode,
 };
 use tracing::Instrument;
 
@@ -186,8 +188,24 @@ async fn run_claimed(
             let mut workspace = ran.workspace;
             let mut result = TaskResult {
                 transcript_json: ran.transcript,
+                provenance: ran.provenance.into_iter().map(provenance_of).collect(),
                 ..ended(ran.outcome)
             };
+            match ran.structured {
+                Structured::NotChecked => {}
+                Structured::Valid(value) => result.structured = Some(value),
+                Structured::Mismatch(errors) => {
+                    tracing::info!(task.id = %task_id, "answer does not satisfy the output schema after one correction");
+                    result.status = TaskStatus::Error;
+                    result.errors.push(TaskError {
+                        code: OUTPUT_SCHEMA_MISMATCH.into(),
+                        message: format!(
+                            "the answer does not satisfy the output schema, also after one correction:\n{errors}"
+                        ),
+                        retryable: false,
+                    });
+                }
+            }
             match workspace.result_patch().await {
                 Ok(patch) => result.patch = patch,
                 Err(error) => {
@@ -287,6 +305,14 @@ pub async fn supervise<T>(
     }
 }
 
+fn provenance_of(source: Source) -> Provenance {
+    Provenance {
+        source: source.source,
+        uri: source.uri,
+        excerpt: source.excerpt,
+    }
+}
+
 fn empty_outcome() -> SessionOutcome {
     SessionOutcome {
         status: SessionStatus::Error,
@@ -366,6 +392,7 @@ fn result_of(
         retry_scheduled,
         transcript_json: None,
         patch: String::new(),
+        provenance: Vec::new(),
     }
 }
 

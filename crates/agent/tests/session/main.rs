@@ -12,6 +12,7 @@
 //!   from it.
 //! - `agents`: markdown agents, tool-less agents, transcripts, slash-command subtasks.
 //! - `endings`: step limit, cancellation, model errors.
+//! - `structured`: answers checked against an output schema, and the one retry.
 
 mod agents;
 mod approvals;
@@ -20,5 +21,6 @@ mod endings;
 mod flow;
 mod inherited;
 mod refusals;
+mod structured;
 mod support;
 mod tasks;
