@@ -16,6 +16,7 @@ mod inherited_permissions;
 mod isolation;
 mod lifecycle;
 mod nats_permissions;
+mod outputs;
 mod reflection;
 mod retries;
 mod secrets;
