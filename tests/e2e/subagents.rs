@@ -214,7 +214,8 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
         assert!(announced < first_call, "announced when submitted");
         let summary = events
             .iter()
-            .filter_map(|p| match &p.event {
+            .rev()
+            .find_map(|p| match &p.event {
                 Some(pb::task_progress::Event::ToolCall(t))
                     if t.call_id == c.call_id && t.task_id.is_empty() =>
                 {
@@ -224,7 +225,6 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
                 }
                 _ => None,
             })
-            .last()
             .expect("the task call's metadata reached the watcher");
         assert_eq!(summary["session_id"], child_session.as_str());
         assert_eq!(summary["summary"][0]["id"], "g1");
