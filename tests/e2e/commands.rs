@@ -95,7 +95,7 @@ async fn a_command_for_a_subagent_runs_as_a_subtask_then_the_session_summarises(
     let kids = cluster.children(&task.task_id).await.expect("children");
     assert_eq!(kids.len(), 1, "one subtask, started without asking a model");
     assert_eq!(kids[0].agent, "explore");
-    assert_eq!(kids[0].prompt, "Find Config in Config src");
+    assert_eq!(kids[0].prompt, "Find Config src in Config src");
     // The parent's only model call came after the subtask, with its output as a task
     // tool result and the synthetic summary request as the last user message.
     let parent_calls: Vec<SeenRequest> = cluster
@@ -111,7 +111,8 @@ async fn a_command_for_a_subagent_runs_as_a_subtask_then_the_session_summarises(
         .find(|m| m.role == "tool")
         .expect("tool message");
     assert!(
-        tool.content.contains("answered: Find Config in Config src"),
+        tool.content
+            .contains("answered: Find Config src in Config src"),
         "{}",
         tool.content
     );
@@ -159,7 +160,8 @@ async fn subtask_true_delegates_even_to_a_primary_agent() {
     assert_eq!(kids.len(), 1);
     assert_eq!(
         (kids[0].agent.as_str(), kids[0].prompt.as_str()),
-        ("build", "Fix the")
+        ("build", "Fix the build"),
+        "the last placeholder takes the rest"
     );
     let err = cluster
         .client()
@@ -266,6 +268,129 @@ async fn the_task_tool_lists_only_the_subagents_the_caller_may_start() {
     assert!(
         !description.contains("- explore:"),
         "a denied agent is not listed: {description}"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn explore_typescript_files_renders_as_seed_000_says_under_the_sessions_current_agent() {
+    let config = config_dir();
+    write(
+        config.path(),
+        "commands/explore.md",
+        "---\nagent: explore\ndescription: Explore codebase\n---\nFind all $1 in the codebase\n",
+    );
+    let cluster = cluster(&config).await;
+    // A session whose current agent is `plan`.
+    let mut client = cluster.client().await.expect("client");
+    let first = client
+        .submit(pb::SubmitRequest {
+            agent: "plan".into(),
+            prompt: "look around".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner();
+    cluster
+        .wait_finished(&first.task_id)
+        .await
+        .expect("finished");
+
+    let r = client
+        .run_command(pb::RunCommandRequest {
+            command: "/explore".into(),
+            arguments: "TypeScript files".into(),
+            session_id: first.session_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("run command")
+        .into_inner();
+    let task = cluster.wait_finished(&r.task_id).await.expect("finished");
+    assert_eq!(
+        task.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        task.result
+    );
+    assert_eq!(
+        task.agent, "plan",
+        "the subtask's parent is the session's current agent, not the default"
+    );
+    let kids = cluster.children(&task.task_id).await.expect("children");
+    assert_eq!(kids.len(), 1);
+    assert_eq!(kids[0].agent, "explore");
+    assert_eq!(kids[0].prompt, "Find all TypeScript files in the codebase");
+
+    // Without a session, the default agent is the parent.
+    let task = run(&cluster, "/explore", "\"Rust files\" please").await;
+    assert_eq!(task.agent, "build");
+    let kids = cluster.children(&task.task_id).await.expect("children");
+    assert_eq!(kids[0].prompt, "Find all Rust files please in the codebase");
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_template_commands_output_reaches_the_model_and_a_denied_command_never_runs() {
+    let config = config_dir();
+    write(
+        config.path(),
+        "agents/guarded.md",
+        "---\ndescription: runs what it is allowed\nmode: primary\npermission:\n  bash:\n    \"*\": allow\n    \"touch*\": deny\n---\nYou report.\n",
+    );
+    write(
+        config.path(),
+        "commands/status.md",
+        "---\nagent: guarded\n---\nNotes: !`cat notes.txt`\nMissing: !`cat missing.txt`\nMade: !`touch made.txt`\nAbout $1\n",
+    );
+    let cluster = cluster(&config).await;
+    std::fs::write(
+        cluster.workspace.path().join("notes.txt"),
+        "the gamma notes\n",
+    )
+    .expect("write");
+    let task = run(&cluster, "/status", "today").await;
+    assert_eq!(
+        task.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        task.result
+    );
+    let prompt = cluster
+        .model
+        .requests()
+        .first()
+        .and_then(|r| r.first_user_message().map(str::to_owned))
+        .expect("the model was asked");
+    assert!(
+        prompt.starts_with("Notes: the gamma notes\n(exit code 0)\n"),
+        "the command's output replaced it: {prompt}"
+    );
+    assert!(
+        prompt.contains("missing.txt: No such file or directory\n(exit code 1)"),
+        "a failing command gives its stderr and status: {prompt}"
+    );
+    assert!(
+        prompt.contains("Made: [!`touch made.txt` did not run: ") && prompt.contains("denied"),
+        "a denied command is refused: {prompt}"
+    );
+    assert!(prompt.ends_with("About today"), "{prompt}");
+    let result = task.result.expect("result");
+    assert!(
+        taskwire_e2e::created_in_patch(&result.patch, "made.txt").is_none(),
+        "the denied command never ran: {}",
+        result.patch
+    );
+    let commands: Vec<(&str, &str)> = result
+        .provenance
+        .iter()
+        .map(|p| (p.source.as_str(), p.uri.as_str()))
+        .collect();
+    assert_eq!(
+        commands,
+        [("command", "cat notes.txt"), ("command", "cat missing.txt")],
+        "the commands that ran are the result's provenance"
     );
     cluster.shutdown().await;
 }

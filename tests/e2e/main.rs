@@ -18,6 +18,7 @@ mod isolation;
 mod lifecycle;
 mod metrics;
 mod nats_permissions;
+mod outputs;
 mod reflection;
 mod retries;
 mod secrets;

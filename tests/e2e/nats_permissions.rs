@@ -218,11 +218,11 @@ async fn a_task_tree_runs_with_the_coordinator_and_worker_users_and_no_violation
     assert_eq!(children.len(), 1, "{children:?}");
     assert_eq!(children[0].status(), pb::TaskStatus::Completed);
     // The worker followed the child's progress from the events stream into the parent's.
-    let child_call = format!("child:{}", children[0].task_id);
+    let child_task = children[0].task_id.clone();
     assert!(
         progress_events(&events).iter().any(|p| matches!(
             &p.event,
-            Some(pb::task_progress::Event::ToolCall(t)) if t.call_id == child_call && t.tool == "read"
+            Some(pb::task_progress::Event::ToolCall(t)) if t.task_id == child_task && t.tool == "read"
         )),
         "the child's read never reached the parent's progress"
     );

@@ -174,6 +174,62 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
         own >= child_usage + 20,
         "parent usage {own} includes the children's {child_usage}"
     );
+
+    // Seed 001's child progress: `child_task` when each child is submitted, with its
+    // session; each child call under its own id and task; the child's summary as the
+    // `task` call's metadata.
+    for child in &details {
+        let child_session = child
+            .result
+            .as_ref()
+            .map(|r| r.session_id.clone())
+            .expect("a result");
+        let events = progress_events(&events);
+        let announced = events
+            .iter()
+            .position(|p| matches!(&p.event, Some(pb::task_progress::Event::ChildTask(c)) if c.task_id == child.task_id))
+            .expect("the child is announced");
+        let Some(pb::task_progress::Event::ChildTask(c)) = &events[announced].event else {
+            unreachable!("found above");
+        };
+        assert_eq!(c.session_id, child_session);
+        assert!(c.call_id == "t1" || c.call_id == "t2", "{c:?}");
+        let calls: Vec<&pb::ToolCallEvent> = events
+            .iter()
+            .filter_map(|p| match &p.event {
+                Some(pb::task_progress::Event::ToolCall(t)) if t.task_id == child.task_id => {
+                    Some(t)
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(
+            calls.iter().all(|t| t.call_id == "g1" && t.tool == "grep"),
+            "the child's call keeps its own id: {calls:?}"
+        );
+        let first_call = events
+            .iter()
+            .position(|p| matches!(&p.event, Some(pb::task_progress::Event::ToolCall(t)) if t.task_id == child.task_id))
+            .expect("a child call");
+        assert!(announced < first_call, "announced when submitted");
+        let summary = events
+            .iter()
+            .rev()
+            .find_map(|p| match &p.event {
+                Some(pb::task_progress::Event::ToolCall(t))
+                    if t.call_id == c.call_id && t.task_id.is_empty() =>
+                {
+                    t.metadata
+                        .as_ref()
+                        .map(taskwire_protocol::value::struct_to_json)
+                }
+                _ => None,
+            })
+            .expect("the task call's metadata reached the watcher");
+        assert_eq!(summary["session_id"], child_session.as_str());
+        assert_eq!(summary["summary"][0]["id"], "g1");
+        assert_eq!(summary["summary"][0]["status"], "completed");
+    }
     cluster.shutdown().await;
 }
 

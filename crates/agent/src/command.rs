@@ -12,8 +12,10 @@
 //! The file name is the command (`review.md` is `/review`); the body is the template,
 //! rendered with [`render`]. [`command_mode`] decides, without asking a model,
 //! whether a command runs as a subtask (a child task whose result returns to the
-//! session, see [`subtask`]) or as a plain prompt of the session (seed 000).
+//! session, see [`subtask`]) or as a plain prompt of the session (seed 000). The
+//! worker runs the template's !`cmd` before the session starts (see [`shell`]).
 
+pub mod shell;
 pub mod subtask;
 
 use std::collections::BTreeMap;
@@ -74,12 +76,19 @@ pub fn command_mode(command: &Command, agent: &AgentSpec) -> CommandMode {
 
 /// Fills a template: `$ARGUMENTS` is the whole argument text (trimmed), `$1` to `$9`
 /// the n-th word of it (split like a shell: quotes group, backslash escapes), empty
-/// when missing. A template with no placeholder gets the arguments appended after a
-/// blank line, so `/cmd extra words` is never silently dropped (OpenCode does the
-/// same).
+/// when missing. The highest-numbered placeholder the template uses takes the rest of
+/// the words too, joined with spaces, so `/explore TypeScript files` with "Find all
+/// $1 in the codebase" reads "Find all TypeScript files in the codebase" (seed 000);
+/// a quoted argument stays one word. A template with no placeholder gets the
+/// arguments appended after a blank line, so `/cmd extra words` is never silently
+/// dropped (OpenCode does the same).
+///
+/// Commands in the template (!`cmd`) are left for the worker, which runs them in the
+/// task's workspace (see [`shell`]).
 pub fn render(template: &str, arguments: &str) -> String {
     let arguments = arguments.trim();
     let words = split_words(arguments);
+    let last = highest_position(template);
     let mut out = String::with_capacity(template.len() + arguments.len());
     let mut placeholders = 0;
     let mut rest = template;
@@ -92,7 +101,11 @@ pub fn render(template: &str, arguments: &str) -> String {
             rest = tail;
         } else if let Some(digit) = after.chars().next().filter(|c| ('1'..='9').contains(c)) {
             let index = digit as usize - '1' as usize;
-            out.push_str(words.get(index).map_or("", String::as_str));
+            if Some(index) == last {
+                out.push_str(&words.get(index..).unwrap_or_default().join(" "));
+            } else {
+                out.push_str(words.get(index).map_or("", String::as_str));
+            }
             placeholders += 1;
             rest = &after[1..];
         } else {
@@ -106,6 +119,17 @@ pub fn render(template: &str, arguments: &str) -> String {
         out.push_str(arguments);
     }
     out
+}
+
+/// The index (0 for `$1`) of the highest-numbered `$1`..`$9` in `template`.
+fn highest_position(template: &str) -> Option<usize> {
+    template
+        .split('$')
+        .skip(1)
+        .filter_map(|after| after.chars().next())
+        .filter(|c| ('1'..='9').contains(c))
+        .map(|digit| digit as usize - '1' as usize)
+        .max()
 }
 
 impl Command {

@@ -32,7 +32,8 @@ pub trait SessionHost: Send + Sync {
     ) -> ApprovalAnswer;
 
     /// The `task` tool: starts a child task anywhere in the fleet and waits for it.
-    /// `on_progress` gets the child's tool calls live; `cancel` fires when the parent
+    /// `on_progress` gets [`ChildProgress::Started`] once the child is submitted, then
+    /// the child's tool calls live; `cancel` fires when the parent
     /// session is cancelled, and the host should then cancel the child. `Err` is a
     /// failure to run the child at all (unknown agent, submit refused); a child that
     /// ran and failed is `Ok` with its status. A host with workspaces starts the child
@@ -130,9 +131,13 @@ pub struct ChildTaskRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ChildProgress {
-    /// One tool call of the child changed state.
+    /// The child was submitted: its task and session.
+    Started { task_id: String, session_id: String },
+    /// One tool call of the child (or of a descendant it shows, `task_id`) changed
+    /// state; `call_id` is the call's id in that task's session.
     ToolCall {
         task_id: String,
+        call_id: String,
         tool: String,
         title: String,
         state: ToolCallState,
@@ -151,7 +156,9 @@ impl ChildProgress {
     /// The task this report is about.
     pub fn task_id(&self) -> &str {
         match self {
-            Self::ToolCall { task_id, .. } | Self::ApprovalRequired { task_id, .. } => task_id,
+            Self::Started { task_id, .. }
+            | Self::ToolCall { task_id, .. }
+            | Self::ApprovalRequired { task_id, .. } => task_id,
         }
     }
 }

@@ -15,8 +15,9 @@
 //! - [`agent`]: [`AgentName`], [`AgentMode`], [`AgentSpec`].
 //! - [`builtin`]: the built-in agents and [`AgentRegistry`].
 //! - [`loader`]: user agents from `.taskwire/agents/*.md`, merged over the built-ins.
-//! - [`command`]: slash commands from `.taskwire/commands/*.md`, template rendering,
-//!   and the subtask rule of seed 000.
+//! - [`command`]: slash commands from `.taskwire/commands/*.md`, template rendering
+//!   (the last placeholder takes the rest), the subtask rule of seed 000, and the
+//!   template's !`cmd` run under the session's `bash` rules ([`command::shell`]).
 //! - [`policy`]: the tools a child session gets (depth limit, parent scope).
 //! - [`permission`]: `allow | ask | deny` rules, wildcard matching, last match wins,
 //!   strictest verdict over a call's subjects and over the layers a child inherits
@@ -31,6 +32,9 @@
 //!   instructions (`AGENTS.md`, configured files).
 //! - [`title`]: the hidden `title` agent's call and the shape of a title.
 //! - [`transcript`]: the serialisable session record and its conversion to messages.
+//! - [`output_schema`]: a task's JSON Schema for its answer, the check, and the one
+//!   correction before a mismatch.
+//! - [`provenance`]: the files read, URLs fetched and commands run, for the result.
 //! - [`user_message`]: the prompt with the task's inputs (`@path`, `input`,
 //!   `context_refs`, `attachments`) rendered after it.
 //! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`], [`LoadError`].
@@ -44,8 +48,10 @@ pub mod error;
 mod frontmatter;
 pub mod host;
 pub mod loader;
+pub mod output_schema;
 pub mod permission;
 pub mod policy;
+pub mod provenance;
 pub mod session;
 pub mod shell;
 pub mod system_prompt;

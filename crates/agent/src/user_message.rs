@@ -90,6 +90,31 @@ pub fn render(
     Ok(out)
 }
 
+/// The workspace files [`render`] puts in the message: `@path` mentions that name a
+/// file, file context refs and attachments given by path, in that order (for the
+/// result's provenance).
+pub fn included_files(prompt: &str, inputs: &TaskInputs, workspace: &Workspace) -> Vec<String> {
+    let mentioned = mentions(prompt).into_iter().filter(|path| {
+        workspace
+            .resolve(path)
+            .is_ok_and(|resolved| resolved.is_file())
+    });
+    let refs = inputs
+        .context_refs
+        .iter()
+        .filter(|r| r.kind == "file")
+        .map(|r| {
+            let target = if r.id.is_empty() { &r.uri } else { &r.id };
+            target.strip_prefix("file://").unwrap_or(target).to_owned()
+        });
+    let attached = inputs
+        .attachments
+        .iter()
+        .filter(|a| a.data.is_empty() && !a.uri.is_empty())
+        .map(|a| a.uri.strip_prefix("file://").unwrap_or(&a.uri).to_owned());
+    mentioned.chain(refs).chain(attached).collect()
+}
+
 /// `@path` words of the prompt, in order, each once.
 fn mentions(prompt: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();

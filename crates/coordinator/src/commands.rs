@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use taskwire_agent::builtin::AgentRegistry;
 use taskwire_agent::command::{CommandMode, CommandRegistry, command_mode, load_commands, render};
 use taskwire_agent::loader::load_agents;
-use taskwire_protocol::pb;
+use taskwire_protocol::{SessionId, pb};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
@@ -97,8 +97,14 @@ pub async fn watch(state: Arc<State>, dirs: Vec<PathBuf>, shutdown: Cancellation
 }
 
 /// `RunCommand`: renders the command and submits it, as a subtask (a session of the
-/// default agent that first delegates to the command's agent, without asking a model)
-/// or as a plain prompt to the command's agent, by seed 000's rule.
+/// session's current agent that first delegates to the command's agent, without asking
+/// a model) or as a plain prompt to the command's agent, by seed 000's rule.
+///
+/// The session's current agent is the agent of the newest task of the session named
+/// by `session_id`, and the configured default agent without one (seed 003 §1.4.1): it
+/// runs a command that names no agent, and it is the parent of a command's subtask.
+/// The template's !`cmd` are left for the worker (`expand_shell`), which runs them in
+/// the task's workspace under that session's `bash` rules.
 pub async fn run_command(
     state: &State,
     caller: &Principal,
@@ -108,6 +114,7 @@ pub async fn run_command(
     if name.is_empty() {
         return Err(CoordinatorError::invalid("command", "is required"));
     }
+    let current_agent = session_agent(state, caller, &req.session_id).await?;
     let commands = state.commands();
     let command = commands
         .get(&name)
@@ -116,7 +123,7 @@ pub async fn run_command(
     let agent_name = command
         .agent
         .as_ref()
-        .map_or(state.config.default_agent.as_str(), |a| a.as_str())
+        .map_or(current_agent.as_str(), |a| a.as_str())
         .to_owned();
     let agent = registry
         .get(
@@ -136,6 +143,8 @@ pub async fn run_command(
         deadline: req.deadline,
         idempotency_key: req.idempotency_key,
         command: format!("/{name}"),
+        output_schema: req.output_schema,
+        expand_shell: true,
         ..Default::default()
     };
     let submit = match command_mode(command, &agent) {
@@ -147,7 +156,7 @@ pub async fn run_command(
         CommandMode::Subtask => {
             let part = command.subtask_part(&agent, &req.arguments);
             pb::SubmitRequest {
-                agent: state.config.default_agent.clone(),
+                agent: current_agent.clone(),
                 // What the user typed is the session's user message.
                 prompt: format!("/{name} {}", req.arguments).trim_end().to_owned(),
                 subtask: Some(pb::Subtask {
@@ -163,6 +172,24 @@ pub async fn run_command(
     let mut submit = submit;
     let parent = crate::ownership::parent(state, caller, &mut submit).await?;
     submit_task(state, caller, submit, parent).await
+}
+
+/// The agent of the newest task of session `raw`, or the default agent for none (an
+/// unknown session, or another tenant's, is refused later, when the submit resumes it).
+async fn session_agent(
+    state: &State,
+    caller: &Principal,
+    raw: &str,
+) -> Result<String, CoordinatorError> {
+    if raw.is_empty() {
+        return Ok(state.config.default_agent.clone());
+    }
+    let session = SessionId::parse_field("session_id", raw)?;
+    Ok(state
+        .store
+        .session_agent_for(caller.tenant.as_deref(), session)
+        .await?
+        .unwrap_or_else(|| state.config.default_agent.clone()))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use taskwire_agent::agent::AgentName;
 use taskwire_agent::builtin::AgentRegistry;
+use taskwire_agent::output_schema::OutputSchema;
 use taskwire_protocol::{
     Attachment, ContextRef, SessionId, TaskId, TaskRequest, TraceId, pb, time, value,
 };
@@ -249,6 +250,10 @@ pub fn build_task(
             ),
         ));
     }
+    if !req.output_schema.is_empty() {
+        OutputSchema::parse(&req.output_schema)
+            .map_err(|reason| CoordinatorError::invalid("output_schema", reason))?;
+    }
     let digest = {
         // The digest covers what the client asked for, so a retried submit matches.
         // A child's starting changes are left out: a later attempt of its parent asks
@@ -328,6 +333,8 @@ pub fn build_task(
             .collect(),
         inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
         workspace_patch: req.workspace_patch,
+        output_schema: (!req.output_schema.is_empty()).then_some(req.output_schema),
+        expand_shell: req.expand_shell,
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.
@@ -501,6 +508,41 @@ mod tests {
             }
             other => panic!("refused, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_bad_output_schema_is_refused_naming_the_field_and_a_good_one_travels() {
+        for (schema, says) in [
+            ("{not json", "not valid json"),
+            (r#"{"type": "array"}"#, "JSON object"),
+            (
+                r#"{"type": "object", "required": "count"}"#,
+                "not a valid JSON Schema",
+            ),
+        ] {
+            let req = pb::SubmitRequest {
+                agent: "general".into(),
+                prompt: "work".into(),
+                output_schema: schema.into(),
+                ..Default::default()
+            };
+            match build(req, None) {
+                Err(CoordinatorError::InvalidArgument { field, reason }) => {
+                    assert_eq!(field, "output_schema");
+                    assert!(reason.contains(says), "{schema}: {reason}");
+                }
+                other => panic!("{schema} refused, got {other:?}"),
+            }
+        }
+        let schema = r#"{"type": "object", "required": ["count"]}"#;
+        let req = pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "work".into(),
+            output_schema: schema.into(),
+            ..Default::default()
+        };
+        let task = build(req, None).expect("valid");
+        assert_eq!(task.request.output_schema.as_deref(), Some(schema));
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{
-    Attachment, ContextRef, Subtask, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage,
+    Attachment, ContextRef, Provenance, Subtask, TaskError, TaskRequest, TaskResult,
+    ToolCallSummary, Usage,
 };
 
 /// Generated protobuf and gRPC code for `taskwire.v1`.

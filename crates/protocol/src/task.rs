@@ -71,6 +71,12 @@ pub struct TaskRequest {
     /// Changes the task's workspace starts from (a `git diff --binary` relative to its
     /// source); for a child, its parent's changes so far. Empty for none.
     pub workspace_patch: String,
+    /// A JSON Schema (JSON text) the final answer must satisfy; it comes back in the
+    /// result's `structured`.
+    pub output_schema: Option<String>,
+    /// The prompt (or the subtask's) is a rendered command template whose !`cmd` are
+    /// run before the session starts.
+    pub expand_shell: bool,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -173,6 +179,8 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             new_session: r.new_session,
             inherited_permission: r.inherited_permission,
             workspace_patch: r.workspace_patch,
+            output_schema: non_empty(&r.output_schema),
+            expand_shell: r.expand_shell,
         })
     }
 }
@@ -225,6 +233,8 @@ impl From<&TaskRequest> for pb::TaskRequest {
             new_session: r.new_session,
             inherited_permission: r.inherited_permission.clone(),
             workspace_patch: r.workspace_patch.clone(),
+            output_schema: r.output_schema.clone().unwrap_or_default(),
+            expand_shell: r.expand_shell,
         }
     }
 }
@@ -267,6 +277,38 @@ pub struct ToolCallSummary {
     pub ok: bool,
 }
 
+/// Something a session drew on: a file read, a URL fetched, a command run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// What found it: `read`, `grep`, `glob`, `file` (`@path`, context refs),
+    /// `webfetch`, `bash`, `command` (a template's !`cmd`).
+    pub source: String,
+    /// The workspace-relative path, the URL or the command line.
+    pub uri: String,
+    /// A short piece of what came back.
+    pub excerpt: String,
+}
+
+impl From<pb::Provenance> for Provenance {
+    fn from(p: pb::Provenance) -> Self {
+        Self {
+            source: p.source,
+            uri: p.uri,
+            excerpt: p.excerpt,
+        }
+    }
+}
+
+impl From<&Provenance> for pb::Provenance {
+    fn from(p: &Provenance) -> Self {
+        Self {
+            source: p.source.clone(),
+            uri: p.uri.clone(),
+            excerpt: p.excerpt.clone(),
+        }
+    }
+}
+
 /// An error reported by an attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskError {
@@ -303,6 +345,9 @@ pub struct TaskResult {
     pub patch: String,
     /// A new root session's title (see [`crate::title`]).
     pub title: Option<String>,
+    /// The files read, URLs fetched and commands run, each once, in the order first
+    /// used.
+    pub provenance: Vec<Provenance>,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -359,6 +404,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             retry_scheduled: r.retry_scheduled,
             patch: r.patch,
             title: crate::title::check_title(r.title)?,
+            provenance: r.provenance.into_iter().map(Provenance::from).collect(),
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -407,7 +453,7 @@ impl From<&TaskResult> for pb::TaskResult {
                     retryable: e.retryable,
                 })
                 .collect(),
-            provenance: Vec::new(),
+            provenance: r.provenance.iter().map(pb::Provenance::from).collect(),
             usage: Some(pb::Usage {
                 input_tokens: r.usage.input_tokens,
                 output_tokens: r.usage.output_tokens,
@@ -495,6 +541,8 @@ mod tests {
                 }],
             }],
             workspace_patch: "diff --git a/x b/x\n".into(),
+            output_schema: Some(r#"{"type": "object"}"#.into()),
+            expand_shell: true,
         }
     }
 

@@ -112,6 +112,24 @@ impl Store {
         .map_err(|e| StoreError::from_sqlx("look up a session", e))
     }
 
+    /// The session's current agent: the agent of its newest task, if the session has
+    /// one and belongs to `tenant`.
+    pub async fn session_agent_for(
+        &self,
+        tenant: Option<&str>,
+        session: SessionId,
+    ) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT agent FROM tasks WHERE session_id = $1 AND ($2::text IS NULL OR tenant = $2) \
+             ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(session.as_uuid())
+        .bind(tenant)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("look up a session's agent", e))
+    }
+
     /// Whether any task of `tenant` belongs to `trace`.
     pub async fn trace_exists_for(
         &self,

@@ -1,10 +1,10 @@
 //! Behaviour of the Postgres store, each test on its own fresh database.
 
 use chrono::{Duration, Utc};
-use taskwire_protocol::TaskError;
 use taskwire_protocol::{
     ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, WorkerId, pb,
 };
+use taskwire_protocol::{Provenance, TaskError};
 use taskwire_store::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store};
 use taskwire_test_support::TestDatabase;
 
@@ -51,6 +51,8 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         new_session: true,
         inherited_permission: vec![],
         workspace_patch: String::new(),
+        output_schema: None,
+        expand_shell: false,
     };
     NewTask {
         request,
@@ -82,6 +84,11 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         transcript_json: None,
         patch: format!("diff --git a/{text}.txt b/{text}.txt\n"),
         title: None,
+        provenance: vec![Provenance {
+            source: "read".into(),
+            uri: format!("{text}.txt"),
+            excerpt: String::new(),
+        }],
     }
 }
 
@@ -223,6 +230,10 @@ async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
     assert_eq!(
         recorded.patch, "diff --git a/fresh.txt b/fresh.txt\n",
         "the patch is recorded with the result"
+    );
+    assert_eq!(
+        recorded.provenance[0].uri, "fresh.txt",
+        "the provenance is recorded with the result"
     );
     assert_eq!(
         claim(&store, id).await,
@@ -641,8 +652,24 @@ async fn ids_are_found_only_with_their_tenant() {
                 .expect("session")
         );
         assert!(store.trace_exists_for(tenant, trace).await.expect("trace"));
+        assert_eq!(
+            store
+                .session_agent_for(tenant, session)
+                .await
+                .expect("session agent")
+                .as_deref(),
+            Some("general"),
+            "the session's current agent"
+        );
     }
     let globex = Some("globex");
+    assert_eq!(
+        store
+            .session_agent_for(globex, session)
+            .await
+            .expect("session agent"),
+        None
+    );
     assert!(store.get_task_for(globex, id).await.expect("get").is_none());
     assert!(
         store

@@ -201,6 +201,10 @@ impl SessionHost for WorkerHost<'_> {
             .await
             .map_err(|e| format!("the child task was refused: {e}"))?;
         let child = reply.task;
+        on_progress(ChildProgress::Started {
+            task_id: child.to_string(),
+            session_id: reply.session.clone(),
+        });
         if reply.created {
             tracing::info!(task.id = %self.task_id, child.id = %child, agent.name = %request.subagent_type, "child task started");
         } else {
@@ -355,7 +359,9 @@ async fn follow_child(
                                 pb::ToolCallState::Error => ToolCallState::Error,
                                 _ => ToolCallState::Completed,
                             };
-                            on_progress(ChildProgress::ToolCall { task_id: child.to_string(), tool: t.tool, title: t.title, state });
+                            // A call the child shows for a descendant keeps that task's id.
+                            let task_id = if t.task_id.is_empty() { child.to_string() } else { t.task_id };
+                            on_progress(ChildProgress::ToolCall { task_id, call_id: t.call_id, tool: t.tool, title: t.title, state });
                         }
                         // The child's own ask, or one it shows for a descendant: passed up
                         // unchanged, so it reaches the root whatever the depth.

@@ -7,6 +7,7 @@
 
 use taskwire_agent::{SessionEvent, SessionObserver, ToolCallState};
 use taskwire_bus::Bus;
+use taskwire_protocol::value::json_to_struct;
 use taskwire_protocol::{TaskId, TraceId, pb, time};
 use tokio::sync::mpsc;
 
@@ -91,12 +92,15 @@ fn progress_message(
             state,
             title,
             error,
+            metadata,
         } => Event::ToolCall(pb::ToolCallEvent {
             call_id,
             tool,
             state: wire_state(state) as i32,
             title,
             error: error.unwrap_or_default(),
+            task_id: String::new(),
+            metadata: metadata.as_ref().map(json_to_struct),
         }),
         SessionEvent::ApprovalRequired {
             request_id,
@@ -115,10 +119,14 @@ fn progress_message(
             task_id,
             agent,
             description,
+            session_id,
+            call_id,
         } => Event::ChildTask(pb::ChildTask {
             task_id,
             agent,
             description,
+            session_id,
+            call_id,
         }),
         SessionEvent::Compacted {
             tokens_before,
@@ -132,18 +140,22 @@ fn progress_message(
                 output_tokens: usage.output_tokens,
             }),
         }),
-        // A child's tool call, summarised in the parent's progress (seed 001, step 5).
+        // A child's tool call, shown in the parent's progress with the child's own
+        // call id and the child's task id (seed 001, step 5).
         SessionEvent::ChildToolCall {
             task_id: child,
+            call_id,
             tool,
             title,
             state,
         } => Event::ToolCall(pb::ToolCallEvent {
-            call_id: format!("child:{child}"),
+            call_id,
             tool,
             state: wire_state(state) as i32,
             title,
             error: String::new(),
+            task_id: child,
+            metadata: None,
         }),
     };
     let status = match &event {

@@ -1,14 +1,20 @@
 //! One attempt's agent session: resolve the agent and model, load the transcript,
-//! make the task's workspace, run a slash command's subtask if there is one, run the
-//! loop (and, for a new root session, the `title` agent beside it), hand back the
-//! transcript, the title and the workspace.
+//! make the task's workspace, run a command template's !`cmd` and a slash command's
+//! subtask if there are some, run the loop (checking the answer against the task's
+//! output schema; for a new root session, the `title` agent beside it), hand back the
+//! transcript, the provenance, the title and the workspace.
 
 use taskwire_agent::command::run_subtask;
+use taskwire_agent::command::shell::{self, Expanded, shell_spans};
+use taskwire_agent::output_schema::{OutputSchema, Structured, run_session_with_schema};
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions};
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
+use taskwire_agent::provenance::{Source, Sources};
+use taskwire_agent::session::SessionState;
+use taskwire_agent::tools::ToolContext;
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
-use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, render};
-use taskwire_agent::{AgentSpec, CompactionPolicy, SessionOutcome, SessionParams, run_session};
+use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, included_files, render};
+use taskwire_agent::{AgentSpec, CompactionPolicy, SessionHost, SessionOutcome, SessionParams};
 use taskwire_bus::messages::SessionSave;
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::{SessionId, TaskId, TaskRequest};
@@ -16,7 +22,7 @@ use taskwire_workspaces::WorkspaceError;
 
 use crate::cancel::StopHandle;
 use crate::host::WorkerHost;
-use crate::progress::ProgressPublisher;
+use crate::progress::{ProgressPublisher, ProgressSink};
 use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
 use crate::workspace::TaskFiles;
@@ -35,6 +41,10 @@ pub enum StartError {
 /// A session that ran to its end.
 pub struct Ran<'a> {
     pub outcome: SessionOutcome,
+    /// The answer checked against the task's output schema.
+    pub structured: Structured,
+    /// What the session drew on: files read, URLs fetched, commands run.
+    pub provenance: Vec<Source>,
     /// The transcript to send with the result (when it was not saved already).
     pub transcript: Option<String>,
     /// The workspace the session ran in: kept until the result is recorded.
@@ -84,6 +94,13 @@ pub async fn run<'a>(
     let max_steps = request
         .max_steps
         .map_or(agent.max_steps, |m| m.min(agent.max_steps));
+    // Checked at submit; a schema that no longer compiles here fails the task clearly.
+    let schema = request
+        .output_schema
+        .as_deref()
+        .map(OutputSchema::parse)
+        .transpose()
+        .map_err(|e| StartError::Invalid(format!("invalid output_schema: {e}")))?;
     let History {
         transcript: mut history,
         from_checkpoint,
@@ -104,8 +121,13 @@ pub async fn run<'a>(
     }
     // What the task brought along goes into its first user message; a ref the task
     // cannot have (outside the workspace) fails it before anything runs.
-    let rendered = render(&request.prompt, &inputs_of(request), &tools_workspace)
+    let inputs = inputs_of(request);
+    let rendered = render(&request.prompt, &inputs, &tools_workspace)
         .map_err(|e| StartError::Invalid(e.to_string()))?;
+    let mut sources = Sources::new();
+    for file in included_files(&request.prompt, &inputs, &tools_workspace) {
+        sources.add("file", &file, "");
+    }
 
     let (sink, publisher) = ProgressPublisher::start(
         ctx.bus.clone(),
@@ -133,8 +155,37 @@ pub async fn run<'a>(
         files: &workspace,
         children_refused: Default::default(),
     };
+    let history_len = history.messages.len();
     let run = async {
         let mut prompt = rendered;
+        let mut subtask_prompt = request.subtask.as_ref().map(|part| part.prompt.clone());
+        if request.expand_shell && !from_checkpoint {
+            // A command template's !`cmd`, run before anything else; in the prompt the
+            // task was given, never in the files and inputs rendered after it.
+            let target = match &mut subtask_prompt {
+                Some(text) => text,
+                None => &mut prompt,
+            };
+            let own = if request.subtask.is_some() {
+                target.len()
+            } else {
+                request.prompt.len()
+            };
+            let expanded = expand_commands(
+                &target[..own],
+                &tools_workspace,
+                &agent,
+                &inherited,
+                &host,
+                &sink,
+                stop,
+            )
+            .await;
+            for (command, output) in &expanded.ran {
+                sources.add("command", command, output);
+            }
+            target.replace_range(..own, &expanded.text);
+        }
         let mut subtask_usage = taskwire_llm::Usage::default();
         if let Some(part) = request.subtask.as_ref().filter(|_| !from_checkpoint) {
             // A slash command's delegation runs first, with no model deciding it (a
@@ -142,7 +193,7 @@ pub async fn run<'a>(
             let part = SubtaskPart {
                 agent: part.agent.clone(),
                 description: part.description.clone(),
-                prompt: part.prompt.clone(),
+                prompt: subtask_prompt.unwrap_or_default(),
                 command: (!part.command.is_empty()).then(|| part.command.clone()),
             };
             let done = run_subtask(&part, "call_subtask", &host, &sink, stop.token()).await;
@@ -162,8 +213,9 @@ pub async fn run<'a>(
             instructions: ctx.instructions.clone(),
             compaction,
         };
-        let mut outcome = run_session(
+        let (mut outcome, structured) = run_session_with_schema(
             params,
+            schema.as_ref(),
             ctx.provider.as_ref(),
             &ctx.tools,
             &host,
@@ -172,7 +224,7 @@ pub async fn run<'a>(
         )
         .await;
         outcome.usage += subtask_usage;
-        outcome
+        (outcome, structured)
     };
     // A new root session gets a title, written beside its first step; a child's, a
     // resumed session's or a retried attempt's history already says what it is.
@@ -180,7 +232,7 @@ pub async fn run<'a>(
         (ctx.titles && request.parent_task_id.is_none() && history_was_empty && !from_checkpoint)
             .then(|| title_source(request))
             .flatten();
-    let (mut outcome, title) = run_beside_title(
+    let ((mut outcome, structured), title) = run_beside_title(
         supervise(run, request.deadline, stop),
         title_source.map(|source| write_title(ctx, &title_model, source, stop)),
     )
@@ -189,6 +241,16 @@ pub async fn run<'a>(
         outcome.usage += *usage;
     }
     let title = title.and_then(|(title, _)| title);
+    sources.add_tool_calls(
+        outcome
+            .transcript
+            .messages
+            .get(history_len..)
+            .unwrap_or_default(),
+    );
+    if sources.dropped() > 0 {
+        tracing::debug!(task.id = %request.task_id, dropped = sources.dropped(), "provenance list full");
+    }
     publisher.finish(sink).await;
     // A retried attempt goes on from this transcript, so it needs these files too.
     let state = match outcome.error.as_ref().filter(|e| e.retryable) {
@@ -206,6 +268,8 @@ pub async fn run<'a>(
     .await;
     Ok(Ran {
         outcome,
+        structured,
+        provenance: sources.into_vec(),
         transcript,
         workspace,
         title,
@@ -218,10 +282,10 @@ const TITLE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs `session` to its end with `title` beside it; the title gets [`TITLE_GRACE`]
 /// more once the session is done, and is dropped after it.
-async fn run_beside_title<T>(
-    session: impl std::future::Future<Output = SessionOutcome>,
+async fn run_beside_title<S, T>(
+    session: impl std::future::Future<Output = S>,
     title: Option<impl std::future::Future<Output = Option<T>>>,
-) -> (SessionOutcome, Option<T>) {
+) -> (S, Option<T>) {
     let Some(title) = title else {
         return (session.await, None);
     };
@@ -270,6 +334,54 @@ async fn write_title(
             }
         },
     }
+}
+
+/// Runs the !`cmd` of a command template under the session's `bash` rules (asks go to
+/// the task's approvals, as a tool call's would), once its files are ready.
+async fn expand_commands(
+    text: &str,
+    workspace: &taskwire_agent::Workspace,
+    agent: &AgentSpec,
+    inherited: &[PermissionLayer],
+    host: &WorkerHost<'_>,
+    sink: &ProgressSink,
+    stop: &StopHandle,
+) -> Expanded {
+    let commands = shell_spans(text).len();
+    if commands == 0 {
+        return Expanded {
+            text: text.to_owned(),
+            ran: Vec::new(),
+        };
+    }
+    let Some(bash) = host.ctx.tools.get("bash") else {
+        return Expanded {
+            text: text.to_owned(),
+            ran: Vec::new(),
+        };
+    };
+    if let Err(e) = host.ensure_workspace().await {
+        tracing::warn!(task.id = %host.task_id, error = %e.message, "template commands not run");
+        return Expanded {
+            text: format!(
+                "{text}\n\n[the template's commands did not run: {}]",
+                e.message
+            ),
+            ran: Vec::new(),
+        };
+    }
+    let state = SessionState::new();
+    let ctx = ToolContext {
+        workspace: workspace.clone(),
+        cancel: stop.token(),
+        host,
+        observer: sink,
+        state: &state,
+        call_id: String::new(),
+        permissions: Permissions::new(&agent.permission, inherited),
+    };
+    tracing::debug!(task.id = %host.task_id, commands, "running the template's commands");
+    shell::expand(text, bash, &ctx).await
 }
 
 /// Whether the session reads files before its first tool call: inputs that name

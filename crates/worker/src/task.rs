@@ -4,14 +4,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Message};
+use taskwire_agent::output_schema::{OUTPUT_SCHEMA_MISMATCH, Structured};
+use taskwire_agent::provenance::Source;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
 use taskwire_bus::codec::decode;
 use taskwire_bus::messages::{ClaimRequest, ClaimVerdict, DeadLetter};
 use taskwire_bus::{Bus, Subjects};
 use taskwire_llm::Provider;
 use taskwire_protocol::{
-    ErrorCode, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, Usage,
-    WorkerId,
+    ErrorCode, Provenance, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus,
+    ToolCallSummary, Usage, WorkerId,
 };
 use tracing::Instrument;
 
@@ -154,8 +156,24 @@ async fn run_claimed(
             let mut result = TaskResult {
                 transcript_json: ran.transcript,
                 title: ran.title,
+                provenance: ran.provenance.into_iter().map(provenance_of).collect(),
                 ..ended(ran.outcome)
             };
+            match ran.structured {
+                Structured::NotChecked => {}
+                Structured::Valid(value) => result.structured = Some(value),
+                Structured::Mismatch(errors) => {
+                    tracing::info!(task.id = %task_id, "answer does not satisfy the output schema after one correction");
+                    result.status = TaskStatus::Error;
+                    result.errors.push(TaskError {
+                        code: OUTPUT_SCHEMA_MISMATCH.into(),
+                        message: format!(
+                            "the answer does not satisfy the output schema, also after one correction:\n{errors}"
+                        ),
+                        retryable: false,
+                    });
+                }
+            }
             match workspace.result_patch().await {
                 Ok(patch) => result.patch = patch,
                 Err(error) => {
@@ -255,6 +273,14 @@ pub async fn supervise<T>(
     }
 }
 
+fn provenance_of(source: Source) -> Provenance {
+    Provenance {
+        source: source.source,
+        uri: source.uri,
+        excerpt: source.excerpt,
+    }
+}
+
 fn empty_outcome() -> SessionOutcome {
     SessionOutcome {
         status: SessionStatus::Error,
@@ -335,6 +361,7 @@ fn result_of(
         transcript_json: None,
         patch: String::new(),
         title: None,
+        provenance: Vec::new(),
     }
 }
 

@@ -92,6 +92,7 @@ pub async fn run_subtask(
             state,
             title: part.description.clone(),
             error,
+            metadata: None,
         });
     };
     emit(ToolCallState::Pending, None);
@@ -104,12 +105,12 @@ pub async fn run_subtask(
         session_id: None,
         command: part.command.clone(),
     };
-    let progress = Progress::new(observer, &part.agent, &part.description);
+    let progress = Progress::new(observer, call_id, &part.agent, &part.description);
     let on_progress = |update| progress.child_update(update);
     let result = host.run_child(request, &on_progress, cancel).await;
     let usage = match &result {
         Ok(child) => {
-            progress.announce(&child.task_id);
+            progress.announce(&child.task_id, &child.session_id);
             child.usage
         }
         Err(_) => Usage::default(),

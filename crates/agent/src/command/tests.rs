@@ -45,9 +45,32 @@ fn subtask_rule_of_seed_000() {
 
 #[test]
 fn render_fills_arguments_and_positions() {
+    assert_eq!(render("a=$1 b=$2 c=$9.", "x"), "a=x b= c=.");
+    assert_eq!(render("cost: $0 or $$ or $x", ""), "cost: $0 or $$ or $x");
+    assert_eq!(render("$1$1", "ab"), "abab");
+}
+
+#[test]
+fn the_last_placeholder_takes_the_rest_of_the_arguments() {
+    // Seed 000's example.
     assert_eq!(
         render("Find all $1 in the codebase", "TypeScript files"),
-        "Find all TypeScript in the codebase"
+        "Find all TypeScript files in the codebase"
+    );
+    assert_eq!(
+        render("Compare $1 with $2.", "a.rs b.rs c.rs"),
+        "Compare a.rs with b.rs c.rs."
+    );
+    // Only the highest-numbered placeholder takes the rest, wherever it stands.
+    assert_eq!(render("$2 then $1", "x y z"), "y z then x");
+    // A quoted argument stays one word.
+    assert_eq!(
+        render("Rename $1 to $2", r#""old name" "new name" "#),
+        "Rename old name to new name"
+    );
+    assert_eq!(
+        render("Review $1 for $2", r#""src/app.ts" error handling"#),
+        "Review src/app.ts for error handling"
     );
     assert_eq!(
         render(
@@ -56,9 +79,6 @@ fn render_fills_arguments_and_positions() {
         ),
         r#"Review src/app.ts for error handling; all: src/app.ts "error handling""#
     );
-    assert_eq!(render("a=$1 b=$2 c=$9.", "x"), "a=x b= c=.");
-    assert_eq!(render("cost: $0 or $$ or $x", ""), "cost: $0 or $$ or $x");
-    assert_eq!(render("$1$1", "ab"), "abab");
 }
 
 #[test]

@@ -53,6 +53,11 @@ pub enum SessionEvent {
         title: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// What the tool reports beside its output: set on `completed`, and on
+        /// `running` updates of tools that report while they run (the `task` tool's
+        /// child summary, seed 001 step 5).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<serde_json::Value>,
     },
     /// A tool call waits for an answer to an `ask` permission; the host asks. The
     /// call stays `pending` until answered.
@@ -61,15 +66,24 @@ pub enum SessionEvent {
         permission: String,
         patterns: Vec<String>,
     },
-    /// The `task` tool started a child task (sent once per child).
+    /// The `task` tool (or a command's subtask, the call `call_id`) submitted a child
+    /// task (sent once per child, before it runs).
     ChildTask {
         task_id: String,
         agent: String,
         description: String,
+        /// The child's session, to continue it with.
+        #[serde(default)]
+        session_id: String,
+        #[serde(default)]
+        call_id: String,
     },
-    /// A tool call of a child task changed state.
+    /// A tool call of a child task (or of one of its descendants, `task_id`) changed
+    /// state; `call_id` is its id in that task's session.
     ChildToolCall {
         task_id: String,
+        #[serde(default)]
+        call_id: String,
         tool: String,
         title: String,
         state: ToolCallState,

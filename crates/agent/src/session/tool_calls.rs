@@ -119,7 +119,7 @@ impl<'a> Turn<'a> {
                 Some((index, result)) = running.next() => {
                     let call = &calls[index];
                     match &result {
-                        Ok(output) => self.emit(call, ToolCallState::Completed, &output.title, None),
+                        Ok(output) => self.emit_completed(call, output),
                         Err(err) => {
                             let error = Some(err.to_string());
                             self.emit(call, ToolCallState::Error, &titles[index], error);
@@ -334,6 +334,20 @@ impl<'a> Turn<'a> {
             state,
             title: title.to_owned(),
             error,
+            metadata: None,
+        });
+    }
+
+    /// `completed`, with what the tool reports beside its output (none when it is
+    /// `null`).
+    fn emit_completed(&self, call: &ToolCall, output: &ToolOutput) {
+        self.ctx.observer.on_event(SessionEvent::ToolCall {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            state: ToolCallState::Completed,
+            title: output.title.clone(),
+            error: None,
+            metadata: (!output.metadata.is_null()).then(|| output.metadata.clone()),
         });
     }
 }

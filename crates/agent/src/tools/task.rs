@@ -2,7 +2,9 @@
 //! (OpenCode's Task tool, seed 001).
 //!
 //! The host starts the child and waits for it; this tool forwards the child's tool
-//! calls as progress (`ChildTask` once per child, then `ChildToolCall`s), adds the
+//! calls as progress (`ChildTask` once per child, when it is submitted, then
+//! `ChildToolCall`s with the child's own call ids, and the child's summary as the
+//! call's metadata; see [`Progress`]), adds the
 //! child's usage to the session, and returns the child's last text followed by a
 //! `<task_metadata>` block with its session id (step 13), which the model passes back
 //! as `session_id` to continue the child.
@@ -22,7 +24,7 @@ use serde_json::{Value, json};
 use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
 use crate::error::ToolError;
 use crate::host::{ChildProgress, ChildTaskRequest, ChildTaskResult, SessionHost};
-use crate::session::{SessionEvent, SessionObserver};
+use crate::session::{SessionEvent, SessionObserver, ToolCallState};
 use crate::workspace::Workspace;
 
 const DESCRIPTION: &str = include_str!("../prompt/task_tool.txt");
@@ -111,7 +113,12 @@ impl Tool for TaskTool {
             session_id: args.session_id,
             command: args.command,
         };
-        let progress = Progress::new(ctx.observer, &args.subagent_type, &args.description);
+        let progress = Progress::new(
+            ctx.observer,
+            &ctx.call_id,
+            &args.subagent_type,
+            &args.description,
+        );
         let on_progress = |update: ChildProgress| progress.child_update(update);
         let result = ctx
             .host
@@ -121,14 +128,16 @@ impl Tool for TaskTool {
                 agent: args.subagent_type.clone(),
                 reason: with_listed_agents(reason, &args.subagent_type, ctx.host),
             })?;
-        progress.announce(&result.task_id);
+        progress.announce(&result.task_id, &result.session_id);
         ctx.state.add_child_usage(result.usage);
-        finish(
+        let mut output = finish(
             &args.subagent_type,
             &args.description,
             result,
             progress.calls(),
-        )
+        )?;
+        output.metadata["summary"] = progress.metadata()["summary"].take();
+        Ok(output)
     }
 }
 
@@ -195,35 +204,46 @@ pub(crate) fn finish(
     })
 }
 
-/// Forwards a child's progress as session events.
+/// Forwards a child's progress as session events: `ChildTask` once it is submitted,
+/// its tool calls with their own ids, and, as each of them ends, a `running` update of
+/// the parent's call whose metadata holds the child's task and session and a summary
+/// of its calls (seed 001, step 5), so that watchers see the child at work.
 pub(crate) struct Progress<'c> {
     observer: &'c dyn SessionObserver,
+    /// The parent's call (the `task` call, or a command's subtask) the child runs for.
+    call_id: &'c str,
     agent: &'c str,
     description: &'c str,
-    /// Children already announced with `ChildTask`. The host's first report names
-    /// the child's task id; a child that makes no tool calls is announced when it
-    /// finishes.
+    /// Children already announced with `ChildTask`. The host reports the submitted
+    /// child first; a host that does not is covered by announcing on the first tool
+    /// call, or when the child finishes.
     announced: Mutex<Vec<String>>,
-    calls: Mutex<usize>,
+    /// The announced child's task and session ids.
+    child: Mutex<(String, String)>,
+    /// One entry per child call, in the order first seen, updated in place.
+    summary: Mutex<Vec<Value>>,
 }
 
 impl<'c> Progress<'c> {
     pub(crate) fn new(
         observer: &'c dyn SessionObserver,
+        call_id: &'c str,
         agent: &'c str,
         description: &'c str,
     ) -> Self {
         Self {
             observer,
+            call_id,
             agent,
             description,
             announced: Mutex::default(),
-            calls: Mutex::default(),
+            child: Mutex::default(),
+            summary: Mutex::default(),
         }
     }
 
     /// Sends `ChildTask` for `task_id` unless it was sent already.
-    pub(crate) fn announce(&self, task_id: &str) {
+    pub(crate) fn announce(&self, task_id: &str, session_id: &str) {
         let mut announced = self
             .announced
             .lock()
@@ -233,33 +253,71 @@ impl<'c> Progress<'c> {
         }
         announced.push(task_id.to_owned());
         drop(announced);
+        *self.child.lock().unwrap_or_else(PoisonError::into_inner) =
+            (task_id.to_owned(), session_id.to_owned());
         self.observer.on_event(SessionEvent::ChildTask {
             task_id: task_id.to_owned(),
             agent: self.agent.to_owned(),
             description: self.description.to_owned(),
+            session_id: session_id.to_owned(),
+            call_id: self.call_id.to_owned(),
         });
     }
 
-    /// Forwards one child update. A tool call announces its child first if needed (an
-    /// approval may come from a grandchild, which this session does not announce).
+    /// Forwards one child update. An approval may come from a grandchild, which this
+    /// session does not announce.
     pub(crate) fn child_update(&self, update: ChildProgress) {
         match update {
+            ChildProgress::Started {
+                task_id,
+                session_id,
+            } => {
+                self.announce(&task_id, &session_id);
+                self.report();
+            }
             ChildProgress::ToolCall {
                 task_id,
+                call_id,
                 tool,
                 title,
                 state,
             } => {
-                self.announce(&task_id);
-                if state == crate::session::ToolCallState::Pending {
-                    *self.calls.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                if self
+                    .announced
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_empty()
+                {
+                    self.announce(&task_id, "");
                 }
+                let entry = json!({
+                    "id": call_id,
+                    "task_id": task_id,
+                    "tool": tool,
+                    "status": state,
+                    "title": title,
+                });
+                {
+                    let mut summary = self.summary.lock().unwrap_or_else(PoisonError::into_inner);
+                    match summary
+                        .iter_mut()
+                        .find(|e| e["id"] == entry["id"] && e["task_id"] == entry["task_id"])
+                    {
+                        Some(existing) => *existing = entry,
+                        None => summary.push(entry),
+                    }
+                }
+                let ended = matches!(state, ToolCallState::Completed | ToolCallState::Error);
                 self.observer.on_event(SessionEvent::ChildToolCall {
                     task_id,
+                    call_id,
                     tool,
                     title,
                     state,
                 });
+                if ended {
+                    self.report();
+                }
             }
             ChildProgress::ApprovalRequired {
                 task_id,
@@ -275,9 +333,39 @@ impl<'c> Progress<'c> {
         }
     }
 
+    /// The child's task and session and its calls so far, as the call's metadata.
+    pub(crate) fn metadata(&self) -> Value {
+        let (task_id, session_id) = self
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let summary = self
+            .summary
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        json!({ "task_id": task_id, "session_id": session_id, "summary": summary })
+    }
+
+    /// A `running` update of the parent's call carrying [`Self::metadata`].
+    fn report(&self) {
+        self.observer.on_event(SessionEvent::ToolCall {
+            call_id: self.call_id.to_owned(),
+            tool: "task".to_owned(),
+            state: ToolCallState::Running,
+            title: self.description.to_owned(),
+            error: None,
+            metadata: Some(self.metadata()),
+        });
+    }
+
     /// Child tool calls seen so far.
     pub(crate) fn calls(&self) -> usize {
-        *self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+        self.summary
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 

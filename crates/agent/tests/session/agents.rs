@@ -204,8 +204,11 @@ async fn a_subagent_command_runs_as_a_subtask_and_the_parent_summarises_it() {
     let run = run_subtask(&part, "sub-1", &host, &observer, CancellationToken::new()).await;
     assert!(run.ok);
     assert_eq!(run.usage, usage(3, 2));
+    // Running repeats as the child reports (the call's metadata updates).
+    let mut states = fx.states_of("sub-1");
+    states.dedup();
     assert_eq!(
-        fx.states_of("sub-1"),
+        states,
         [
             ToolCallState::Pending,
             ToolCallState::Running,
@@ -238,7 +241,7 @@ async fn a_subagent_command_runs_as_a_subtask_and_the_parent_summarises_it() {
     assert_eq!(sent[2].tool_calls[0].name, "task");
     assert_eq!(
         sent[3].content,
-        "report on Find all TODOs in the codebase\n\n<task_metadata>\nsession_id: ses-Find things\n</task_metadata>"
+        "report on Find all TODOs please in the codebase\n\n<task_metadata>\nsession_id: ses-Find things\n</task_metadata>"
     );
     assert_eq!(sent[4].content, SUBTASK_SUMMARY_PROMPT);
     let synthetic = &outcome.transcript.messages[2];

@@ -35,8 +35,20 @@ async fn grep_then_read_produces_events_in_order_and_completes() {
     );
 
     use ToolCallState::*;
+    let events = fx.events();
+    // A tool's metadata reaches the observer with its completion.
+    let grep_done = events.iter().find_map(|e| match e {
+        SessionEvent::ToolCall {
+            call_id,
+            state: Completed,
+            metadata,
+            ..
+        } if call_id == "c1" => metadata.clone(),
+        _ => None,
+    });
+    assert_eq!(grep_done.expect("grep metadata")["matches"], 1);
     assert_eq!(
-        fx.events(),
+        without_metadata(events),
         [
             SessionEvent::StepStarted { step: 1 },
             SessionEvent::StepFinished {

@@ -14,6 +14,7 @@
 //! - `endings`: step limit, cancellation, model errors.
 //! - `compaction`: a session over its share of the context window goes on from a
 //!   summary; later runs and resumed checkpoints too.
+//! - `structured`: answers checked against an output schema, and the one retry.
 
 mod agents;
 mod approvals;
@@ -23,5 +24,6 @@ mod endings;
 mod flow;
 mod inherited;
 mod refusals;
+mod structured;
 mod support;
 mod tasks;

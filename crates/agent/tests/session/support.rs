@@ -228,7 +228,33 @@ pub(crate) fn tool_event(
         state,
         title: title.into(),
         error: None,
+        metadata: None,
     }
+}
+
+/// `events` with the tools' metadata left out, to compare with [`tool_event`]s.
+pub(crate) fn without_metadata(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
+    events
+        .into_iter()
+        .map(|event| match event {
+            SessionEvent::ToolCall {
+                call_id,
+                tool,
+                state,
+                title,
+                error,
+                ..
+            } => SessionEvent::ToolCall {
+                call_id,
+                tool,
+                state,
+                title,
+                error,
+                metadata: None,
+            },
+            other => other,
+        })
+        .collect()
 }
 
 pub(crate) fn tool_names(request: &ChatRequest) -> Vec<&str> {
@@ -378,6 +404,12 @@ impl SessionHost for TestHost {
             barrier.wait().await;
         }
         let task_id = format!("task-{}", request.description);
+        if KNOWN_AGENTS.contains(&request.subagent_type.as_str()) {
+            on_progress(ChildProgress::Started {
+                task_id: task_id.clone(),
+                session_id: format!("ses-{}", request.description),
+            });
+        }
         for state in [
             ToolCallState::Pending,
             ToolCallState::Running,
@@ -385,6 +417,7 @@ impl SessionHost for TestHost {
         ] {
             on_progress(ChildProgress::ToolCall {
                 task_id: task_id.clone(),
+                call_id: "child-c1".into(),
                 tool: "grep".into(),
                 title: "grep TODO".into(),
                 state,

@@ -68,6 +68,8 @@ async fn two_task_calls_run_concurrently_and_both_reports_reach_the_model() {
                     task_id: task_id.into(),
                     agent: agent.into(),
                     description: description.into(),
+                    session_id: format!("ses-{description}"),
+                    call_id: format!("t{}", if description == "A" { 1 } else { 2 }),
                 }
             })
             .count();
@@ -76,13 +78,58 @@ async fn two_task_calls_run_concurrently_and_both_reports_reach_the_model() {
             .iter()
             .filter_map(|e| match e {
                 SessionEvent::ChildToolCall {
-                    task_id: id, state, ..
-                } if id == task_id => Some(*state),
+                    task_id: id,
+                    call_id,
+                    state,
+                    ..
+                } if id == task_id => Some((call_id.as_str(), *state)),
                 _ => None,
             })
             .collect();
         use ToolCallState::*;
-        assert_eq!(child_calls, [Pending, Running, Completed], "{task_id}");
+        // The child's call keeps its own id in the parent's progress.
+        assert_eq!(
+            child_calls,
+            [
+                ("child-c1", Pending),
+                ("child-c1", Running),
+                ("child-c1", Completed)
+            ],
+            "{task_id}"
+        );
+        // The child is announced before its first call; the parent's `task` call
+        // then carries the child's summary as metadata, live and at completion.
+        let announced_at = events
+            .iter()
+            .position(|e| matches!(e, SessionEvent::ChildTask { task_id: id, .. } if id == task_id))
+            .expect("announced");
+        let first_call = events
+            .iter()
+            .position(
+                |e| matches!(e, SessionEvent::ChildToolCall { task_id: id, .. } if id == task_id),
+            )
+            .expect("a child call");
+        assert!(
+            announced_at < first_call,
+            "{task_id} announced when submitted"
+        );
+        let summaries: Vec<&serde_json::Value> = events
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::ToolCall {
+                    tool,
+                    metadata: Some(metadata),
+                    ..
+                } if tool == "task" && metadata["task_id"] == task_id => Some(metadata),
+                _ => None,
+            })
+            .collect();
+        let last = summaries
+            .last()
+            .expect("the child's summary reached the observer");
+        assert_eq!(last["session_id"], format!("ses-{description}"));
+        assert_eq!(last["summary"][0]["id"], "child-c1");
+        assert_eq!(last["summary"][0]["status"], "completed");
     }
     let children = host.children.lock().expect("not poisoned").clone();
     assert_eq!(children.len(), 2);

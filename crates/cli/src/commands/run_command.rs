@@ -39,6 +39,9 @@ pub struct RunArgs {
     /// Running again with the same key returns the first task instead of a new one
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// JSON Schema file the final answer must satisfy; the answer is returned as JSON (`structured`)
+    #[arg(long, value_name = "FILE", value_parser = crate::commands::submit::read_output_schema)]
+    pub output_schema: Option<String>,
     /// Follow the task until it finishes and print its result; exits 1 unless it completed
     #[arg(long)]
     pub wait: bool,
@@ -66,14 +69,32 @@ fn build_request(args: &RunArgs, now: DateTime<Utc>) -> anyhow::Result<pb::RunCo
         .map_err(anyhow::Error::msg)?;
     Ok(pb::RunCommandRequest {
         command: args.command.clone(),
-        arguments: args.arguments.join(" "),
+        arguments: join_arguments(&args.arguments),
         tenant: args.tenant.clone().unwrap_or_default(),
         parent_task_id: args.parent.clone().unwrap_or_default(),
         session_id: args.session.clone().unwrap_or_default(),
         model: args.model.clone(),
         deadline: deadline.map(time::to_wire),
         idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
+        output_schema: args.output_schema.clone().unwrap_or_default(),
     })
+}
+
+/// The words joined with spaces; a word the shell kept whole though it holds spaces
+/// or quotes (`taskwire run /x "two words"`) is quoted again, so it stays one
+/// argument (`$1`) for the template.
+fn join_arguments(words: &[String]) -> String {
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if w.is_empty() || w.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+                format!("\"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    quoted.join(" ")
 }
 
 /// `/review` or `review`, kept as typed; a lone `/` or blank name is a usage error.
@@ -111,6 +132,12 @@ mod tests {
         let req = request(&["/review", "src/lib.rs", "be", "strict"]);
         assert_eq!(req.command, "/review");
         assert_eq!(req.arguments, "src/lib.rs be strict");
+    }
+
+    #[test]
+    fn an_argument_the_shell_kept_whole_stays_one_word() {
+        let req = request(&["/rename", "old name", "new", r#"say "hi""#]);
+        assert_eq!(req.arguments, r#""old name" new "say \"hi\"""#);
     }
 
     #[test]

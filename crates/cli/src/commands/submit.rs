@@ -53,6 +53,9 @@ pub struct SubmitArgs {
     /// Structured input: a JSON object, or @FILE to read one from a file
     #[arg(long, value_name = "JSON", value_parser = parse_input)]
     pub input: Option<serde_json::Value>,
+    /// JSON Schema file the final answer must satisfy; the answer is returned as JSON (`structured`)
+    #[arg(long, value_name = "FILE", value_parser = read_output_schema)]
+    pub output_schema: Option<String>,
     /// Follow the task until it finishes and print its result; exits 1 unless it completed
     #[arg(long)]
     pub wait: bool,
@@ -146,8 +149,18 @@ fn build_request(
         max_attempts: args.max_attempts,
         auth_scope: args.scopes.clone(),
         input: args.input.as_ref().map(json_to_struct),
+        output_schema: args.output_schema.clone().unwrap_or_default(),
         ..Default::default()
     })
+}
+
+/// `--output-schema FILE`: the file's text, which must be JSON (the coordinator checks
+/// that it is a JSON Schema for an object).
+pub fn read_output_schema(path: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("failed to read {path}: {e}"))?;
+    serde_json::from_str::<serde_json::Value>(&text)
+        .map_err(|e| format!("{path} is not valid json: {e}"))?;
+    Ok(text)
 }
 
 /// The prompt words joined with spaces, or stdin for a lone `-`.
@@ -255,6 +268,26 @@ mod tests {
         assert!(
             crate::testing::parse::<Probe>(["submit", "--agent", "a", "--input", "3", "go"])
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn output_schema_is_read_from_a_json_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let schema = dir.path().join("schema.json");
+        std::fs::write(&schema, r#"{"type": "object"}"#).expect("write");
+        let path = schema.to_str().expect("utf-8 path");
+        let args = parse(&["--agent", "a", "--output-schema", path, "go"]);
+        let req = build_request(&args, "go".to_owned(), Utc::now()).expect("request");
+        assert_eq!(req.output_schema, r#"{"type": "object"}"#);
+
+        std::fs::write(&schema, "{nope").expect("write");
+        let err = read_output_schema(path).expect_err("not json");
+        assert!(err.contains("not valid json"), "{err}");
+        assert!(
+            read_output_schema("/nonexistent/schema.json")
+                .expect_err("missing")
+                .contains("failed to read")
         );
     }
 

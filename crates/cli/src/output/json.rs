@@ -109,12 +109,20 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
                 "state": tool_call_state_name(e.state),
                 "title": e.title,
                 "error": non_empty(&e.error),
+                "call_task_id": non_empty(&e.task_id),
+                "metadata": e.metadata.as_ref().map(struct_to_json),
             }),
         ),
         Some(Event::TextDelta(e)) => ("text_delta", json!({ "text": e.text })),
         Some(Event::ChildTask(e)) => (
             "child_task",
-            json!({ "child_task_id": e.task_id, "agent": e.agent, "description": e.description }),
+            json!({
+                "child_task_id": e.task_id,
+                "agent": e.agent,
+                "description": e.description,
+                "child_session_id": non_empty(&e.session_id),
+                "call_id": non_empty(&e.call_id),
+            }),
         ),
         Some(Event::ApprovalRequired(e)) => (
             "approval_required",
@@ -354,6 +362,10 @@ mod tests {
                 state: pb::ToolCallState::Running as i32,
                 title: "grep TODO in src".to_owned(),
                 error: String::new(),
+                task_id: "child".to_owned(),
+                metadata: Some(taskwire_protocol::value::json_to_struct(
+                    &serde_json::json!({"matches": 3}),
+                )),
             })),
             ..Default::default()
         };
@@ -364,6 +376,8 @@ mod tests {
         assert_eq!(v["tool"], "grep");
         assert_eq!(v["state"], "running");
         assert_eq!(v["error"], Value::Null);
+        assert_eq!(v["call_task_id"], "child", "whose call it is");
+        assert_eq!(v["metadata"]["matches"], 3.0);
     }
 
     #[test]
@@ -374,12 +388,15 @@ mod tests {
                 task_id: "child".to_owned(),
                 agent: "explore".to_owned(),
                 description: "look around".to_owned(),
+                session_id: "ses-child".to_owned(),
+                call_id: "t1".to_owned(),
             })),
             ..Default::default()
         };
         let v = progress(&p);
         assert_eq!(v["task_id"], "parent");
         assert_eq!(v["child_task_id"], "child");
+        assert_eq!(v["child_session_id"], "ses-child");
     }
 
     #[test]

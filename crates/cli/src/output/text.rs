@@ -43,6 +43,12 @@ impl<W: Write> ProgressPrinter<W> {
                     e.step, u.input_tokens, u.output_tokens
                 )
             }
+            // A running call's metadata update (a child's summary) adds no line.
+            Some(Event::ToolCall(e))
+                if e.metadata.is_some() && e.state == pb::ToolCallState::Running as i32 =>
+            {
+                return Ok(());
+            }
             Some(Event::ToolCall(e)) => {
                 let mut line = format!(
                     "tool {} [{}] {}",
@@ -50,6 +56,9 @@ impl<W: Write> ProgressPrinter<W> {
                     tool_call_state_name(e.state),
                     e.title
                 );
+                if !e.task_id.is_empty() {
+                    let _ = write!(line, " (in task {})", e.task_id);
+                }
                 if !e.error.is_empty() {
                     let _ = write!(line, ": {}", e.error);
                 }
@@ -153,8 +162,16 @@ pub fn error_lines(r: &pb::TaskResult) -> String {
     })
 }
 
-/// The answer text, ending with a newline unless empty.
+/// The answer, ending with a newline unless empty: the structured answer as indented
+/// JSON when the task had an output schema, else the text.
 pub fn answer(r: &pb::TaskResult) -> String {
+    if let Some(structured) = r.output.as_ref().and_then(|o| o.structured.as_ref()) {
+        let value = taskwire_protocol::value::struct_to_json(structured);
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+        );
+    }
     let text = result_text(r);
     if text.is_empty() || text.ends_with('\n') {
         text.to_owned()
@@ -215,6 +232,10 @@ pub fn task_summary(t: &pb::Task) -> String {
                 tool_call_state_name(c.state),
                 c.title
             );
+        }
+        // What the answer drew on: files read, URLs fetched, commands run.
+        for p in &r.provenance {
+            let _ = writeln!(out, "{:<9} {} {}", "source", p.source, p.uri);
         }
         out.push_str(&error_lines(r));
         let text = answer(r);
@@ -473,11 +494,30 @@ mod tests {
             task_id: "c1".to_owned(),
             agent: "explore".to_owned(),
             description: "find the parser\nand its tests".to_owned(),
+            session_id: "s1".to_owned(),
+            call_id: "t1".to_owned(),
         });
         p.event(&progress(1, child)).expect("write to vec");
+        let call = |state: pb::ToolCallState, task_id: &str, metadata| {
+            pb::task_progress::Event::ToolCall(pb::ToolCallEvent {
+                call_id: "r1".to_owned(),
+                tool: "read".to_owned(),
+                state: state as i32,
+                title: "read a.rs".to_owned(),
+                error: String::new(),
+                task_id: task_id.to_owned(),
+                metadata,
+            })
+        };
+        // The child's call names its task; a metadata update adds no line.
+        p.event(&progress(1, call(pb::ToolCallState::Completed, "c1", None)))
+            .expect("write to vec");
+        let update = Some(prost_types::Struct::default());
+        p.event(&progress(1, call(pb::ToolCallState::Running, "", update)))
+            .expect("write to vec");
         assert_eq!(
             String::from_utf8(p.into_inner()).expect("utf-8"),
-            "child task c1 (explore): find the parser\n"
+            "child task c1 (explore): find the parser\ntool read [completed] read a.rs (in task c1)\n"
         );
     }
 
@@ -577,5 +617,45 @@ mod tests {
             "{s}"
         );
         assert!(s.ends_with("\n\ndone\n"), "{s}");
+    }
+
+    #[test]
+    fn summary_lists_the_provenance_and_a_structured_answer_as_json() {
+        let structured = taskwire_protocol::value::json_to_struct(&serde_json::json!({"count": 2}));
+        let t = pb::Task {
+            task_id: "t1".to_owned(),
+            status: pb::TaskStatus::Completed as i32,
+            result: Some(pb::TaskResult {
+                status: pb::TaskStatus::Completed as i32,
+                output: Some(pb::Output {
+                    text: "```json\n{\"count\": 2}\n```".to_owned(),
+                    structured: Some(structured),
+                }),
+                provenance: vec![
+                    pb::Provenance {
+                        source: "read".to_owned(),
+                        uri: "src/lib.rs".to_owned(),
+                        excerpt: "pub fn run() {}".to_owned(),
+                    },
+                    pb::Provenance {
+                        source: "bash".to_owned(),
+                        uri: "git log -1".to_owned(),
+                        excerpt: String::new(),
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = task_summary(&t);
+        assert!(
+            s.contains("source    read src/lib.rs\nsource    bash git log -1\n"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("\n\n{\n  \"count\": 2.0\n}\n")
+                || s.ends_with("\n\n{\n  \"count\": 2\n}\n"),
+            "{s}"
+        );
     }
 }

@@ -258,6 +258,8 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     new_session,
                     inherited_permission,
                     workspace_patch,
+                    output_schema: String::new(),
+                    expand_shell: false,
                 }
             },
         )

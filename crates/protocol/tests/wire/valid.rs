@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use taskwire_agent::agent::{AgentMode, AgentSpec};
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::{
-    Attachment, ClaimEpoch, ContextRef, SessionId, Subtask, TaskError, TaskId, TaskRequest,
-    TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
+    Attachment, ClaimEpoch, ContextRef, Provenance, SessionId, Subtask, TaskError, TaskId,
+    TaskRequest, TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
 };
 
 use crate::arbitrary::text;
@@ -179,6 +179,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         any::<bool>(),
         vec(domain_permission_layer(), 0..3),
         text(),
+        (option::of(non_empty()), any::<bool>()),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -188,7 +189,16 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (spec, parent_model, subtask, subagents, new_session, layers, workspace_patch),
+                (
+                    spec,
+                    parent_model,
+                    subtask,
+                    subagents,
+                    new_session,
+                    layers,
+                    workspace_patch,
+                    (output_schema, expand_shell),
+                ),
             )| TaskRequest {
                 task_id,
                 parent_task_id,
@@ -225,6 +235,8 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 new_session,
                 inherited_permission: layers.iter().map(pb::PermissionLayer::from).collect(),
                 workspace_patch,
+                output_schema,
+                expand_shell,
             },
         )
         .boxed()
@@ -272,6 +284,14 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         any::<bool>(),
         text(),
         option::of("[A-Za-z0-9 ]{1,80}"),
+        vec(
+            (text(), text(), text()).prop_map(|(source, uri, excerpt)| Provenance {
+                source,
+                uri,
+                excerpt,
+            }),
+            0..3,
+        ),
     );
     (head, tail)
         .prop_map(
@@ -288,6 +308,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     retry_scheduled,
                     patch,
                     title,
+                    provenance,
                 ),
             )| TaskResult {
                 task_id,
@@ -311,6 +332,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 transcript_json: None,
                 patch,
                 title,
+                provenance,
             },
         )
         .boxed()
