@@ -6,6 +6,8 @@
 //! - [`permissions`]: what each role (coordinator, worker) may publish and subscribe
 //!   to, and the nats-server configuration that enforces it.
 //! - [`headers`]: header names (`Nats-Msg-Id`, `traceparent`, ...).
+//! - [`trace_context`]: a span's W3C `traceparent` and back, so that a task tree is one
+//!   trace across processes.
 //! - [`error`]: the error type, [`BusError`].
 //!
 //! Streams:
@@ -25,6 +27,7 @@ pub mod headers;
 pub mod permissions;
 pub mod streams;
 pub mod subjects;
+pub mod trace_context;
 
 pub use error::BusError;
 pub use streams::{

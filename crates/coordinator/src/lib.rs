@@ -16,6 +16,7 @@
 //! - [`commands`]: agent and command registries (reloaded on change) and `RunCommand`.
 //! - [`sweeper`]: finishes overdue tasks; cancels what ended parents left running.
 //! - [`subtrees`]: a task that ends cancels its live descendants.
+//! - [`spans`]: the coordinator's trace spans (submit, dispatch, result write).
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`config`], [`error`], [`convert`].
 //!
@@ -35,6 +36,7 @@ pub mod error;
 pub mod ownership;
 pub mod relay;
 pub mod server;
+pub mod spans;
 pub mod submit;
 pub mod subtrees;
 pub mod sweeper;

@@ -5,18 +5,22 @@
 //! acks — and deletes only the rows JetStream acknowledged, in the transaction that
 //! locked them (`FOR UPDATE SKIP LOCKED`): several coordinators' relays each publish
 //! rows the others are not. A row published twice (a crash between publish and
-//! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. Failure policy:
+//! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. When traces are
+//! exported, each dispatch is a producer span under its submit's span. Failure policy:
 //! log, back off, retry forever.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, message::PublishMessage};
-use taskwire_bus::headers;
+use prost::Message as _;
+use taskwire_bus::{headers, trace_context};
+use taskwire_protocol::pb;
 use taskwire_store::Store;
 use taskwire_store::outbox::OutboxMessage;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 1024;
@@ -78,12 +82,28 @@ async fn publish(
     let total = rows.len();
     let mut pending = Vec::with_capacity(total);
     for row in rows {
+        // Exported traces get a producer span per dispatch, under the submit's span.
+        let span = trace_context::exporting().then(|| {
+            let parent = pb::TaskRequest::decode(row.payload.as_slice())
+                .map(|r| r.traceparent)
+                .unwrap_or_default();
+            crate::spans::publish(&row.subject, &row.msg_id, &parent, &row.trace_id)
+        });
+        let traceparent = match &span {
+            Some(span) => trace_context::traceparent_of(span),
+            None => traceparent(&row.trace_id),
+        };
         let msg = PublishMessage::build()
             .payload(row.payload.into())
             .message_id(&row.msg_id)
-            .header(headers::TRACEPARENT, traceparent(&row.trace_id).as_str())
+            .header(headers::TRACEPARENT, traceparent.as_str())
             .header(headers::TASK_ID, row.msg_id.as_str());
-        match js.send_publish(row.subject.clone(), msg).await {
+        let sent = js.send_publish(row.subject.clone(), msg);
+        let sent = match span {
+            Some(span) => sent.instrument(span).await,
+            None => sent.await,
+        };
+        match sent {
             Ok(ack) => pending.push((row.id, ack)),
             Err(e) => {
                 tracing::warn!(error = %e, subject = %row.subject, "failed to publish outbox row");

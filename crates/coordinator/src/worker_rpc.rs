@@ -15,6 +15,7 @@ use prost::Message;
 use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb, task::decode};
 use taskwire_store::SessionLoad;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::auth::Principal;
 use crate::convert::task_of;
@@ -141,7 +142,15 @@ async fn child(state: &State, payload: &[u8]) -> pb::ChildSubmitReply {
             tenant: Some(record.tenant.clone()),
             scopes: None,
         };
-        submit_task(state, &caller, submit, Some(parent)).await
+        let span = crate::spans::child_submit(&req.traceparent, parent_id, parent.trace_id);
+        let submitted = submit_task(state, &caller, submit, Some(parent))
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &submitted {
+            let code = tonic::Status::from(clone_error(e)).code();
+            crate::spans::fail(&span, &format!("{code:?}"));
+        }
+        submitted
     };
     match run.await {
         Ok(r) => pb::ChildSubmitReply {

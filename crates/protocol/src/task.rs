@@ -71,6 +71,9 @@ pub struct TaskRequest {
     /// Changes the task's workspace starts from (a `git diff --binary` relative to its
     /// source); for a child, its parent's changes so far. Empty for none.
     pub workspace_patch: String,
+    /// W3C trace context of the span that submitted the task; each attempt's span is
+    /// its child. Empty when traces are not exported.
+    pub traceparent: String,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -173,6 +176,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             new_session: r.new_session,
             inherited_permission: r.inherited_permission,
             workspace_patch: r.workspace_patch,
+            traceparent: r.traceparent,
         })
     }
 }
@@ -225,6 +229,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
             new_session: r.new_session,
             inherited_permission: r.inherited_permission.clone(),
             workspace_patch: r.workspace_patch.clone(),
+            traceparent: r.traceparent.clone(),
         }
     }
 }
@@ -301,6 +306,9 @@ pub struct TaskResult {
     /// the end, new files included; for a parent, its children's changes included.
     /// Empty when nothing changed.
     pub patch: String,
+    /// W3C trace context of the attempt's span; the aggregator's result write is its
+    /// child. Empty when traces are not exported.
+    pub traceparent: String,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -356,6 +364,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
             retry_scheduled: r.retry_scheduled,
             patch: r.patch,
+            traceparent: r.traceparent,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -425,6 +434,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 .clone()
                 .map(String::into_bytes)
                 .unwrap_or_default(),
+            traceparent: r.traceparent.clone(),
         }
     }
 }
@@ -491,6 +501,7 @@ mod tests {
                 }],
             }],
             workspace_patch: "diff --git a/x b/x\n".into(),
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
         }
     }
 

@@ -231,6 +231,8 @@ impl SessionHost for WorkerHost<'_> {
             parent_task_id: self.task_id.to_string(),
             parent_claim_epoch: self.epoch.0,
             parent_model: self.model.clone(),
+            // The `execute_tool task` span: the child's spans hang under it.
+            traceparent: taskwire_bus::trace_context::current_traceparent(),
             request: Some(pb::SubmitRequest {
                 agent: request.subagent_type.clone(),
                 prompt: request.prompt.clone(),

@@ -211,6 +211,8 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     new_session,
                     inherited_permission,
                     workspace_patch,
+                    // Never validated: any text is carried as it is.
+                    traceparent: String::new(),
                 ),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
@@ -324,6 +326,7 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 worker_id,
                 retry_scheduled: retry,
                 transcript_json: Vec::new(),
+                traceparent: String::new(),
             },
         )
         .boxed()

@@ -179,6 +179,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         any::<bool>(),
         vec(domain_permission_layer(), 0..3),
         text(),
+        text(),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -188,7 +189,16 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (spec, parent_model, subtask, subagents, new_session, layers, workspace_patch),
+                (
+                    spec,
+                    parent_model,
+                    subtask,
+                    subagents,
+                    new_session,
+                    layers,
+                    workspace_patch,
+                    traceparent,
+                ),
             )| TaskRequest {
                 task_id,
                 parent_task_id,
@@ -225,6 +235,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 new_session,
                 inherited_permission: layers.iter().map(pb::PermissionLayer::from).collect(),
                 workspace_patch,
+                traceparent,
             },
         )
         .boxed()
@@ -271,6 +282,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         option::of(non_empty().prop_map(WorkerId::new)),
         any::<bool>(),
         text(),
+        text(),
     );
     (head, tail)
         .prop_map(
@@ -286,6 +298,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     worker_id,
                     retry_scheduled,
                     patch,
+                    traceparent,
                 ),
             )| TaskResult {
                 task_id,
@@ -308,6 +321,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 retry_scheduled,
                 transcript_json: None,
                 patch,
+                traceparent,
             },
         )
         .boxed()
