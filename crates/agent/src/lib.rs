@@ -32,6 +32,7 @@
 //! - [`transcript`]: the serialisable session record and its conversion to messages.
 //! - [`user_message`]: the prompt with the task's inputs (`@path`, `input`,
 //!   `context_refs`, `attachments`) rendered after it.
+//! - `spans` (private): the `execute_tool` and `await_approval` trace spans.
 //! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`], [`LoadError`].
 //!
 //! [`Provider`]: taskwire_llm::Provider
@@ -47,6 +48,7 @@ pub mod permission;
 pub mod policy;
 pub mod session;
 pub mod shell;
+mod spans;
 pub mod system_prompt;
 pub mod tools;
 pub mod transcript;
