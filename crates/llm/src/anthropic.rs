@@ -116,7 +116,7 @@ impl Provider for AnthropicClient {
         let body = serde_json::to_vec(&wire).map_err(|e| {
             LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
         })?;
-        let span = crate::spans::chat("anthropic", &request.model, self.transport.endpoint());
+        let span = crate::spans::chat("anthropic", request, self.transport.endpoint());
         let answer = self
             .transport
             .chat::<StreamAssembler>(&body, on_delta)

@@ -11,7 +11,7 @@
 //! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
 //! - [`router`]: [`resolve_model`] (which model a session uses) and [`ModelRouter`]
 //!   (which provider serves a model id, by its prefix).
-//! - `spans` (private): the `chat <model>` trace span of each call.
+//! - [`spans`]: the `chat <model>` trace span of each call; prompt capture opt-in.
 //! - `transport` (private): the HTTP attempt, retry and backoff logic both clients
 //!   share.
 
@@ -20,7 +20,7 @@ pub mod config;
 pub mod error;
 pub mod openai;
 pub mod router;
-mod spans;
+pub mod spans;
 mod transport;
 pub mod types;
 

@@ -79,7 +79,7 @@ impl Provider for OpenAiClient {
     ) -> Result<ChatResponse, LlmError> {
         let body = serde_json::to_vec(&wire::Request::new(request, self.config.stream))
             .map_err(|e| LlmError::Config(format!("failed to encode the chat request: {e}")))?;
-        let span = crate::spans::chat("openai", &request.model, self.transport.endpoint());
+        let span = crate::spans::chat("openai", request, self.transport.endpoint());
         let answer = self
             .transport
             .chat::<StreamAssembler>(&body, on_delta)

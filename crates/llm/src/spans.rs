@@ -1,17 +1,34 @@
 //! The `chat <model>` span of one model call (OpenTelemetry GenAI conventions), named in
 //! one place (see `docs/observability.md`).
 //!
-//! Attributes only: token counts, models, finish reasons, the server's address and, on
-//! failure, the error's type. Prompt and completion text are never recorded here.
+//! Token counts, models, finish reasons, the server's address and, on failure, the
+//! error's type. Prompt and completion text are recorded (`gen_ai.input.messages`,
+//! `gen_ai.output.messages`) only when the process opted in with
+//! [`set_capture_content`] (`TASKWIRE_OTEL_CAPTURE_CONTENT=true`); never otherwise.
 
 use opentelemetry::{Array, StringValue, Value};
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::{ChatResponse, FinishReason, LlmError};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{ChatRequest, ChatResponse, FinishReason, LlmError, Message};
+
+static CAPTURE_CONTENT: AtomicBool = AtomicBool::new(false);
+
+/// Records prompt and completion text on `chat` spans from now on (off by default:
+/// prompts and answers may hold anything a task touched).
+pub fn set_capture_content(on: bool) {
+    CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+fn capturing() -> bool {
+    CAPTURE_CONTENT.load(Ordering::Relaxed)
+}
 
 /// The span of one chat call to `provider` (`openai`, `anthropic`) at `endpoint`.
-pub(crate) fn chat(provider: &'static str, model: &str, endpoint: &str) -> tracing::Span {
+pub(crate) fn chat(provider: &'static str, request: &ChatRequest, endpoint: &str) -> tracing::Span {
+    let model = request.model.as_str();
     let span = tracing::info_span!(
         "chat",
         otel.name = Empty,
@@ -22,6 +39,8 @@ pub(crate) fn chat(provider: &'static str, model: &str, endpoint: &str) -> traci
         gen_ai.response.model = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
+        gen_ai.input.messages = Empty,
+        gen_ai.output.messages = Empty,
         server.address = Empty,
         server.port = Empty,
         error.type = Empty,
@@ -36,6 +55,10 @@ pub(crate) fn chat(provider: &'static str, model: &str, endpoint: &str) -> traci
             if let Some(port) = url.port_or_known_default() {
                 span.record("server.port", port);
             }
+        }
+        if capturing() {
+            let input = serde_json::to_string(&request.messages).unwrap_or_default();
+            span.record("gen_ai.input.messages", input);
         }
     }
     span
@@ -59,6 +82,11 @@ pub(crate) fn end(span: &tracing::Span, answer: &Result<ChatResponse, LlmError>)
                 "gen_ai.response.finish_reasons",
                 Value::Array(Array::String(reasons)),
             );
+            if capturing() && !span.is_disabled() {
+                let output = Message::assistant(r.text.clone(), r.tool_calls.clone());
+                let output = serde_json::to_string(&[output]).unwrap_or_default();
+                span.record("gen_ai.output.messages", output);
+            }
         }
         Err(e) => {
             span.record("otel.status_code", "ERROR");
