@@ -24,6 +24,7 @@ mod sessions;
 mod subagents;
 mod subtrees;
 mod tls;
+mod traces;
 mod tree_approvals;
 mod tree_edits;
 mod validation;

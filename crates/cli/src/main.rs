@@ -32,9 +32,9 @@ fn main() -> ExitCode {
     // connects on the runtime.
     let started = {
         let _runtime = runtime.enter();
-        taskwire_cli::trace_settings(&mut cli, |name| std::env::var(name).ok()).and_then(
-            |traces| telemetry::init(cli.command.default_log_level(), cli.log_format, traces),
-        )
+        taskwire_cli::trace_settings(&mut cli, |name| std::env::var(name).ok()).and_then(|traces| {
+            telemetry::init(cli.command.default_log_level(), cli.log_format, traces)
+        })
     };
     let telemetry = match started {
         Ok(telemetry) => telemetry,

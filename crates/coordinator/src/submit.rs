@@ -481,7 +481,7 @@ mod tests {
             SubmitTrace::default(),
         )
         .expect("valid submit")
-            .request
+        .request
     }
 
     fn build(

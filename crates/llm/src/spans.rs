@@ -77,7 +77,9 @@ pub(crate) fn end(span: &tracing::Span, answer: &Result<ChatResponse, LlmError>)
             span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
             // A list attribute, which `tracing` fields cannot hold; one answer is asked
             // for (n = 1), so one reason.
-            let reasons = vec![StringValue::from(finish_reason(&r.finish_reason).to_owned())];
+            let reasons = vec![StringValue::from(
+                finish_reason(&r.finish_reason).to_owned(),
+            )];
             span.set_attribute(
                 "gen_ai.response.finish_reasons",
                 Value::Array(Array::String(reasons)),

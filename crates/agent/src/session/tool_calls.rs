@@ -90,25 +90,29 @@ impl<'a> Turn<'a> {
                     let title = title.clone();
                     let span = crate::spans::execute_tool(&call.name, &call.id);
                     let traced = span.clone();
-                    running.push(async move {
-                        if let Some((patterns, rule)) = ready.approval {
-                            let tool = ready.tool;
-                            if let Err(err) = self.approve(call, tool, &title, patterns, rule).await
-                            {
-                                return (index, Err(err));
+                    running.push(
+                        async move {
+                            if let Some((patterns, rule)) = ready.approval {
+                                let tool = ready.tool;
+                                if let Err(err) =
+                                    self.approve(call, tool, &title, patterns, rule).await
+                                {
+                                    return (index, Err(err));
+                                }
+                                self.emit(call, ToolCallState::Running, &title, None);
                             }
-                            self.emit(call, ToolCallState::Running, &title, None);
+                            let ctx = ToolContext {
+                                call_id: call.id.clone(),
+                                ..self.ctx.clone()
+                            };
+                            let result = ready.tool.execute(ready.args, &ctx).await;
+                            if let Err(err) = &result {
+                                crate::spans::tool_failed(&traced, err);
+                            }
+                            (index, result)
                         }
-                        let ctx = ToolContext {
-                            call_id: call.id.clone(),
-                            ..self.ctx.clone()
-                        };
-                        let result = ready.tool.execute(ready.args, &ctx).await;
-                        if let Err(err) = &result {
-                            crate::spans::tool_failed(&traced, err);
-                        }
-                        (index, result)
-                    }.instrument(span));
+                        .instrument(span),
+                    );
                 }
             }
             titles.push(title);

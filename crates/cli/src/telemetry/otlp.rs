@@ -68,7 +68,10 @@ impl TraceSettings {
                 "{variable}: unsupported protocol {other:?} (use \"grpc\" or \"http/protobuf\")"
             ),
         };
-        let capture_content = match set("TASKWIRE_OTEL_CAPTURE_CONTENT").as_deref().map(str::trim) {
+        let capture_content = match set("TASKWIRE_OTEL_CAPTURE_CONTENT")
+            .as_deref()
+            .map(str::trim)
+        {
             None | Some("false") => false,
             Some("true") => true,
             Some(other) => anyhow::bail!(
@@ -200,7 +203,10 @@ mod tests {
             ("TASKWIRE_OTEL_CAPTURE_CONTENT", "yes please"),
         ])
         .expect_err("refused");
-        assert!(err.to_string().contains("TASKWIRE_OTEL_CAPTURE_CONTENT"), "{err}");
+        assert!(
+            err.to_string().contains("TASKWIRE_OTEL_CAPTURE_CONTENT"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -209,9 +215,12 @@ mod tests {
             ("OTEL_SERVICE_NAME", "fleet-a"),
             ("OTEL_RESOURCE_ATTRIBUTES", "team=x, service.name=fleet-a"),
         ] {
-            let s = settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"), (var, value)])
-                .expect("valid")
-                .expect("exports");
+            let s = settings(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+                (var, value),
+            ])
+            .expect("valid")
+            .expect("exports");
             assert!(s.service_name_set, "{var}");
         }
     }

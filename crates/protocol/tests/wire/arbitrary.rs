@@ -211,8 +211,6 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     new_session,
                     inherited_permission,
                     workspace_patch,
-                    // Never validated: any text is carried as it is.
-                    traceparent: String::new(),
                 ),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
@@ -260,6 +258,8 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     new_session,
                     inherited_permission,
                     workspace_patch,
+                    // Never validated: any text is carried as it is.
+                    traceparent: String::new(),
                 }
             },
         )
