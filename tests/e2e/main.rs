@@ -28,6 +28,7 @@ mod subagents;
 mod subtrees;
 mod titles;
 mod tls;
+mod traces;
 mod tree_approvals;
 mod tree_edits;
 mod validation;

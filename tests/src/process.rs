@@ -1,6 +1,7 @@
 //! `taskwire` as real child processes: coordinators and workers for tests that kill
 //! them, and any command started with an environment of the test's choosing (a log
-//! level, a trust store, secrets), whose stdout and stderr a test reads back.
+//! level, a trust store, secrets, an OTLP endpoint), whose stdout and stderr a test
+//! reads back. The test's own `TASKWIRE_*`, `OTEL_*` and `RUST_LOG` never reach them.
 //!
 //! The binary is `$TASKWIRE_BIN`, or `taskwire` next to the test executable's
 //! directory (`target/debug/deps/e2e-*` → `target/debug/taskwire`); build it with
@@ -84,9 +85,25 @@ impl Taskwire {
         listen: SocketAddr,
         ack_wait: Duration,
     ) -> anyhow::Result<Process> {
+        let env = [("RUST_LOG", child_log_filter())];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.coordinator_with_env(name, database_url, nats_url, listen, ack_wait, &env)
+    }
+
+    /// [`Taskwire::coordinator`] with `env` added to a cleaned environment as in
+    /// [`Taskwire::spawn_with_env`].
+    pub fn coordinator_with_env(
+        &self,
+        name: &str,
+        database_url: &str,
+        nats_url: &str,
+        listen: SocketAddr,
+        ack_wait: Duration,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
         let listen = listen.to_string();
         let ack_wait = format!("{}ms", ack_wait.as_millis());
-        self.spawn(
+        self.spawn_with_env(
             name,
             &[
                 "coordinator",
@@ -99,6 +116,7 @@ impl Taskwire {
                 "--ack-wait",
                 &ack_wait,
             ],
+            env,
         )
     }
 
@@ -194,6 +212,7 @@ impl Taskwire {
         for (key, _) in std::env::vars_os() {
             let key_text = key.to_string_lossy();
             if key_text.starts_with("TASKWIRE_")
+                || key_text.starts_with("OTEL_")
                 || key_text == "RUST_LOG"
                 || key_text.starts_with("SSL_CERT_")
             {

@@ -37,6 +37,7 @@
 //! - [`provenance`]: the files read, URLs fetched and commands run, for the result.
 //! - [`user_message`]: the prompt with the task's inputs (`@path`, `input`,
 //!   `context_refs`, `attachments`) rendered after it.
+//! - `spans` (private): the `execute_tool` and `await_approval` trace spans.
 //! - [`error`]: [`ToolError`], [`SessionError`], [`InvalidName`], [`LoadError`].
 //!
 //! [`Provider`]: taskwire_llm::Provider
@@ -54,6 +55,7 @@ pub mod policy;
 pub mod provenance;
 pub mod session;
 pub mod shell;
+mod spans;
 pub mod system_prompt;
 pub mod title;
 pub mod tools;

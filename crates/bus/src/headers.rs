@@ -33,7 +33,15 @@ pub fn build(out: &Outgoing<'_>) -> Option<HeaderMap> {
         headers.insert(MSG_ID, id);
     }
     if let Some(trace) = out.trace_id {
-        headers.insert(TRACEPARENT, traceparent(trace).as_str());
+        // The current exported span's context (a dispatch's producer span) when traces
+        // are exported, so the receiver's spans hang under it; otherwise one of the trace.
+        let current = crate::trace_context::current_traceparent();
+        let value = if current.is_empty() {
+            traceparent(trace)
+        } else {
+            current
+        };
+        headers.insert(TRACEPARENT, value.as_str());
     }
     if let Some(task) = out.task {
         headers.insert(TASK_ID, task);

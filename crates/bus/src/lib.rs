@@ -19,7 +19,10 @@
 //! - [`publish`]: typed publishes of every envelope and notice.
 //! - [`server`]: [`WorkerRequests`], implemented by the coordinator, and [`serve`],
 //!   the one loop that answers workers.
-//! - [`headers`]: header names and [`headers::build`], the one place headers are made.
+//! - [`headers`]: header names and [`headers::build`], the one place headers are made
+//!   (a dispatch's `traceparent` is the current exported span's when there is one).
+//! - [`trace_context`]: a span's W3C `traceparent` and back, so that a task tree is one
+//!   trace across processes.
 //! - [`error`]: [`BusError`], [`RpcError`], [`CodecError`]; each maps to one
 //!   [`ErrorCode`](taskwire_protocol::ErrorCode).
 //!
@@ -52,6 +55,7 @@ pub mod replies;
 pub mod server;
 pub mod streams;
 pub mod subjects;
+pub mod trace_context;
 
 pub use client::Bus;
 pub use error::{BusError, CodecError, RpcError};

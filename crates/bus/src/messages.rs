@@ -50,6 +50,9 @@ pub struct ChildSubmit {
     /// The child, as a gRPC `Submit` would ask for it (the coordinator validates both
     /// the same way).
     pub request: pb::SubmitRequest,
+    /// W3C trace context of the parent's `task` tool call, under which the child's
+    /// spans hang; empty when traces are not exported.
+    pub traceparent: String,
 }
 
 /// The child a submit made, or found (the same call asked again).
@@ -179,6 +182,7 @@ impl Envelope for ChildSubmit {
             parent_claim_epoch: self.parent_epoch.0,
             request: Some(self.request.clone()),
             parent_model: self.parent_model.clone().unwrap_or_default(),
+            traceparent: self.traceparent.clone(),
         }
     }
     fn from_wire(w: pb::ChildSubmit) -> Result<Self, ProtocolError> {
@@ -187,6 +191,7 @@ impl Envelope for ChildSubmit {
             parent_epoch: ClaimEpoch(w.parent_claim_epoch),
             parent_model: non_empty(w.parent_model),
             request: w.request.ok_or(ProtocolError::Missing("request"))?,
+            traceparent: w.traceparent,
         })
     }
 }

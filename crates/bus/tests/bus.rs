@@ -190,6 +190,7 @@ async fn typed_calls_return_domain_values_and_refusals_keep_their_code() {
                 idempotency_key: "child:x:1".into(),
                 ..Default::default()
             },
+            traceparent: String::new(),
         })
         .await
         .expect_err("refused");

@@ -12,7 +12,7 @@
 //! - [`output`]: text and JSON renderings of API messages for stdout.
 //! - [`errors`]: error messages on stderr and exit statuses.
 //! - [`shutdown`]: SIGINT / SIGTERM to a cancellation token.
-//! - [`telemetry`]: logging to stderr.
+//! - [`telemetry`]: logging to stderr; traces over OTLP when an endpoint is set.
 //! - `testing` (unit tests only): flag parsing that ignores the environment.
 
 pub mod cli;
@@ -29,6 +29,27 @@ mod testing;
 use std::process::ExitCode;
 
 pub use cli::{Cli, Command};
+
+/// How a server exports traces, from `env` (`None`: not at all, and for client
+/// commands). A worker's `service.instance.id` is its worker id: one is chosen here
+/// when no flag, variable or file names it, and the worker runs under it.
+pub fn trace_settings(
+    cli: &mut Cli,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<Option<telemetry::TraceSettings>> {
+    match &mut cli.command {
+        Command::Coordinator(_) => {
+            telemetry::TraceSettings::from_env(env, "taskwire-coordinator", || {
+                let id = taskwire_protocol::TaskId::generate().to_string();
+                format!("coordinator-{}", &id[24..])
+            })
+        }
+        Command::Worker(args) => telemetry::TraceSettings::from_env(env, "taskwire-worker", || {
+            commands::worker::settle_worker_id(args)
+        }),
+        _ => Ok(None),
+    }
+}
 
 /// Runs the parsed command to its exit status.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -1,4 +1,4 @@
-//! The `taskwire` binary: parses arguments, starts logging and runs the command
+//! The `taskwire` binary: parses arguments, starts telemetry and runs the command
 //! (see the `taskwire_cli` library).
 
 use std::process::ExitCode;
@@ -18,23 +18,34 @@ const BLOCKING_WORK_GRACE: Duration = Duration::from_secs(2);
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     // reqwest (the worker's model client) is built without a crypto provider so that
     // ring stays the only one; it must be installed before any client is built. An
     // error only means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Err(e) = telemetry::init(cli.command.default_log_level(), cli.log_format) {
-        return errors::report(&e);
-    }
     let runtime = match tokio::runtime::Runtime::new().context("failed to start the tokio runtime")
     {
         Ok(runtime) => runtime,
+        Err(e) => return errors::report(&e),
+    };
+    // Servers export traces when an OTLP endpoint is configured; the gRPC exporter
+    // connects on the runtime.
+    let started = {
+        let _runtime = runtime.enter();
+        taskwire_cli::trace_settings(&mut cli, |name| std::env::var(name).ok()).and_then(|traces| {
+            telemetry::init(cli.command.default_log_level(), cli.log_format, traces)
+        })
+    };
+    let telemetry = match started {
+        Ok(telemetry) => telemetry,
         Err(e) => return errors::report(&e),
     };
     let status = match runtime.block_on(taskwire_cli::run(cli)) {
         Ok(status) => status,
         Err(e) => errors::report(&e),
     };
+    // Blocks until the last spans are sent, on the runtime that still runs.
+    telemetry.shutdown();
     // Dropping the runtime would wait for all blocking work, however long it takes.
     runtime.shutdown_timeout(BLOCKING_WORK_GRACE);
     status

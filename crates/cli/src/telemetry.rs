@@ -1,10 +1,27 @@
-//! Logging: `tracing` to stderr (stdout carries only data), filtered by `RUST_LOG`,
-//! as text or as JSON lines.
+//! Telemetry: `tracing` logs to stderr (stdout carries only data), filtered by
+//! `RUST_LOG`, as text or as JSON lines; and, only when an OTLP endpoint is configured,
+//! the same spans exported as OpenTelemetry traces.
+//!
+//! Traces are configured by the standard variables alone (see `docs/observability.md`):
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+//! `OTEL_EXPORTER_OTLP_PROTOCOL` (`grpc`, `http/protobuf`), `OTEL_SERVICE_NAME`,
+//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` / `_ARG`, `OTEL_SDK_DISABLED`.
+//! Without an endpoint no OpenTelemetry layer is installed at all.
+//!
+//! - `json` (private): the JSON line format, which names each line's task and span.
+//! - `otlp` (private): the exporter and tracer provider.
+
+mod json;
+mod otlp;
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+pub use otlp::TraceSettings;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -12,24 +29,77 @@ pub enum LogFormat {
     /// Human-readable lines.
     #[default]
     Text,
-    /// One JSON object per line, for log collectors.
+    /// One JSON object per line, for log collectors; lines emitted for a task carry
+    /// `task_id`, `trace_id` and (when traces are exported) `span_id`.
     Json,
+}
+
+/// What was started; [`Telemetry::shutdown`] flushes the spans not yet exported.
+#[must_use = "shut telemetry down to flush the last spans"]
+pub struct Telemetry {
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Exports the spans still buffered and stops the exporter. Blocks: call it off the
+    /// async runtime (with the runtime still alive, for the gRPC exporter).
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown()
+        {
+            tracing::warn!(error = %e, "failed to flush the last spans");
+        }
+    }
 }
 
 /// Installs the global subscriber. `default_level` applies when `RUST_LOG` is unset;
 /// an invalid `RUST_LOG` keeps the directives that parse rather than failing start-up.
-pub fn init(default_level: LevelFilter, format: LogFormat) -> anyhow::Result<()> {
+/// With `traces`, spans are exported too: build them inside a tokio runtime (the gRPC
+/// exporter starts its connection there).
+pub fn init(
+    default_level: LevelFilter,
+    format: LogFormat,
+    traces: Option<TraceSettings>,
+) -> anyhow::Result<Telemetry> {
     let filter = EnvFilter::builder()
         .with_default_directive(default_level.into())
         .from_env_lossy();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let installed = match format {
-        LogFormat::Text => builder
+    let logs = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
             .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .event_format(json::JsonLines)
+            .boxed(),
     };
-    installed.map_err(|e| anyhow::anyhow!("failed to start logging: {e}"))
+    let (provider, otel) = match traces {
+        Some(settings) => {
+            let (provider, tracer) = otlp::tracer(&settings)?;
+            taskwire_llm::spans::set_capture_content(settings.capture_content);
+            // Spans are exported whatever RUST_LOG says about log lines; taskwire's own
+            // spans are at INFO.
+            let spans = Targets::new()
+                .with_target("taskwire", LevelFilter::INFO)
+                .with_default(LevelFilter::OFF);
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_filter(spans);
+            (Some(provider), Some(layer))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry()
+        .with(json::TaskFieldsLayer)
+        .with(logs.with_filter(filter))
+        .with(otel)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("failed to start logging: {e}"))?;
+    if provider.is_some() {
+        taskwire_bus::trace_context::set_exporting();
+    }
+    Ok(Telemetry { provider })
 }

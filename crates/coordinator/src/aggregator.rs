@@ -3,16 +3,17 @@
 //! Results arrive on the RESULTS stream; each is written fenced by its claim epoch
 //! (a stale attempt's result is discarded), then acknowledged, then a "finished" notice
 //! wakes watchers; a task that ended this way has its live descendants cancelled. A message that cannot be decoded is recorded as a dead letter and
-//! terminated. Failure policy: a failed database write naks the batch (redelivered after
+//! terminated. When traces are exported, each write is a `record_result` span under the
+//! attempt's span. Failure policy: a failed database write naks the batch (redelivered after
 //! a delay); the loop restarts with backoff if the consumer itself fails.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use taskwire_bus::Bus;
 use taskwire_bus::codec::decode;
 use taskwire_bus::messages::DeadLetter;
+use taskwire_bus::{Bus, trace_context};
 use taskwire_protocol::TaskResult;
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
@@ -130,10 +131,21 @@ async fn results_once(
                 }
             }
         }
+        // One span per result, spanning the batch's write (only when traces are exported).
+        let spans: Vec<_> = results
+            .iter()
+            .map(|r| {
+                trace_context::exporting().then(|| {
+                    crate::spans::record_result(&r.task_id, &r.trace_id, r.attempt, &r.traceparent)
+                })
+            })
+            .collect();
         match store.record_results_timed(&results).await {
             Ok(recorded) => {
                 let mut ended = Vec::new();
-                for ((msg, result), recorded) in acks.iter().zip(&results).zip(recorded) {
+                for (((msg, result), recorded), span) in
+                    acks.iter().zip(&results).zip(recorded).zip(&spans)
+                {
                     if let Some(r) = &recorded {
                         if result.retry_scheduled {
                             metrics.task_retried(&r.agent);
@@ -143,18 +155,22 @@ async fn results_once(
                         }
                     }
                     let recorded = recorded.is_some();
+                    let span = span.clone().unwrap_or_else(tracing::Span::none);
+                    span.record("task.recorded", recorded);
                     if recorded && result.retry_scheduled {
-                        tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled");
+                        span.in_scope(|| tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled"));
                     } else if recorded {
-                        tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded");
+                        span.in_scope(|| tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded"));
                         ended.push(result.task_id);
                         let _ = bus.notify_finished(result.task_id).await;
                     } else {
-                        tracing::info!(
-                            task.id = %result.task_id,
-                            task.attempt = result.attempt,
-                            "result discarded: stale claim or task already finished"
-                        );
+                        span.in_scope(|| {
+                            tracing::info!(
+                                task.id = %result.task_id,
+                                task.attempt = result.attempt,
+                                "result discarded: stale claim or task already finished"
+                            )
+                        });
                     }
                     let _ = msg.ack().await;
                 }
@@ -163,6 +179,9 @@ async fn results_once(
                 }
             }
             Err(e) => {
+                for span in spans.iter().flatten() {
+                    crate::spans::fail(span, "store_error");
+                }
                 tracing::warn!(error = %e, batch = results.len(), "failed to record results, redelivering");
                 for msg in &acks {
                     let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;

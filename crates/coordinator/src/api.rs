@@ -8,10 +8,12 @@ use taskwire_store::{ListFilter, ReplayOutcome, TaskRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::auth::{Principal, principal};
 use crate::convert::task_of;
 use crate::ownership;
+use crate::spans;
 use crate::submit::submit_task;
 use crate::watch::{WatchItem, stream_task};
 use crate::{CoordinatorError, State};
@@ -45,11 +47,30 @@ impl pb::task_service_server::TaskService for TaskApi {
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = principal(&request);
+        let traceparent = request
+            .metadata()
+            .get(taskwire_bus::headers::TRACEPARENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
         let mut req = request.into_inner();
         let parent = ownership::parent(&self.state, &caller, &mut req).await?;
-        Ok(Response::new(
-            submit_task(&self.state, &caller, req, parent).await?,
-        ))
+        let trace = match &parent {
+            Some(p) => Some(p.trace_id),
+            None => req.trace_id.parse().ok(),
+        };
+        let span = spans::submit(&traceparent, trace);
+        let submitted = submit_task(&self.state, &caller, req, parent)
+            .instrument(span.clone())
+            .await;
+        match submitted {
+            Ok(r) => Ok(Response::new(r)),
+            Err(e) => {
+                let status = Status::from(e);
+                spans::fail(&span, &format!("{:?}", status.code()));
+                Err(status)
+            }
+        }
     }
 
     async fn get(&self, request: Request<pb::GetRequest>) -> Result<Response<pb::Task>, Status> {

@@ -17,6 +17,7 @@
 //! - [`commands`]: agent and command registries (reloaded on change) and `RunCommand`.
 //! - [`sweeper`]: finishes overdue tasks; cancels what ended parents left running.
 //! - [`subtrees`]: a task that ends cancels its live descendants.
+//! - [`spans`]: the coordinator's trace spans (submit, dispatch, result write).
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`http`]: the HTTP listener: `/healthz`, `/readyz`, `/metrics`.
 //! - [`metrics`]: the coordinator's metrics and the loop refreshing its gauges.
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod ownership;
 pub mod relay;
 pub mod server;
+pub mod spans;
 pub mod submit;
 pub mod subtrees;
 pub mod sweeper;

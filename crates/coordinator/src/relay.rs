@@ -5,17 +5,21 @@
 //! acks — and deletes only the rows JetStream acknowledged, in the transaction that
 //! locked them (`FOR UPDATE SKIP LOCKED`): several coordinators' relays each publish
 //! rows the others are not. A row published twice (a crash between publish and
-//! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. Failure policy:
+//! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. When traces are
+//! exported, each dispatch is a producer span under its submit's span. Failure policy:
 //! log, back off, retry forever.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use taskwire_bus::Bus;
+use prost::Message as _;
+use taskwire_bus::{Bus, trace_context};
+use taskwire_protocol::pb;
 use taskwire_store::Store;
 use taskwire_store::outbox::OutboxMessage;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 1024;
@@ -68,14 +72,24 @@ async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<Strin
     let total = rows.len();
     let mut pending = Vec::with_capacity(total);
     for row in rows {
-        let sent = bus
-            .send_dispatch(
-                row.subject.clone(),
-                row.payload.into(),
-                &row.msg_id,
-                &row.trace_id,
-            )
-            .await;
+        // Exported traces get a producer span per dispatch, under the submit's span;
+        // the dispatch's `traceparent` header names it.
+        let span = trace_context::exporting().then(|| {
+            let parent = pb::TaskRequest::decode(row.payload.as_slice())
+                .map(|r| r.traceparent)
+                .unwrap_or_default();
+            crate::spans::publish(&row.subject, &row.msg_id, &parent, &row.trace_id)
+        });
+        let sent = bus.send_dispatch(
+            row.subject.clone(),
+            row.payload.into(),
+            &row.msg_id,
+            &row.trace_id,
+        );
+        let sent = match span {
+            Some(span) => sent.instrument(span).await,
+            None => sent.await,
+        };
         match sent {
             Ok(ack) => pending.push((row.id, ack)),
             Err(e) => {

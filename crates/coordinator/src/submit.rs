@@ -135,6 +135,26 @@ fn layers_for_children(parent: &TaskRequest) -> Vec<pb::PermissionLayer> {
         .collect()
 }
 
+/// The span a submit runs in, as the task records it.
+#[derive(Debug, Clone, Default)]
+pub struct SubmitTrace {
+    /// The span's trace: a root task without a requested trace id takes it.
+    pub trace_id: Option<TraceId>,
+    /// The span's `traceparent`: each attempt's span is its child.
+    pub traceparent: String,
+}
+
+impl SubmitTrace {
+    /// The current span's trace (nothing when traces are not exported).
+    pub fn current() -> Self {
+        let span = tracing::Span::current();
+        Self {
+            trace_id: taskwire_bus::trace_context::trace_id_of(&span),
+            traceparent: taskwire_bus::trace_context::traceparent_of(&span),
+        }
+    }
+}
+
 /// Validates a `SubmitRequest` and builds the task to insert.
 pub fn build_task(
     cfg: &CoordinatorConfig,
@@ -142,6 +162,7 @@ pub fn build_task(
     subjects: &taskwire_bus::Subjects,
     req: pb::SubmitRequest,
     parent: Option<ParentInfo>,
+    trace: SubmitTrace,
 ) -> Result<NewTask, CoordinatorError> {
     if req.agent.is_empty() {
         return Err(CoordinatorError::invalid("agent", "is required"));
@@ -271,7 +292,7 @@ pub fn build_task(
     };
     let trace_id = match (&parent, req.trace_id.as_str()) {
         (Some(p), _) => p.trace_id,
-        (None, "") => TraceId::generate(),
+        (None, "") => trace.trace_id.unwrap_or_else(TraceId::generate),
         (None, t) => TraceId::parse_field("trace_id", t)?,
     };
     // The API layer has set the tenant from the caller's token (or the request).
@@ -335,6 +356,7 @@ pub fn build_task(
         workspace_patch: req.workspace_patch,
         output_schema: (!req.output_schema.is_empty()).then_some(req.output_schema),
         expand_shell: req.expand_shell,
+        traceparent: trace.traceparent,
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.
@@ -384,7 +406,14 @@ pub async fn submit_task(
     crate::ownership::resumed_session(state, &req.tenant, &req.resume_token).await?;
     req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
     let registry = state.registry();
-    let task = build_task(&state.config, &registry, &state.subjects, req, parent)?;
+    let task = build_task(
+        &state.config,
+        &registry,
+        &state.subjects,
+        req,
+        parent,
+        SubmitTrace::current(),
+    )?;
     let trace_id = task.request.trace_id;
     let session_id = task.request.resume_token;
     let agent = task.request.agent.clone();
@@ -397,6 +426,9 @@ pub async fn submit_task(
             )));
         }
     };
+    let span = tracing::Span::current();
+    span.record("task.id", tracing::field::display(task_id));
+    span.record("trace.id", tracing::field::display(trace_id));
     if created {
         state.metrics.task_submitted(agent.as_str());
         tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");
@@ -449,9 +481,16 @@ mod tests {
             ..Default::default()
         };
         let subjects = taskwire_bus::Subjects::new("t");
-        build_task(&cfg, &registry, &subjects, req, parent.map(ParentInfo::of))
-            .expect("valid submit")
-            .request
+        build_task(
+            &cfg,
+            &registry,
+            &subjects,
+            req,
+            parent.map(ParentInfo::of),
+            SubmitTrace::default(),
+        )
+        .expect("valid submit")
+        .request
     }
 
     fn build(
@@ -465,6 +504,7 @@ mod tests {
             &subjects,
             req,
             parent.map(ParentInfo::of),
+            SubmitTrace::default(),
         )
     }
 

@@ -19,6 +19,7 @@ use taskwire_bus::messages::{
 };
 use taskwire_protocol::{TaskError, TaskId, Usage};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
+use tracing::Instrument;
 
 use crate::auth::Principal;
 use crate::submit::{ParentInfo, submit_task};
@@ -182,7 +183,14 @@ async fn child(state: &State, req: ChildSubmit) -> Answered<ChildSubmitted> {
         tenant: Some(record.tenant.clone()),
         scopes: None,
     };
-    let r = submit_task(state, &caller, submit, Some(parent)).await?;
+    let span = crate::spans::child_submit(&req.traceparent, parent_id, parent.trace_id);
+    let submitted = submit_task(state, &caller, submit, Some(parent))
+        .instrument(span.clone())
+        .await;
+    if let Err(e) = &submitted {
+        crate::spans::fail(&span, e.code().as_wire());
+    }
+    let r = submitted?;
     Ok(ChildSubmitted {
         task: TaskId::parse_field("task_id", &r.task_id)
             .map_err(|e| CoordinatorError::Internal(format!("submit answered {e}")))?,

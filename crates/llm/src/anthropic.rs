@@ -102,6 +102,8 @@ impl AnthropicClient {
     }
 }
 
+use tracing::Instrument;
+
 #[async_trait::async_trait]
 impl Provider for AnthropicClient {
     async fn chat(
@@ -114,9 +116,14 @@ impl Provider for AnthropicClient {
         let body = serde_json::to_vec(&wire).map_err(|e| {
             LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
         })?;
-        self.transport
+        let span = crate::spans::chat("anthropic", request, self.transport.endpoint());
+        let answer = self
+            .transport
             .chat::<StreamAssembler>(&body, on_delta)
-            .await
+            .instrument(span.clone())
+            .await;
+        crate::spans::end(&span, &answer);
+        answer
     }
 }
 

@@ -12,6 +12,7 @@
 //! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
 //! - [`router`]: [`resolve_model`] (which model a session uses) and [`ModelRouter`]
 //!   (which provider serves a model id, by its prefix).
+//! - [`spans`]: the `chat <model>` trace span of each call; prompt capture opt-in.
 //! - `transport` (private): the HTTP attempt, retry and backoff logic both clients
 //!   share.
 
@@ -21,6 +22,7 @@ pub mod config;
 pub mod error;
 pub mod openai;
 pub mod router;
+pub mod spans;
 mod transport;
 pub mod types;
 

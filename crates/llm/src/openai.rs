@@ -68,6 +68,8 @@ impl OpenAiClient {
     }
 }
 
+use tracing::Instrument;
+
 #[async_trait::async_trait]
 impl Provider for OpenAiClient {
     async fn chat(
@@ -77,9 +79,14 @@ impl Provider for OpenAiClient {
     ) -> Result<ChatResponse, LlmError> {
         let body = serde_json::to_vec(&wire::Request::new(request, self.config.stream))
             .map_err(|e| LlmError::Config(format!("failed to encode the chat request: {e}")))?;
-        self.transport
+        let span = crate::spans::chat("openai", request, self.transport.endpoint());
+        let answer = self
+            .transport
             .chat::<StreamAssembler>(&body, on_delta)
-            .await
+            .instrument(span.clone())
+            .await;
+        crate::spans::end(&span, &answer);
+        answer
     }
 }
 

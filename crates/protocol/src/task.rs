@@ -77,6 +77,9 @@ pub struct TaskRequest {
     /// The prompt (or the subtask's) is a rendered command template whose !`cmd` are
     /// run before the session starts.
     pub expand_shell: bool,
+    /// W3C trace context of the span that submitted the task; each attempt's span is
+    /// its child. Empty when traces are not exported.
+    pub traceparent: String,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -181,6 +184,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             workspace_patch: r.workspace_patch,
             output_schema: non_empty(&r.output_schema),
             expand_shell: r.expand_shell,
+            traceparent: r.traceparent,
         })
     }
 }
@@ -235,6 +239,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
             workspace_patch: r.workspace_patch.clone(),
             output_schema: r.output_schema.clone().unwrap_or_default(),
             expand_shell: r.expand_shell,
+            traceparent: r.traceparent.clone(),
         }
     }
 }
@@ -348,6 +353,9 @@ pub struct TaskResult {
     /// The files read, URLs fetched and commands run, each once, in the order first
     /// used.
     pub provenance: Vec<Provenance>,
+    /// W3C trace context of the attempt's span; the aggregator's result write is its
+    /// child. Empty when traces are not exported.
+    pub traceparent: String,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -405,6 +413,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             patch: r.patch,
             title: crate::title::check_title(r.title)?,
             provenance: r.provenance.into_iter().map(Provenance::from).collect(),
+            traceparent: r.traceparent,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -475,6 +484,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 .map(String::into_bytes)
                 .unwrap_or_default(),
             title: r.title.clone().unwrap_or_default(),
+            traceparent: r.traceparent.clone(),
         }
     }
 }
@@ -543,6 +553,7 @@ mod tests {
             workspace_patch: "diff --git a/x b/x\n".into(),
             output_schema: Some(r#"{"type": "object"}"#.into()),
             expand_shell: true,
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
         }
     }
 

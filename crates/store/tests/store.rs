@@ -53,6 +53,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         workspace_patch: String::new(),
         output_schema: None,
         expand_shell: false,
+        traceparent: String::new(),
     };
     NewTask {
         request,
@@ -89,6 +90,7 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
             uri: format!("{text}.txt"),
             excerpt: String::new(),
         }],
+        traceparent: String::new(),
     }
 }
 

@@ -183,6 +183,8 @@ impl SessionHost for WorkerHost<'_> {
             parent: self.task_id,
             parent_epoch: self.epoch,
             parent_model: Some(self.model.clone()).filter(|m| !m.is_empty()),
+            // The `execute_tool task` span: the child's spans hang under it.
+            traceparent: taskwire_bus::trace_context::current_traceparent(),
             request: pb::SubmitRequest {
                 agent: request.subagent_type.clone(),
                 prompt: request.prompt.clone(),

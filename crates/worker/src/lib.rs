@@ -17,6 +17,7 @@
 //! - [`workspace`]: the task's workspace: made, started from inherited and earlier
 //!   changes, and its patches out (result, children) and in (a child's).
 //! - [`saved`]: the transcript as saved, with the workspace's state beside it.
+//! - [`spans`]: the attempt's trace span (`invoke_agent`).
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
@@ -30,6 +31,7 @@ pub mod progress;
 pub mod sandbox;
 pub mod saved;
 pub mod session;
+pub mod spans;
 pub mod task;
 pub mod workspace;
 

@@ -95,9 +95,10 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
             return later;
         }
     };
-    let span = tracing::info_span!("task", task.id = %task_id, task.attempt = claim.attempt, agent.name = %request.agent);
+    let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
+    let span = crate::spans::invoke_agent(&request, claim.attempt, &ctx.worker_id, session_id);
     with_heartbeat(
-        run_claimed(ctx, msg, request, claim).instrument(span),
+        run_claimed(ctx, msg, request, claim, session_id).instrument(span),
         msg,
         ctx.ack_wait,
     )
@@ -125,10 +126,10 @@ async fn run_claimed(
     msg: &Message,
     request: TaskRequest,
     claim: Claim,
+    session_id: SessionId,
 ) -> Disposition {
     let started = Instant::now();
     let task_id = request.task_id;
-    let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
     let guard = ctx.running.register(task_id);
     let stop = guard.handle.clone();
 
@@ -362,6 +363,8 @@ fn result_of(
         patch: String::new(),
         title: None,
         provenance: Vec::new(),
+        // Called in the attempt's span: the result write hangs under it.
+        traceparent: taskwire_bus::trace_context::current_traceparent(),
     }
 }
 

@@ -11,6 +11,7 @@ use futures::stream::FuturesUnordered;
 use serde_json::Value;
 use taskwire_llm::{Message, ToolCall};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::events::{SessionEvent, ToolCallState, ToolCallSummary};
 use crate::agent::AgentSpec;
@@ -87,21 +88,31 @@ impl<'a> Turn<'a> {
                         self.emit(call, ToolCallState::Running, &title, None);
                     }
                     let title = title.clone();
-                    running.push(async move {
-                        if let Some((patterns, rule)) = ready.approval {
-                            let tool = ready.tool;
-                            if let Err(err) = self.approve(call, tool, &title, patterns, rule).await
-                            {
-                                return (index, Err(err));
+                    let span = crate::spans::execute_tool(&call.name, &call.id);
+                    let traced = span.clone();
+                    running.push(
+                        async move {
+                            if let Some((patterns, rule)) = ready.approval {
+                                let tool = ready.tool;
+                                if let Err(err) =
+                                    self.approve(call, tool, &title, patterns, rule).await
+                                {
+                                    return (index, Err(err));
+                                }
+                                self.emit(call, ToolCallState::Running, &title, None);
                             }
-                            self.emit(call, ToolCallState::Running, &title, None);
+                            let ctx = ToolContext {
+                                call_id: call.id.clone(),
+                                ..self.ctx.clone()
+                            };
+                            let result = ready.tool.execute(ready.args, &ctx).await;
+                            if let Err(err) = &result {
+                                crate::spans::tool_failed(&traced, err);
+                            }
+                            (index, result)
                         }
-                        let ctx = ToolContext {
-                            call_id: call.id.clone(),
-                            ..self.ctx.clone()
-                        };
-                        (index, ready.tool.execute(ready.args, &ctx).await)
-                    });
+                        .instrument(span),
+                    );
                 }
             }
             titles.push(title);
@@ -305,7 +316,12 @@ impl<'a> Turn<'a> {
                 patterns: patterns.clone(),
             });
         };
-        let answer = self.ctx.host.approve(request, &announce).await;
+        let answer = self
+            .ctx
+            .host
+            .approve(request, &announce)
+            .instrument(crate::spans::await_approval(permission, &request_id))
+            .await;
         tracing::debug!(tool.name = %call.name, ?answer, "approval answered");
         match answer {
             ApprovalAnswer::Once => Ok(()),

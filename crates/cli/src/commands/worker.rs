@@ -24,6 +24,23 @@ pub struct WorkerArgs {
     pub print_config: bool,
 }
 
+/// The worker's id, as its configuration names it; when nothing does, a new one, set
+/// as if given by flag so that the worker runs under the id its telemetry reports.
+pub fn settle_worker_id(args: &mut WorkerArgs) -> String {
+    let configured = FileConfig::load(args.config.as_deref())
+        .and_then(|file| config::worker_config(args.settings.clone(), &file))
+        .ok()
+        .and_then(|c| c.worker_id);
+    match configured {
+        Some(id) => id,
+        None => {
+            let id = taskwire_protocol::WorkerId::generate().to_string();
+            args.settings.worker_id = Some(id.clone());
+            id
+        }
+    }
+}
+
 /// Needs a rustls crypto provider installed first (the binary's `main` does it): the
 /// model client is built without one.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {

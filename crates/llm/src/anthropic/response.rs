@@ -52,6 +52,8 @@ impl From<WireUsage> for Usage {
 #[derive(Debug, Deserialize)]
 pub(super) struct Response {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     content: Vec<ContentBlock>,
     #[serde(default)]
     stop_reason: Option<String>,
@@ -80,6 +82,9 @@ pub(super) enum ContentBlock {
 
 impl Response {
     pub(super) fn into_chat_response(self) -> ChatResponse {
+        if let Some(model) = &self.model {
+            crate::spans::response_model(model);
+        }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         for block in self.content {

@@ -71,6 +71,8 @@ enum Event {
 #[derive(Debug, Deserialize)]
 struct MessageStart {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     usage: Option<WireUsage>,
 }
 
@@ -98,6 +100,9 @@ impl StreamAssembler {
     fn push(&mut self, event: Event) -> Result<Pushed, EventError> {
         match event {
             Event::MessageStart { message } => {
+                if let Some(model) = &message.model {
+                    crate::spans::response_model(model);
+                }
                 if let Some(usage) = message.usage {
                     self.usage.update(usage);
                 }

@@ -21,6 +21,8 @@ pub(super) struct StreamAssembler {
     usage: Option<Usage>,
     finish_reason: Option<String>,
     done: bool,
+    /// The answering model was recorded (every chunk names it).
+    model_seen: bool,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +35,10 @@ struct PartialCall {
 impl StreamAssembler {
     /// Folds one chunk in; returns the assistant text it carried, if any.
     pub(super) fn push(&mut self, chunk: Chunk) -> Option<String> {
+        if let Some(model) = chunk.model.as_deref().filter(|_| !self.model_seen) {
+            self.model_seen = true;
+            crate::spans::response_model(model);
+        }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into());
         }

@@ -163,6 +163,8 @@ impl From<WireUsage> for Usage {
 #[derive(Debug, Deserialize)]
 pub(super) struct Response {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -201,6 +203,9 @@ struct ResponseFunction {
 impl Response {
     /// The answer of the first choice.
     pub(super) fn into_chat_response(self) -> Result<ChatResponse, String> {
+        if let Some(model) = &self.model {
+            crate::spans::response_model(model);
+        }
         let choice = self
             .choices
             .into_iter()
@@ -233,6 +238,9 @@ impl Response {
 /// One event of a streamed answer.
 #[derive(Debug, Deserialize)]
 pub(super) struct Chunk {
+    /// The model that answered, as the server names it.
+    #[serde(default)]
+    pub(super) model: Option<String>,
     #[serde(default)]
     pub(super) choices: Vec<ChunkChoice>,
     #[serde(default)]

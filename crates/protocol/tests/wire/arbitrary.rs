@@ -260,6 +260,8 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     workspace_patch,
                     output_schema: String::new(),
                     expand_shell: false,
+                    // Never validated: any text is carried as it is.
+                    traceparent: String::new(),
                 }
             },
         )
@@ -328,6 +330,7 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 retry_scheduled: retry,
                 transcript_json: Vec::new(),
                 title,
+                traceparent: String::new(),
             },
         )
         .boxed()

@@ -180,6 +180,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         vec(domain_permission_layer(), 0..3),
         text(),
         (option::of(non_empty()), any::<bool>()),
+        text(),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -198,6 +199,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                     layers,
                     workspace_patch,
                     (output_schema, expand_shell),
+                    traceparent,
                 ),
             )| TaskRequest {
                 task_id,
@@ -237,6 +239,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 workspace_patch,
                 output_schema,
                 expand_shell,
+                traceparent,
             },
         )
         .boxed()
@@ -292,6 +295,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
             }),
             0..3,
         ),
+        text(),
     );
     (head, tail)
         .prop_map(
@@ -309,6 +313,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     patch,
                     title,
                     provenance,
+                    traceparent,
                 ),
             )| TaskResult {
                 task_id,
@@ -333,6 +338,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 patch,
                 title,
                 provenance,
+                traceparent,
             },
         )
         .boxed()
