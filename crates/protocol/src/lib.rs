@@ -6,6 +6,8 @@
 //! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
 //! - [`task`]: the domain task request and result, and their proto conversions.
+//! - [`patch`]: [`PatchRef`], a patch too large for a message, kept in the patch
+//!   bucket, and [`MAX_PATCH_BYTES`], the largest patch carried at all.
 //! - [`context`]: context refs workers act on ([`GitSource`]: the repository a task
 //!   works in).
 //! - `agent_spec` (feature `agent`): the resolved agent definition to and from the wire.
@@ -16,6 +18,7 @@ pub mod agent_spec;
 pub mod context;
 pub mod error;
 pub mod ids;
+pub mod patch;
 pub mod status;
 pub mod task;
 pub mod time;
@@ -24,6 +27,7 @@ pub mod value;
 pub use context::GitSource;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
+pub use patch::{MAX_PATCH_BYTES, PatchRef};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{
     Attachment, ContextRef, Subtask, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage,

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::patch::PatchRef;
 use crate::value::{json_to_struct, struct_to_json};
 use crate::{
     ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time,
@@ -71,6 +72,9 @@ pub struct TaskRequest {
     /// Changes the task's workspace starts from (a `git diff --binary` relative to its
     /// source); for a child, its parent's changes so far. Empty for none.
     pub workspace_patch: String,
+    /// The same changes when too large to travel inline: an object in the patch
+    /// bucket. At most one of `workspace_patch` and this is set.
+    pub workspace_patch_ref: Option<PatchRef>,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -117,6 +121,14 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
         }
         if r.prompt.is_empty() {
             return Err(ProtocolError::Missing("prompt"));
+        }
+        let workspace_patch_ref =
+            PatchRef::from_wire("workspace_patch_ref", r.workspace_patch_ref)?;
+        if workspace_patch_ref.is_some() && !r.workspace_patch.is_empty() {
+            return Err(ProtocolError::invalid(
+                "workspace_patch_ref",
+                "is set together with workspace_patch",
+            ));
         }
         let agent_spec = r.agent_spec.ok_or(ProtocolError::Missing("agent_spec"))?;
         if agent_spec.name != r.agent {
@@ -173,6 +185,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             new_session: r.new_session,
             inherited_permission: r.inherited_permission,
             workspace_patch: r.workspace_patch,
+            workspace_patch_ref,
         })
     }
 }
@@ -225,6 +238,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
             new_session: r.new_session,
             inherited_permission: r.inherited_permission.clone(),
             workspace_patch: r.workspace_patch.clone(),
+            workspace_patch_ref: crate::patch::to_wire(r.workspace_patch_ref.as_ref()),
         }
     }
 }
@@ -301,6 +315,10 @@ pub struct TaskResult {
     /// the end, new files included; for a parent, its children's changes included.
     /// Empty when nothing changed.
     pub patch: String,
+    /// The patch when too large to travel inline: an object in the patch bucket. The
+    /// aggregator fetches it into `patch` before recording the result. At most one of
+    /// `patch` and this is set.
+    pub patch_ref: Option<PatchRef>,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -312,6 +330,13 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             return Err(ProtocolError::invalid(
                 "status",
                 format!("{status} is not a final status"),
+            ));
+        }
+        let patch_ref = PatchRef::from_wire("patch_ref", r.patch_ref)?;
+        if patch_ref.is_some() && !r.patch.is_empty() {
+            return Err(ProtocolError::invalid(
+                "patch_ref",
+                "is set together with patch",
             ));
         }
         let output = r.output.unwrap_or_default();
@@ -356,6 +381,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             worker_id: non_empty(&r.worker_id).map(WorkerId::new),
             retry_scheduled: r.retry_scheduled,
             patch: r.patch,
+            patch_ref,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -395,6 +421,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 .collect(),
             attachments: Vec::new(),
             patch: r.patch.clone(),
+            patch_ref: crate::patch::to_wire(r.patch_ref.as_ref()),
             errors: r
                 .errors
                 .iter()
@@ -491,6 +518,7 @@ mod tests {
                 }],
             }],
             workspace_patch: "diff --git a/x b/x\n".into(),
+            workspace_patch_ref: None,
         }
     }
 

@@ -192,7 +192,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
         text(),
         any::<bool>(),
         vec(wire_permission_layer(), 0..3),
-        text(),
+        (text(), option::of(wire_patch_ref())),
     );
     (ids, texts, payload, times, numbers, spec)
         .prop_map(
@@ -210,7 +210,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     parent_model,
                     new_session,
                     inherited_permission,
-                    workspace_patch,
+                    (workspace_patch, workspace_patch_ref),
                 ),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
@@ -258,6 +258,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     new_session,
                     inherited_permission,
                     workspace_patch,
+                    workspace_patch_ref,
                 }
             },
         )
@@ -296,13 +297,22 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
         wire_uuid(),
         text(),
         any::<bool>(),
-        text(),
+        (text(), option::of(wire_patch_ref())),
     );
     (head, tail)
         .prop_map(
             |(
                 (task_id, trace_id, attempt, claim_epoch, status, output),
-                (tool_calls, errors, usage, metrics, session_id, worker_id, retry, patch),
+                (
+                    tool_calls,
+                    errors,
+                    usage,
+                    metrics,
+                    session_id,
+                    worker_id,
+                    retry,
+                    (patch, patch_ref),
+                ),
             )| pb::TaskResult {
                 task_id,
                 trace_id,
@@ -324,7 +334,18 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 worker_id,
                 retry_scheduled: retry,
                 transcript_json: Vec::new(),
+                patch_ref,
             },
         )
         .boxed()
+}
+
+/// Any patch reference: names, digests and sizes good and bad.
+pub fn wire_patch_ref() -> impl Strategy<Value = pb::PatchRef> {
+    (
+        text(),
+        prop_oneof![text(), "[0-9a-f]{64}"],
+        prop_oneof![any::<u64>(), 0..1024u64],
+    )
+        .prop_map(|(name, sha256, size)| pb::PatchRef { name, sha256, size })
 }

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use taskwire_agent::agent::{AgentMode, AgentSpec};
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::{
-    Attachment, ClaimEpoch, ContextRef, SessionId, Subtask, TaskError, TaskId, TaskRequest,
+    Attachment, ClaimEpoch, ContextRef, MAX_PATCH_BYTES, PatchRef, SessionId, Subtask, TaskError, TaskId, TaskRequest,
     TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
 };
 
@@ -178,7 +178,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         vec((text(), text()), 0..3),
         any::<bool>(),
         vec(domain_permission_layer(), 0..3),
-        text(),
+        domain_patch(),
     );
     (ids, texts, payload, times, numbers, rest)
         .prop_map(
@@ -188,7 +188,15 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 (input, context_refs, attachments, auth_scope, idempotency_key),
                 (deadline, created_at),
                 (model, max_steps, depth, attempt, max_attempts, max_depth),
-                (spec, parent_model, subtask, subagents, new_session, layers, workspace_patch),
+                (
+                    spec,
+                    parent_model,
+                    subtask,
+                    subagents,
+                    new_session,
+                    layers,
+                    (workspace_patch, workspace_patch_ref),
+                ),
             )| TaskRequest {
                 task_id,
                 parent_task_id,
@@ -225,9 +233,24 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 new_session,
                 inherited_permission: layers.iter().map(pb::PermissionLayer::from).collect(),
                 workspace_patch,
+                workspace_patch_ref,
             },
         )
         .boxed()
+}
+
+/// A patch reference as the writer makes it.
+pub fn domain_patch_ref() -> impl Strategy<Value = PatchRef> {
+    ("[a-z0-9/._-]{1,40}", "[0-9a-f]{64}", 0..=MAX_PATCH_BYTES)
+        .prop_map(|(name, sha256, size)| PatchRef { name, sha256, size })
+}
+
+/// A patch inline, or by reference, never both.
+pub fn domain_patch() -> impl Strategy<Value = (String, Option<PatchRef>)> {
+    prop_oneof![
+        text().prop_map(|t| (t, None)),
+        domain_patch_ref().prop_map(|r| (String::new(), Some(r))),
+    ]
 }
 
 pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
@@ -270,7 +293,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         option::of(domain_session_id()),
         option::of(non_empty().prop_map(WorkerId::new)),
         any::<bool>(),
-        text(),
+        domain_patch(),
     );
     (head, tail)
         .prop_map(
@@ -285,7 +308,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     session_id,
                     worker_id,
                     retry_scheduled,
-                    patch,
+                    (patch, patch_ref),
                 ),
             )| TaskResult {
                 task_id,
@@ -308,6 +331,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 retry_scheduled,
                 transcript_json: None,
                 patch,
+                patch_ref,
             },
         )
         .boxed()
