@@ -3,6 +3,8 @@
 //! - [`subjects`]: every subject and stream name, derived from one prefix so that
 //!   several deployments (or tests) can share a server.
 //! - [`streams`]: creates the JetStream streams and the workers' durable consumer.
+//! - [`patches`]: the patch bucket (JetStream object store), typed put and get of
+//!   patches too large for a message.
 //! - [`permissions`]: what each role (coordinator, worker) may publish and subscribe
 //!   to, and the nats-server configuration that enforces it.
 //! - [`headers`]: header names (`Nats-Msg-Id`, `traceparent`, ...).
@@ -14,6 +16,8 @@
 //! - `<P>_EVENTS` (Limits, max age): `TaskProgress` per task subject, kept for `Watch` replay.
 //! - `<P>_RESULTS` (WorkQueue): `TaskResult`s for the coordinator's aggregator.
 //! - `<P>_DLQ` (WorkQueue): `DeadLetter`s reported by workers, recorded by the coordinator.
+//! - `OBJ_<P>_PATCHES` (Limits, max age, max bytes): the object store bucket
+//!   `<P>_PATCHES` of patches too large for a message.
 //! - `<P>_ADVISORIES` (WorkQueue): JetStream's max-deliveries advisories for the tasks
 //!   stream, kept until a coordinator has handled them.
 //!
@@ -22,11 +26,13 @@
 
 pub mod error;
 pub mod headers;
+pub mod patches;
 pub mod permissions;
 pub mod streams;
 pub mod subjects;
 
 pub use error::BusError;
+pub use patches::{PatchError, Patches};
 pub use streams::{
     BusConfig, coordinator_consumer, ensure_streams, tasks_consumer, wait_for_streams,
 };

@@ -40,7 +40,8 @@ impl PatchRef {
             sha256: r.sha256,
             size: r.size,
         };
-        r.check().map_err(|reason| ProtocolError::invalid(field, reason))?;
+        r.check()
+            .map_err(|reason| ProtocolError::invalid(field, reason))?;
         Ok(Some(r))
     }
 
@@ -126,8 +127,7 @@ mod tests {
             ("p/\n1", good.as_str(), 10),
             ("p/1", good.as_str(), MAX_PATCH_BYTES + 1),
         ] {
-            let err = PatchRef::from_wire("patch_ref", wire(name, sha, size))
-                .expect_err("refused");
+            let err = PatchRef::from_wire("patch_ref", wire(name, sha, size)).expect_err("refused");
             assert_eq!(err.field(), Some("patch_ref"), "{err}");
         }
     }

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use taskwire_agent::agent::{AgentMode, AgentSpec};
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::{
-    Attachment, ClaimEpoch, ContextRef, MAX_PATCH_BYTES, PatchRef, SessionId, Subtask, TaskError, TaskId, TaskRequest,
-    TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
+    Attachment, ClaimEpoch, ContextRef, MAX_PATCH_BYTES, PatchRef, SessionId, Subtask, TaskError,
+    TaskId, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
 };
 
 use crate::arbitrary::text;
