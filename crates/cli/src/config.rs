@@ -185,6 +185,17 @@ pub fn coordinator_config(
     if config.sweep_interval.is_zero() {
         bail!("invalid coordinator config: sweep_interval must be more than zero");
     }
+    if config.patches_max_age.is_zero() {
+        bail!("invalid coordinator config: patches_max_age must be more than zero");
+    }
+    if config.patches_max_bytes
+        < i64::try_from(taskwire_protocol::MAX_PATCH_BYTES).unwrap_or(i64::MAX)
+    {
+        bail!(
+            "invalid coordinator config: patches_max_bytes must be at least {} (the largest patch)",
+            taskwire_protocol::MAX_PATCH_BYTES
+        );
+    }
     Ok(config)
 }
 

@@ -3,15 +3,18 @@
 //! Results arrive on the RESULTS stream; each is written fenced by its claim epoch
 //! (a stale attempt's result is discarded), then acknowledged, then a "finished" notice
 //! wakes watchers; a task that ended this way has its live descendants cancelled. A message that cannot be decoded is recorded as a dead letter and
-//! terminated. Failure policy: a failed database write naks the batch (redelivered after
+//! terminated. A result whose patch was too large for its message names an object in
+//! the patch bucket: the aggregator reads it and records the whole patch; an object
+//! that is gone or corrupt is recorded as the result's `patch_not_carried` error (the
+//! rest of the result stands), and a bucket it cannot reach naks the message. Failure policy: a failed database write naks the batch (redelivered after
 //! a delay); the loop restarts with backoff if the consumer itself fails.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use taskwire_bus::Subjects;
-use taskwire_protocol::{TaskId, TaskResult, pb, task::decode};
+use taskwire_bus::{PatchError, Patches, Subjects};
+use taskwire_protocol::{TaskError, TaskId, TaskResult, pb, task::decode};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +25,7 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 pub async fn run_results(
     client: async_nats::Client,
     js: jetstream::Context,
+    patches: Patches,
     store: Store,
     subjects: Subjects,
     shutdown: CancellationToken,
@@ -30,6 +34,7 @@ pub async fn run_results(
         results_once(
             client.clone(),
             js.clone(),
+            patches.clone(),
             store.clone(),
             subjects.clone(),
             shutdown.clone(),
@@ -92,6 +97,7 @@ pub(crate) async fn consume(
 async fn results_once(
     client: async_nats::Client,
     js: jetstream::Context,
+    patches: Patches,
     store: Store,
     subjects: Subjects,
     shutdown: CancellationToken,
@@ -115,10 +121,16 @@ async fn results_once(
             match decode::<pb::TaskResult>("task result", &msg.payload)
                 .and_then(TaskResult::try_from)
             {
-                Ok(r) => {
-                    results.push(r);
-                    acks.push(msg);
-                }
+                Ok(mut r) => match fetch_patch(&patches, &mut r).await {
+                    Ok(()) => {
+                        results.push(r);
+                        acks.push(msg);
+                    }
+                    Err(e) => {
+                        tracing::warn!(task.id = %r.task_id, error = %e, "failed to read a result's patch, redelivering");
+                        let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, subject = %msg.subject, "malformed result, dead-lettering");
                     store
@@ -170,6 +182,39 @@ async fn results_once(
     }
     Ok(())
 }
+
+/// Replaces a result's patch reference with the patch it names. An object that is
+/// gone or corrupt becomes the result's `patch_not_carried` error; only a bucket that
+/// cannot be reached now is an `Err` (try again later).
+async fn fetch_patch(patches: &Patches, result: &mut TaskResult) -> Result<(), PatchError> {
+    let Some(reference) = result.patch_ref.take() else {
+        return Ok(());
+    };
+    match patches.get(&reference).await {
+        Ok(patch) => {
+            tracing::debug!(task.id = %result.task_id, bytes = patch.len(), "result patch read from the patch bucket");
+            result.patch = patch;
+            Ok(())
+        }
+        Err(e) if e.is_retryable() => {
+            result.patch_ref = Some(reference);
+            Err(e)
+        }
+        Err(e) => {
+            tracing::warn!(task.id = %result.task_id, error = %e, "result recorded without its patch");
+            result.errors.push(TaskError {
+                code: PATCH_NOT_CARRIED.to_owned(),
+                message: format!("the task's patch was not recorded: {e}"),
+                retryable: false,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Error code of a result recorded without its patch (the same code a worker uses
+/// when the patch could not be made or handed over).
+pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
 
 async fn dead_letters_once(
     js: jetstream::Context,

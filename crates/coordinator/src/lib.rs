@@ -70,6 +70,8 @@ pub struct State {
     pub relay_wake: Arc<Notify>,
     /// Tasks waiting in the tasks stream (sampled).
     pub queue_depth: backpressure::QueueDepth,
+    /// The patch bucket: large result patches are read from it and handed out through it.
+    pub patches: taskwire_bus::Patches,
 }
 
 impl State {
@@ -130,8 +132,13 @@ pub async fn serve(
         subjects: subjects.clone(),
         max_queued_tasks: config.max_queued_tasks,
         ack_wait: config.ack_wait,
+        patches: taskwire_bus::patches::BucketLimits {
+            max_age: config.patches_max_age,
+            max_bytes: config.patches_max_bytes,
+        },
         ..BusConfig::default()
     };
+    let patches = taskwire_bus::Patches::new(js.clone(), &subjects);
     taskwire_bus::ensure_streams(&js, &bus).await?;
 
     let config_dirs = config.config_dirs();
@@ -157,6 +164,7 @@ pub async fn serve(
         submitter,
         relay_wake: relay_wake.clone(),
         queue_depth: backpressure::QueueDepth::default(),
+        patches: patches.clone(),
     });
 
     let mut tasks = tokio::task::JoinSet::new();
@@ -183,6 +191,7 @@ pub async fn serve(
     tasks.spawn(aggregator::run_results(
         client.clone(),
         js.clone(),
+        patches,
         store.clone(),
         subjects.clone(),
         loops.clone(),

@@ -28,8 +28,9 @@ const MAX_BATCH: usize = 512;
 const CONCURRENT_BATCHES: usize = 4;
 /// Largest attempt budget a submit may ask for.
 const MAX_ATTEMPTS_LIMIT: u32 = 20;
-/// Largest `workspace_patch` a request carries (inline, in the dispatched envelope).
-pub const MAX_WORKSPACE_PATCH_BYTES: usize = 256 * 1024;
+/// Largest `workspace_patch` a request carries (inline, in the dispatched envelope);
+/// larger starting changes come as `workspace_patch_ref`.
+pub const MAX_WORKSPACE_PATCH_BYTES: usize = taskwire_protocol::INLINE_START_PATCH_BYTES;
 
 /// Hands validated submits to the group-commit loop.
 #[derive(Clone)]
@@ -139,7 +140,7 @@ pub fn build_task(
     cfg: &CoordinatorConfig,
     registry: &AgentRegistry,
     subjects: &taskwire_bus::Subjects,
-    req: pb::SubmitRequest,
+    mut req: pb::SubmitRequest,
     parent: Option<ParentInfo>,
 ) -> Result<NewTask, CoordinatorError> {
     if req.agent.is_empty() {
@@ -249,19 +250,29 @@ pub fn build_task(
             ),
         ));
     }
+    let workspace_patch_ref = taskwire_protocol::PatchRef::from_wire(
+        "workspace_patch_ref",
+        req.workspace_patch_ref.take(),
+    )?;
+    if workspace_patch_ref.is_some() && !req.workspace_patch.is_empty() {
+        return Err(CoordinatorError::invalid(
+            "workspace_patch_ref",
+            "is set together with workspace_patch; send one of them",
+        ));
+    }
     let digest = {
         // The digest covers what the client asked for, so a retried submit matches.
         // A child's starting changes are left out: a later attempt of its parent asks
         // for the same child from a workspace rebuilt on another worker, and must find
         // it whatever that diff looks like there.
         let mut h = Sha256::new();
-        if parent.is_some() && !req.workspace_patch.is_empty() {
-            let mut keyed = req.clone();
+        let mut keyed = req.clone();
+        if parent.is_some() {
             keyed.workspace_patch.clear();
-            h.update(keyed.encode_to_vec());
         } else {
-            h.update(req.encode_to_vec());
+            keyed.workspace_patch_ref = workspace_patch_ref.as_ref().map(pb::PatchRef::from);
         }
+        h.update(keyed.encode_to_vec());
         format!("{:x}", h.finalize())
     };
     let trace_id = match (&parent, req.trace_id.as_str()) {
@@ -328,6 +339,7 @@ pub fn build_task(
             .collect(),
         inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
         workspace_patch: req.workspace_patch,
+        workspace_patch_ref,
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.

@@ -3,6 +3,9 @@
 //! child submits (the `task` tool), task lookups, session transcripts and approvals.
 //! Workers hold no database credentials; this is their only way to the store.
 //!
+//! A looked-up task's result whose patch is too large for the reply hands the patch
+//! over through the patch bucket (`patch_ref`) instead.
+//!
 //! Every reply carries an `RpcStatus` (a gRPC code name and message on failure), so a
 //! worker can tell a refused child (a tool error for the model) from an outage (retry).
 //! Failure policy: a request that fails is answered with its error; the loop keeps
@@ -167,7 +170,11 @@ async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
             .get_task_beside(asking, id)
             .await?
             .ok_or_else(|| CoordinatorError::NotFound(format!("task {id}")))?;
-        Ok::<_, CoordinatorError>(task_of(&record))
+        let mut task = task_of(&record);
+        if let Some(result) = task.result.as_mut() {
+            hand_over_patch(state, id, result).await?;
+        }
+        Ok::<_, CoordinatorError>(task)
     };
     match run.await {
         Ok(task) => pb::TaskLookupReply {
@@ -179,6 +186,30 @@ async fn lookup(state: &State, payload: &[u8]) -> pb::TaskLookupReply {
             task: None,
         },
     }
+}
+
+/// Moves a recorded patch too large for a reply into the patch bucket, as a fresh
+/// object (the result's own object may have expired since it was recorded).
+async fn hand_over_patch(
+    state: &State,
+    task: TaskId,
+    result: &mut pb::TaskResult,
+) -> Result<(), CoordinatorError> {
+    if result.patch.len() <= taskwire_protocol::INLINE_RESULT_PATCH_BYTES {
+        return Ok(());
+    }
+    let reference = state
+        .patches
+        .put("result", &task.to_string(), &result.patch)
+        .await
+        .map_err(|e| {
+            CoordinatorError::Unavailable(format!(
+                "failed to hand over the patch of task {task}: {e}"
+            ))
+        })?;
+    result.patch.clear();
+    result.patch_ref = Some(pb::PatchRef::from(&reference));
+    Ok(())
 }
 
 async fn session_load(state: &State, payload: &[u8]) -> pb::SessionLoadReply {

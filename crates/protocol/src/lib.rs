@@ -27,7 +27,7 @@ pub mod value;
 pub use context::GitSource;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
-pub use patch::{MAX_PATCH_BYTES, PatchRef};
+pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{
     Attachment, ContextRef, Subtask, TaskError, TaskRequest, TaskResult, ToolCallSummary, Usage,

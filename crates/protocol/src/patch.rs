@@ -14,6 +14,14 @@ use crate::{ProtocolError, pb};
 /// Largest patch taskwire carries at all, inline or by reference (64 MiB).
 pub const MAX_PATCH_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Largest starting changes (`workspace_patch`) or checkpoint changes sent inline;
+/// larger ones go by reference.
+pub const INLINE_START_PATCH_BYTES: usize = 256 * 1024;
+
+/// Largest result patch sent inline (with a transcript of up to 256 KiB, a result then
+/// stays under NATS's default 1 MB message limit); larger ones go by reference.
+pub const INLINE_RESULT_PATCH_BYTES: usize = 512 * 1024;
+
 /// A patch kept in the patch bucket.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PatchRef {

@@ -161,6 +161,7 @@ pub async fn run_with_provider(
     .await?;
     let ctx = Arc::new(task::Context {
         client: client.clone(),
+        patches: taskwire_bus::Patches::new(js.clone(), &subjects),
         js,
         subjects,
         worker_id: worker_id.clone(),

@@ -30,6 +30,8 @@ fn not_now_delay(delivered: i64) -> Duration {
 pub struct Context {
     pub client: async_nats::Client,
     pub js: jetstream::Context,
+    /// The patch bucket: changes too large for a message are handed over through it.
+    pub patches: taskwire_bus::Patches,
     pub subjects: Subjects,
     pub worker_id: WorkerId,
     pub provider: Arc<dyn Provider>,
@@ -189,7 +191,10 @@ async fn run_claimed(
                 ..ended(ran.outcome)
             };
             match workspace.result_patch().await {
-                Ok(patch) => result.patch = patch,
+                Ok((patch, patch_ref)) => {
+                    result.patch = patch;
+                    result.patch_ref = patch_ref;
+                }
                 Err(error) => {
                     tracing::warn!(task.id = %task_id, error = %error.message, "result without its patch, workspace kept");
                     result.errors.push(error);
@@ -366,6 +371,7 @@ fn result_of(
         retry_scheduled,
         transcript_json: None,
         patch: String::new(),
+        patch_ref: None,
     }
 }
 
