@@ -14,6 +14,7 @@ mod flow;
 mod hidden_subagents;
 mod inherited_permissions;
 mod isolation;
+mod large_patches;
 mod lifecycle;
 mod nats_permissions;
 mod reflection;

@@ -151,6 +151,7 @@ async fn a_parent_that_fails_while_its_child_runs_cancels_the_child() {
         retry_scheduled: false,
         transcript_json: None,
         patch: String::new(),
+        patch_ref: None,
     };
     let subjects =
         taskwire_bus::Subjects::new(&taskwire_coordinator::CoordinatorConfig::default().prefix);
