@@ -354,6 +354,41 @@ mod tests {
     }
 
     #[test]
+    fn the_patch_buckets_limits_layer_print_and_refuse_nonsense() {
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            settings: CoordinatorSettings,
+        }
+        let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
+            .expect("valid");
+        assert_eq!(defaults.patches_max_age, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(defaults.patches_max_bytes, 1024 * 1024 * 1024);
+        let printed = render_coordinator(&defaults).expect("renders");
+        assert!(printed.contains("patches_max_age = \"168h\""), "{printed}");
+        assert!(
+            printed.contains("patches_max_bytes = 1073741824"),
+            "{printed}"
+        );
+
+        let file = FileConfig::parse(
+            "[coordinator]\npatches_max_age = \"2d\"\npatches_max_bytes = 100000000\n",
+        )
+        .expect("valid toml");
+        let flags: Probe =
+            crate::testing::parse(["probe", "--patches-max-age", "12h"]).expect("valid flags");
+        let config = coordinator_config(flags.settings, &file).expect("valid");
+        assert_eq!(config.patches_max_age, Duration::from_secs(12 * 3600));
+        assert_eq!(config.patches_max_bytes, 100_000_000);
+
+        let small: Probe =
+            crate::testing::parse(["probe", "--patches-max-bytes", "1000"]).expect("valid flags");
+        let err = coordinator_config(small.settings, &FileConfig::default())
+            .expect_err("smaller than one patch");
+        assert!(err.to_string().contains("patches_max_bytes"), "{err}");
+    }
+
+    #[test]
     fn coordinator_sections_round_trip_through_print_config() {
         let config = CoordinatorConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 6000)),

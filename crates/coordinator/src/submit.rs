@@ -497,6 +497,59 @@ mod tests {
     }
 
     #[test]
+    fn large_starting_changes_travel_by_reference_checked_and_do_not_key_a_child() {
+        let root = submit("general", None);
+        let reference = |sha256: &str| pb::PatchRef {
+            name: "start/p/1".into(),
+            sha256: sha256.into(),
+            size: 2 * 1024 * 1024,
+        };
+        let child = |r: pb::PatchRef, inline: &str| pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "work".into(),
+            idempotency_key: "child:p:c1".into(),
+            workspace_patch: inline.into(),
+            workspace_patch_ref: Some(r),
+            ..Default::default()
+        };
+        let first = build(child(reference(&"a".repeat(64)), ""), Some(&root)).expect("valid");
+        assert_eq!(
+            first.request.workspace_patch_ref.as_ref().map(|r| r.size),
+            Some(2 * 1024 * 1024)
+        );
+        let again = build(child(reference(&"b".repeat(64)), ""), Some(&root)).expect("valid");
+        assert_eq!(
+            first.digest, again.digest,
+            "a parent's later attempt finds its child"
+        );
+        let root_one = build(child(reference(&"a".repeat(64)), ""), None).expect("valid");
+        let root_two = build(child(reference(&"b".repeat(64)), ""), None).expect("valid");
+        assert_ne!(
+            root_one.digest, root_two.digest,
+            "a client's reference keys its task"
+        );
+
+        for bad in [
+            child(reference("not hex"), ""),
+            child(reference(&"a".repeat(64)), "diff --git a/x b/x\n"),
+            child(
+                pb::PatchRef {
+                    size: taskwire_protocol::MAX_PATCH_BYTES + 1,
+                    ..reference(&"a".repeat(64))
+                },
+                "",
+            ),
+        ] {
+            match build(bad, None) {
+                Err(CoordinatorError::InvalidArgument { field, .. }) => {
+                    assert_eq!(field, "workspace_patch_ref")
+                }
+                other => panic!("refused, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn an_oversized_workspace_patch_is_refused_naming_the_field() {
         let req = pb::SubmitRequest {
             agent: "general".into(),

@@ -321,3 +321,24 @@ pub async fn bring_back(workspace: &TaskWorkspace, patch: &str) -> Result<(), St
         Err(e) => Err(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_go_to_a_child_up_to_the_cap_and_beyond_it_the_refusal_names_the_limit() {
+        let cap = usize::try_from(MAX_PATCH_BYTES).expect("fits");
+        assert_eq!(
+            too_large_to_delegate(CHILD_PATCH_LIMIT + 1),
+            None,
+            "by reference"
+        );
+        assert_eq!(too_large_to_delegate(cap), None);
+        let refusal = too_large_to_delegate(cap + 1).expect("refused");
+        assert!(
+            refusal.contains(&format!("{} bytes", cap + 1)) && refusal.contains("67108864"),
+            "{refusal}"
+        );
+    }
+}

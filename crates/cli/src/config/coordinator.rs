@@ -69,7 +69,7 @@ settings! {
         /// PEM private key for gRPC over TLS, with --tls-cert
         #[arg(long, env = "TASKWIRE_TLS_KEY", value_name = "FILE")]
         pub tls_key: Option<PathBuf>,
-        /// How long the patch bucket keeps a patch too large for a message; keep it longer than any task runs [default: 7d]
+        /// How long the patch bucket keeps a patch too large for a message; keep it longer than any task runs [default: 168h]
         #[arg(long, env = "TASKWIRE_PATCHES_MAX_AGE", value_name = "DURATION")]
         pub patches_max_age: Option<HumanDuration>,
         /// Most bytes the patch bucket holds [default: 1073741824]
