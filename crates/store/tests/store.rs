@@ -51,6 +51,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         new_session: true,
         inherited_permission: vec![],
         workspace_patch: String::new(),
+        workspace_patch_ref: None,
     };
     NewTask {
         request,
@@ -81,6 +82,7 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         retry_scheduled: false,
         transcript_json: None,
         patch: format!("diff --git a/{text}.txt b/{text}.txt\n"),
+        patch_ref: None,
     }
 }
 
