@@ -203,7 +203,16 @@ fn memory(way: usize, concurrent: usize) -> anyhow::Result<Memory> {
         .map(str::parse)
         .collect::<Result<_, _>>()
         .with_context(|| format!("unreadable memory probe output: {text}"))?;
-    let [rss_before, fds_before, rss, fds, children, rss_after, fds_after] = n[..] else {
+    let [
+        rss_before,
+        fds_before,
+        rss,
+        fds,
+        children,
+        rss_after,
+        fds_after,
+    ] = n[..]
+    else {
         bail!("unreadable memory probe output: {text}");
     };
     Ok(Memory {
@@ -250,12 +259,8 @@ async fn while_running(
     ctx: &ToolContext<'_>,
     n: usize,
 ) -> anyhow::Result<(u64, usize, u64)> {
-    let calls = (0..n).map(|_| {
-        tool.execute(
-            json!({ "command": "sleep 2", "description": "bench" }),
-            ctx,
-        )
-    });
+    let calls =
+        (0..n).map(|_| tool.execute(json!({ "command": "sleep 2", "description": "bench" }), ctx));
     let all = futures::future::join_all(calls);
     let sample = async {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -308,7 +313,12 @@ fn descends_from(mut pid: u32, ancestor: u32) -> bool {
 
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// The RSS of `pid` and of its parent chain up to the tool's `bash` (KiB), read from
@@ -364,7 +374,10 @@ fn machine() -> String {
                 .find_map(|l| l.strip_prefix("MemTotal:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
-        .map_or_else(|| "?".to_owned(), |kib| format!("{} GiB", kib / 1024 / 1024));
+        .map_or_else(
+            || "?".to_owned(),
+            |kib| format!("{} GiB", kib / 1024 / 1024),
+        );
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|k| k.trim().to_owned())
         .unwrap_or_default();
