@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test lint fmt build release setup bench check-deploy
+.PHONY: demo test lint fmt build release setup bench bench-sandbox check-deploy
 
 demo: ## a coordinator, a worker and one task, with live progress
 	scripts/demo.sh
@@ -35,3 +35,6 @@ setup: ## system packages and Rust for a fresh Debian machine
 
 bench: ## end-to-end throughput of 1,000 no-op tasks (release build)
 	scripts/with-services.sh $(CARGO) run --release --locked -p taskwire-bench -- --tasks 1000
+
+bench-sandbox: ## the command sandbox's cost per command and per running command (release build)
+	$(CARGO) run --release --locked -p taskwire-bench --bin sandbox -- --runs 200 --concurrent 100

@@ -15,6 +15,7 @@ mod flow;
 mod hidden_subagents;
 mod inherited_permissions;
 mod isolation;
+mod large_patches;
 mod lifecycle;
 mod metrics;
 mod nats_permissions;

@@ -477,3 +477,62 @@ async fn a_worker_started_before_the_coordinator_waits_for_its_streams() {
     cluster.shutdown().await;
     assert_eq!(server_violations(&server.log), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_worker_may_put_and_get_patches_but_not_delete_or_purge_the_patch_bucket() {
+    let server = RoleServer::start();
+    let s = Subjects::default();
+    let coordinator = server
+        .connect(
+            "coordinator",
+            &server.coordinator_password,
+            async_nats::ConnectOptions::new(),
+        )
+        .await
+        .expect("coordinator connects");
+    let js = jetstream::new(coordinator);
+    taskwire_bus::ensure_streams(&js, &taskwire_bus::BusConfig::default())
+        .await
+        .expect("the coordinator user makes the streams and the patch bucket");
+
+    let (options, mut errors) = watching_errors();
+    let worker = server
+        .connect("worker", &server.worker_password, options)
+        .await
+        .expect("worker connects");
+    // Several chunks, read back through a flow-controlled consumer.
+    let patch: String = (0..100_000).map(|i| format!("+line {i}\n")).collect();
+    let patches = taskwire_bus::Patches::new(jetstream::new(worker.clone()), &s);
+    let reference = patches
+        .put("result", "t1", &patch)
+        .await
+        .expect("a worker puts a patch");
+    assert_eq!(
+        patches.get(&reference).await.expect("a worker reads it"),
+        patch
+    );
+    // The coordinator reads what a worker put.
+    let read = taskwire_bus::Patches::new(js.clone(), &s)
+        .get(&reference)
+        .await
+        .expect("the coordinator reads it");
+    assert_eq!(read.len(), patch.len());
+
+    for call in ["DELETE", "PURGE", "UPDATE"] {
+        let subject = format!("$JS.API.STREAM.{call}.{}", s.patches_stream());
+        worker
+            .publish_with_reply(subject.clone(), worker.new_inbox(), "{}".into())
+            .await
+            .expect("sent");
+        worker.flush().await.expect("flushed");
+        refused(&mut errors, &format!("Publish to \"{subject}\"")).await;
+    }
+    assert_eq!(
+        patches.get(&reference).await.expect("still there"),
+        patch,
+        "the bucket and its object survived"
+    );
+    assert_eq!(errors.try_recv().ok(), None, "nothing else was refused");
+    let logged = server_violations(&server.log);
+    assert_eq!(logged.len(), 3, "{logged:#?}");
+}

@@ -154,6 +154,7 @@ async fn a_parent_that_fails_while_its_child_runs_cancels_the_child() {
         title: None,
         provenance: Vec::new(),
         traceparent: String::new(),
+        patch_ref: None,
     };
     let subjects =
         taskwire_bus::Subjects::new(&taskwire_coordinator::CoordinatorConfig::default().prefix);

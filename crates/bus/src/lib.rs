@@ -6,6 +6,8 @@
 //! - [`subjects`]: every subject and stream name, derived from one prefix so that
 //!   several deployments (or tests) can share a server.
 //! - [`streams`]: creates the JetStream streams and the workers' durable consumer.
+//! - [`patches`]: the patch bucket (JetStream object store), typed put and get of
+//!   patches too large for a message.
 //! - [`permissions`]: what each role (coordinator, worker) may publish and subscribe
 //!   to, and the nats-server configuration that enforces it.
 //! - [`codec`]: the one codec: protobuf envelopes to and from domain values; decode
@@ -32,6 +34,8 @@
 //! - `<P>_EVENTS` (Limits, max age): `TaskProgress` per task subject, kept for `Watch` replay.
 //! - `<P>_RESULTS` (WorkQueue): `TaskResult`s for the coordinator's aggregator.
 //! - `<P>_DLQ` (WorkQueue): `DeadLetter`s reported by workers, recorded by the coordinator.
+//! - `OBJ_<P>_PATCHES` (Limits, max age, max bytes): the object store bucket
+//!   `<P>_PATCHES` of patches too large for a message.
 //! - `<P>_ADVISORIES` (WorkQueue): JetStream's max-deliveries advisories for the tasks
 //!   stream, kept until a coordinator has handled them.
 //!
@@ -49,6 +53,7 @@ pub mod error;
 pub mod headers;
 pub mod messages;
 pub mod methods;
+pub mod patches;
 pub mod permissions;
 pub mod publish;
 pub mod replies;
@@ -60,6 +65,7 @@ pub mod trace_context;
 pub use client::Bus;
 pub use error::{BusError, CodecError, RpcError};
 pub use methods::Method;
+pub use patches::{PatchError, Patches};
 pub use server::{WorkerRequests, serve};
 pub use streams::{
     BusConfig, coordinator_consumer, ensure_streams, tasks_consumer, wait_for_streams,

@@ -79,6 +79,8 @@ pub struct FinishedTask {
     pub usage: Usage,
     /// Its workspace's changes (`git diff --binary`), empty for none.
     pub patch: String,
+    /// The same changes when too large for the reply: an object in the patch bucket.
+    pub patch_ref: Option<taskwire_protocol::PatchRef>,
     /// Its session (to resume), empty when it has none.
     pub session_id: String,
 }

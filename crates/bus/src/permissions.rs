@@ -82,6 +82,24 @@ fn durable_consumer(stream: &str, consumer: &str) -> Vec<String> {
     ]
 }
 
+/// Putting and getting objects in the patch bucket (see [`crate::patches`]): look the
+/// bucket up, read an object's description (direct get), publish chunks and
+/// descriptions, and read an object's chunks through an ordered push consumer, which
+/// is created unnamed, deleted when re-created after a gap, and answers the server's
+/// flow control. Not the bucket's stream itself: no create, update, purge or delete.
+fn patch_objects(s: &Subjects) -> Vec<String> {
+    let stream = s.patches_stream();
+    let mut subjects = vec![
+        format!("{API}.STREAM.INFO.{stream}"),
+        format!("{API}.DIRECT.GET.{stream}.>"),
+        format!("{API}.CONSUMER.CREATE.{stream}"),
+        format!("{API}.CONSUMER.DELETE.{stream}.*"),
+        format!("$JS.FC.{stream}.>"),
+    ];
+    subjects.extend(s.patches_objects());
+    subjects
+}
+
 /// What a coordinator may do.
 pub fn coordinator(s: &Subjects) -> Permissions {
     let streams = [
@@ -90,10 +108,11 @@ pub fn coordinator(s: &Subjects) -> Permissions {
         s.results_stream(),
         s.advisories_stream(),
         s.dead_letter_stream(),
+        s.patches_stream(),
     ];
     let mut publish = Grants::default();
     publish.allow(
-        "create the streams or update them to this coordinator's settings; sample the queue depth",
+        "create the streams and the patch bucket or update them to this coordinator's settings; sample the queue depth",
         streams.iter().flat_map(|stream| {
             ["INFO", "CREATE", "UPDATE"].map(|call| format!("{API}.STREAM.{call}.{stream}"))
         }),
@@ -121,6 +140,12 @@ pub fn coordinator(s: &Subjects) -> Permissions {
     publish.allow(
         "find a task's last progress event, where a Watch's replay ends",
         [format!("{API}.STREAM.MSG.GET.{}", s.events_stream())],
+    );
+    publish.allow(
+        "read large result patches to record them; hand a large recorded patch to a parent's worker",
+        patch_objects(s)
+            .into_iter()
+            .filter(|subject| !subject.starts_with(&format!("{API}.STREAM.INFO."))),
     );
     publish.allow("dispatch tasks (the outbox relay)", [s.tasks_all()]);
     publish.allow("tell running sessions to stop", [s.cancel_all()]);
@@ -197,6 +222,10 @@ pub fn worker(s: &Subjects, queue: &str) -> Permissions {
     publish.allow(
         "follow a child's progress (ordered consumer on the events stream)",
         ordered_events_consumer(s),
+    );
+    publish.allow(
+        "put and get patches too large for a message in the patch bucket (not manage the bucket)",
+        patch_objects(s),
     );
 
     let mut subscribe = Grants::default();
@@ -300,6 +329,31 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_may_put_and_get_patches_but_not_manage_the_patch_bucket() {
+        let s = Subjects::default();
+        let publish = worker(&s, "default").publish;
+        let publish = subjects_of(&publish);
+        for allowed in [
+            "$O.TASKWIRE_PATCHES.C.>",
+            "$O.TASKWIRE_PATCHES.M.>",
+            "$JS.API.STREAM.INFO.OBJ_TASKWIRE_PATCHES",
+            "$JS.API.DIRECT.GET.OBJ_TASKWIRE_PATCHES.>",
+            "$JS.API.CONSUMER.CREATE.OBJ_TASKWIRE_PATCHES",
+        ] {
+            assert!(publish.contains(&allowed), "{allowed}");
+        }
+        for call in ["CREATE", "UPDATE", "DELETE", "PURGE"] {
+            let forbidden = format!("$JS.API.STREAM.{call}.OBJ_TASKWIRE_PATCHES");
+            assert!(
+                !publish
+                    .iter()
+                    .any(|p| *p == forbidden || p.starts_with("$JS.API.STREAM.>")),
+                "{forbidden}"
+            );
+        }
+    }
+
+    #[test]
     fn a_worker_pulls_and_acks_only_its_own_queue() {
         let s = Subjects::new("acme");
         let publish = worker(&s, "gpu").publish;
@@ -327,9 +381,16 @@ mod tests {
         for p in [coordinator(&s), worker(&s, "default")] {
             for g in p.publish.iter().chain(&p.subscribe) {
                 assert!(
-                    ["acme.", "$JS.API.", "$JS.ACK.", "_INBOX."]
-                        .iter()
-                        .any(|prefix| g.subject.starts_with(prefix)),
+                    [
+                        "acme.",
+                        "$JS.API.",
+                        "$JS.ACK.",
+                        "$JS.FC.OBJ_ACME_PATCHES.",
+                        "$O.ACME_PATCHES.",
+                        "_INBOX."
+                    ]
+                    .iter()
+                    .any(|prefix| g.subject.starts_with(prefix)),
                     "{}",
                     g.subject
                 );

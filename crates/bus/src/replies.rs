@@ -164,6 +164,7 @@ pub(crate) fn encode_lookup_reply(r: &Result<TaskState, RpcError>) -> Bytes {
                         output_tokens: f.usage.output_tokens,
                     }),
                     patch: f.patch.clone(),
+                    patch_ref: f.patch_ref.as_ref().map(pb::PatchRef::from),
                     session_id: f.session_id.clone(),
                     ..Default::default()
                 }),
@@ -186,27 +187,33 @@ pub(crate) fn decode_lookup_reply(bytes: &[u8]) -> Result<TaskState, RpcError> {
         .task
         .ok_or(ProtocolError::Missing("task"))
         .map_err(malformed)?;
-    let result = task.result.map(|r| {
-        let usage = r.usage.unwrap_or_default();
-        FinishedTask {
-            text: r.output.map(|o| o.text).unwrap_or_default(),
-            errors: r
-                .errors
-                .into_iter()
-                .map(|e| TaskError {
-                    code: e.code,
-                    message: e.message,
-                    retryable: e.retryable,
-                })
-                .collect(),
-            usage: Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            },
-            patch: r.patch,
-            session_id: r.session_id,
-        }
-    });
+    let result = task
+        .result
+        .map(|r| {
+            let usage = r.usage.unwrap_or_default();
+            let patch_ref = taskwire_protocol::PatchRef::from_wire("patch_ref", r.patch_ref)
+                .map_err(malformed)?;
+            Ok::<_, RpcError>(FinishedTask {
+                text: r.output.map(|o| o.text).unwrap_or_default(),
+                errors: r
+                    .errors
+                    .into_iter()
+                    .map(|e| TaskError {
+                        code: e.code,
+                        message: e.message,
+                        retryable: e.retryable,
+                    })
+                    .collect(),
+                usage: Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                },
+                patch: r.patch,
+                patch_ref,
+                session_id: r.session_id,
+            })
+        })
+        .transpose()?;
     Ok(TaskState {
         task: TaskId::parse_field("task_id", &task.task_id).map_err(malformed)?,
         status: TaskStatus::from_wire("status", task.status).map_err(malformed)?,
@@ -367,6 +374,7 @@ mod tests {
                     output_tokens: 4,
                 },
                 patch: "diff".into(),
+                patch_ref: None,
                 session_id: SessionId::generate().to_string(),
             }),
         });

@@ -23,6 +23,8 @@ pub struct BusConfig {
     pub max_deliver: i64,
     /// How long progress events are kept for `Watch` replay.
     pub events_max_age: Duration,
+    /// How long, and how many bytes of, patches the patch bucket keeps.
+    pub patches: crate::patches::BucketLimits,
 }
 
 impl Default for BusConfig {
@@ -33,11 +35,13 @@ impl Default for BusConfig {
             ack_wait: Duration::from_secs(30),
             max_deliver: 100,
             events_max_age: Duration::from_secs(24 * 3600),
+            patches: crate::patches::BucketLimits::default(),
         }
     }
 }
 
-/// Creates (or updates to match) taskwire's streams.
+/// Creates (or updates to match) taskwire's streams, and the stream behind the patch
+/// bucket (see [`crate::patches`]).
 pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<(), BusError> {
     let s = &cfg.subjects;
     let streams = [
@@ -77,6 +81,7 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
             retention: stream::RetentionPolicy::WorkQueue,
             ..Default::default()
         },
+        crate::patches::bucket_config(s, cfg.patches),
     ];
     for config in streams {
         let name = config.name.clone();

@@ -125,6 +125,19 @@ impl Subjects {
     pub fn dead_letter_stream(&self) -> String {
         format!("{}_DLQ", self.stream_prefix)
     }
+    /// The object store bucket for patches too large for a message.
+    pub fn patches_bucket(&self) -> String {
+        format!("{}_PATCHES", self.stream_prefix)
+    }
+    /// The stream behind [`Self::patches_bucket`] (JetStream names it `OBJ_<bucket>`).
+    pub fn patches_stream(&self) -> String {
+        format!("OBJ_{}", self.patches_bucket())
+    }
+    /// The subjects of the patch bucket's chunks and descriptions.
+    pub fn patches_objects(&self) -> [String; 2] {
+        let bucket = self.patches_bucket();
+        [format!("$O.{bucket}.C.>"), format!("$O.{bucket}.M.>")]
+    }
     /// The durable consumer shared by all workers of `queue`.
     pub fn workers_consumer(&self, queue: &str) -> String {
         format!("workers-{queue}")
@@ -146,5 +159,7 @@ mod tests {
         let s = Subjects::new("tw-test.1");
         assert_eq!(s.tasks_stream(), "TW_TEST_1_TASKS");
         assert_eq!(s.tasks("default"), "tw-test.1.tasks.default");
+        assert_eq!(s.patches_bucket(), "TW_TEST_1_PATCHES");
+        assert_eq!(s.patches_stream(), "OBJ_TW_TEST_1_PATCHES");
     }
 }

@@ -35,8 +35,9 @@ use crate::output::is_completed;
 
 /// A connection fails fast rather than hanging a script on an unreachable address.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Results may carry inline attachments; tonic's 4 MiB default is too tight for them.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Results carry their whole patch (up to 64 MiB) and may carry inline attachments;
+/// tonic's 4 MiB default is too tight for them.
+const MAX_MESSAGE_BYTES: usize = taskwire_protocol::MAX_PATCH_BYTES as usize + 16 * 1024 * 1024;
 
 pub type Client = TaskServiceClient<InterceptedService<Channel, BearerToken>>;
 

@@ -185,6 +185,17 @@ pub fn coordinator_config(
     if config.sweep_interval.is_zero() {
         bail!("invalid coordinator config: sweep_interval must be more than zero");
     }
+    if config.patches_max_age.is_zero() {
+        bail!("invalid coordinator config: patches_max_age must be more than zero");
+    }
+    if config.patches_max_bytes
+        < i64::try_from(taskwire_protocol::MAX_PATCH_BYTES).unwrap_or(i64::MAX)
+    {
+        bail!(
+            "invalid coordinator config: patches_max_bytes must be at least {} (the largest patch)",
+            taskwire_protocol::MAX_PATCH_BYTES
+        );
+    }
     Ok(config)
 }
 
@@ -347,6 +358,41 @@ mod tests {
         assert_eq!(config.ack_wait, Duration::from_secs(120));
         assert_eq!(config.prefix, "file");
         assert_eq!(config.nats_url, "nats://127.0.0.1:4222");
+    }
+
+    #[test]
+    fn the_patch_buckets_limits_layer_print_and_refuse_nonsense() {
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            settings: CoordinatorSettings,
+        }
+        let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
+            .expect("valid");
+        assert_eq!(defaults.patches_max_age, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(defaults.patches_max_bytes, 1024 * 1024 * 1024);
+        let printed = render_coordinator(&defaults).expect("renders");
+        assert!(printed.contains("patches_max_age = \"168h\""), "{printed}");
+        assert!(
+            printed.contains("patches_max_bytes = 1073741824"),
+            "{printed}"
+        );
+
+        let file = FileConfig::parse(
+            "[coordinator]\npatches_max_age = \"2d\"\npatches_max_bytes = 100000000\n",
+        )
+        .expect("valid toml");
+        let flags: Probe =
+            crate::testing::parse(["probe", "--patches-max-age", "12h"]).expect("valid flags");
+        let config = coordinator_config(flags.settings, &file).expect("valid");
+        assert_eq!(config.patches_max_age, Duration::from_secs(12 * 3600));
+        assert_eq!(config.patches_max_bytes, 100_000_000);
+
+        let small: Probe =
+            crate::testing::parse(["probe", "--patches-max-bytes", "1000"]).expect("valid flags");
+        let err = coordinator_config(small.settings, &FileConfig::default())
+            .expect_err("smaller than one patch");
+        assert!(err.to_string().contains("patches_max_bytes"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //! (a stale attempt's result is discarded), then acknowledged, then a "finished" notice
 //! wakes watchers; a task that ended this way has its live descendants cancelled. A message that cannot be decoded is recorded as a dead letter and
 //! terminated. When traces are exported, each write is a `record_result` span under the
-//! attempt's span. Failure policy: a failed database write naks the batch (redelivered after
+//! attempt's span. A result whose patch was too large for its message names an object in
+//! the patch bucket: the aggregator reads it and records the whole patch; an object
+//! that is gone or corrupt is recorded as the result's `patch_not_carried` error (the
+//! rest of the result stands), and a bucket it cannot reach naks the message. Failure
+//! policy: a failed database write naks the batch (redelivered after
 //! a delay); the loop restarts with backoff if the consumer itself fails.
 
 use std::time::Duration;
@@ -13,8 +17,8 @@ use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
 use taskwire_bus::codec::decode;
 use taskwire_bus::messages::DeadLetter;
-use taskwire_bus::{Bus, trace_context};
-use taskwire_protocol::TaskResult;
+use taskwire_bus::{Bus, PatchError, Patches, trace_context};
+use taskwire_protocol::{TaskError, TaskResult};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -24,10 +28,17 @@ const MAX_BATCH: usize = 512;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// Consumes results until `shutdown`, restarting the consumer on failure.
-pub async fn run_results(bus: Bus, store: Store, metrics: Metrics, shutdown: CancellationToken) {
+pub async fn run_results(
+    bus: Bus,
+    patches: Patches,
+    store: Store,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
     supervise("results aggregator", shutdown.clone(), || {
         results_once(
             bus.clone(),
+            patches.clone(),
             store.clone(),
             metrics.clone(),
             shutdown.clone(),
@@ -89,6 +100,7 @@ pub(crate) async fn consume(
 
 async fn results_once(
     bus: Bus,
+    patches: Patches,
     store: Store,
     metrics: Metrics,
     shutdown: CancellationToken,
@@ -110,10 +122,16 @@ async fn results_once(
         for msg in chunk {
             let msg = msg.map_err(|e| e.to_string())?;
             match decode::<TaskResult>(&msg.payload) {
-                Ok(r) => {
-                    results.push(r);
-                    acks.push(msg);
-                }
+                Ok(mut r) => match fetch_patch(&patches, &mut r).await {
+                    Ok(()) => {
+                        results.push(r);
+                        acks.push(msg);
+                    }
+                    Err(e) => {
+                        tracing::warn!(task.id = %r.task_id, error = %e, "failed to read a result's patch, redelivering");
+                        let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, subject = %msg.subject, "malformed result, dead-lettering");
                     store
@@ -191,6 +209,39 @@ async fn results_once(
     }
     Ok(())
 }
+
+/// Replaces a result's patch reference with the patch it names. An object that is
+/// gone or corrupt becomes the result's `patch_not_carried` error; only a bucket that
+/// cannot be reached now is an `Err` (try again later).
+async fn fetch_patch(patches: &Patches, result: &mut TaskResult) -> Result<(), PatchError> {
+    let Some(reference) = result.patch_ref.take() else {
+        return Ok(());
+    };
+    match patches.get(&reference).await {
+        Ok(patch) => {
+            tracing::debug!(task.id = %result.task_id, bytes = patch.len(), "result patch read from the patch bucket");
+            result.patch = patch;
+            Ok(())
+        }
+        Err(e) if e.is_retryable() => {
+            result.patch_ref = Some(reference);
+            Err(e)
+        }
+        Err(e) => {
+            tracing::warn!(task.id = %result.task_id, error = %e, "result recorded without its patch");
+            result.errors.push(TaskError {
+                code: PATCH_NOT_CARRIED.to_owned(),
+                message: format!("the task's patch was not recorded: {e}"),
+                retryable: false,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Error code of a result recorded without its patch (the same code a worker uses
+/// when the patch could not be made or handed over).
+pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
 
 async fn dead_letters_once(
     bus: Bus,

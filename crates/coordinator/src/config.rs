@@ -55,6 +55,14 @@ pub struct CoordinatorConfig {
     /// PEM certificate chain and key for gRPC over TLS. Default: plaintext.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// How long the patch bucket keeps a patch too large for a message (a child's
+    /// starting changes, a result's patch before it is recorded, a checkpoint's
+    /// changes): a reference older than this is an error naming it. Keep it longer than
+    /// any task may run. Default 7 days.
+    pub patches_max_age: Duration,
+    /// Most bytes the patch bucket holds; beyond it, handing over a large patch fails
+    /// with an error naming the bucket. Default 1 GiB.
+    pub patches_max_bytes: i64,
     /// NATS connection security (TLS, credentials).
     pub nats: taskwire_bus::NatsOptions,
 }
@@ -83,6 +91,8 @@ impl Default for CoordinatorConfig {
             auth_tokens_file: None,
             tls_cert: None,
             tls_key: None,
+            patches_max_age: taskwire_bus::patches::BucketLimits::default().max_age,
+            patches_max_bytes: taskwire_bus::patches::BucketLimits::default().max_bytes,
             nats: taskwire_bus::NatsOptions::default(),
         }
     }

@@ -82,6 +82,8 @@ pub struct State {
     pub queue_depth: backpressure::QueueDepth,
     /// What `/metrics` exposes.
     pub metrics: metrics::Metrics,
+    /// The patch bucket: large result patches are read from it and handed out through it.
+    pub patches: taskwire_bus::Patches,
 }
 
 impl State {
@@ -164,9 +166,14 @@ pub async fn serve_with_http(
         subjects: subjects.clone(),
         max_queued_tasks: config.max_queued_tasks,
         ack_wait: config.ack_wait,
+        patches: taskwire_bus::patches::BucketLimits {
+            max_age: config.patches_max_age,
+            max_bytes: config.patches_max_bytes,
+        },
         ..BusConfig::default()
     };
     taskwire_bus::ensure_streams(&js, &streams).await?;
+    let patches = taskwire_bus::Patches::new(js.clone(), &subjects);
     let bus = Bus::new(client.clone(), subjects.clone());
     readiness.connected(store.clone(), client.clone());
 
@@ -195,6 +202,7 @@ pub async fn serve_with_http(
         relay_wake: relay_wake.clone(),
         queue_depth: backpressure::QueueDepth::default(),
         metrics,
+        patches: patches.clone(),
     });
 
     let mut tasks = tokio::task::JoinSet::new();
@@ -216,6 +224,7 @@ pub async fn serve_with_http(
     });
     tasks.spawn(aggregator::run_results(
         bus.clone(),
+        patches,
         store.clone(),
         state.metrics.clone(),
         loops.clone(),

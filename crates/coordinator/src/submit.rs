@@ -29,8 +29,9 @@ const MAX_BATCH: usize = 512;
 const CONCURRENT_BATCHES: usize = 4;
 /// Largest attempt budget a submit may ask for.
 const MAX_ATTEMPTS_LIMIT: u32 = 20;
-/// Largest `workspace_patch` a request carries (inline, in the dispatched envelope).
-pub const MAX_WORKSPACE_PATCH_BYTES: usize = 256 * 1024;
+/// Largest `workspace_patch` a request carries (inline, in the dispatched envelope);
+/// larger starting changes come as `workspace_patch_ref`.
+pub const MAX_WORKSPACE_PATCH_BYTES: usize = taskwire_protocol::INLINE_START_PATCH_BYTES;
 
 /// Hands validated submits to the group-commit loop.
 #[derive(Clone)]
@@ -160,7 +161,7 @@ pub fn build_task(
     cfg: &CoordinatorConfig,
     registry: &AgentRegistry,
     subjects: &taskwire_bus::Subjects,
-    req: pb::SubmitRequest,
+    mut req: pb::SubmitRequest,
     parent: Option<ParentInfo>,
     trace: SubmitTrace,
 ) -> Result<NewTask, CoordinatorError> {
@@ -275,19 +276,29 @@ pub fn build_task(
         OutputSchema::parse(&req.output_schema)
             .map_err(|reason| CoordinatorError::invalid("output_schema", reason))?;
     }
+    let workspace_patch_ref = taskwire_protocol::PatchRef::from_wire(
+        "workspace_patch_ref",
+        req.workspace_patch_ref.take(),
+    )?;
+    if workspace_patch_ref.is_some() && !req.workspace_patch.is_empty() {
+        return Err(CoordinatorError::invalid(
+            "workspace_patch_ref",
+            "is set together with workspace_patch; send one of them",
+        ));
+    }
     let digest = {
         // The digest covers what the client asked for, so a retried submit matches.
         // A child's starting changes are left out: a later attempt of its parent asks
         // for the same child from a workspace rebuilt on another worker, and must find
         // it whatever that diff looks like there.
         let mut h = Sha256::new();
-        if parent.is_some() && !req.workspace_patch.is_empty() {
-            let mut keyed = req.clone();
+        let mut keyed = req.clone();
+        if parent.is_some() {
             keyed.workspace_patch.clear();
-            h.update(keyed.encode_to_vec());
         } else {
-            h.update(req.encode_to_vec());
+            keyed.workspace_patch_ref = workspace_patch_ref.as_ref().map(pb::PatchRef::from);
         }
+        h.update(keyed.encode_to_vec());
         format!("{:x}", h.finalize())
     };
     let trace_id = match (&parent, req.trace_id.as_str()) {
@@ -357,6 +368,7 @@ pub fn build_task(
         output_schema: (!req.output_schema.is_empty()).then_some(req.output_schema),
         expand_shell: req.expand_shell,
         traceparent: trace.traceparent,
+        workspace_patch_ref,
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.
@@ -531,6 +543,59 @@ mod tests {
             root_one.digest, root_two.digest,
             "for a client's submit the starting changes are part of the request"
         );
+    }
+
+    #[test]
+    fn large_starting_changes_travel_by_reference_checked_and_do_not_key_a_child() {
+        let root = submit("general", None);
+        let reference = |sha256: &str| pb::PatchRef {
+            name: "start/p/1".into(),
+            sha256: sha256.into(),
+            size: 2 * 1024 * 1024,
+        };
+        let child = |r: pb::PatchRef, inline: &str| pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "work".into(),
+            idempotency_key: "child:p:c1".into(),
+            workspace_patch: inline.into(),
+            workspace_patch_ref: Some(r),
+            ..Default::default()
+        };
+        let first = build(child(reference(&"a".repeat(64)), ""), Some(&root)).expect("valid");
+        assert_eq!(
+            first.request.workspace_patch_ref.as_ref().map(|r| r.size),
+            Some(2 * 1024 * 1024)
+        );
+        let again = build(child(reference(&"b".repeat(64)), ""), Some(&root)).expect("valid");
+        assert_eq!(
+            first.digest, again.digest,
+            "a parent's later attempt finds its child"
+        );
+        let root_one = build(child(reference(&"a".repeat(64)), ""), None).expect("valid");
+        let root_two = build(child(reference(&"b".repeat(64)), ""), None).expect("valid");
+        assert_ne!(
+            root_one.digest, root_two.digest,
+            "a client's reference keys its task"
+        );
+
+        for bad in [
+            child(reference("not hex"), ""),
+            child(reference(&"a".repeat(64)), "diff --git a/x b/x\n"),
+            child(
+                pb::PatchRef {
+                    size: taskwire_protocol::MAX_PATCH_BYTES + 1,
+                    ..reference(&"a".repeat(64))
+                },
+                "",
+            ),
+        ] {
+            match build(bad, None) {
+                Err(CoordinatorError::InvalidArgument { field, .. }) => {
+                    assert_eq!(field, "workspace_patch_ref")
+                }
+                other => panic!("refused, got {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! worker as it would reach a gRPC caller: a refused child (`NOT_FOUND`, a tool error
 //! for the model) is told apart from an outage (`UNAVAILABLE`, try again later) and
 //! from a bug (`INTERNAL`).
+//!
+//! A looked-up task's result whose patch is too large for the reply hands the patch
+//! over through the patch bucket (`patch_ref`) instead.
 
 use std::sync::Arc;
 
@@ -67,7 +70,11 @@ impl taskwire_bus::WorkerRequests for Handler {
                 .await?
                 .ok_or_else(|| CoordinatorError::NotFound(format!("task {}", lookup.task)))
         };
-        Ok(state_of(&found.await?))
+        let mut state = state_of(&found.await?);
+        if let Some(result) = state.result.as_mut() {
+            hand_over_patch(st, lookup.task, result).await?;
+        }
+        Ok(state)
     }
 
     async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError> {
@@ -277,6 +284,7 @@ fn state_of(r: &TaskRecord) -> TaskState {
                 output_tokens: usage.output_tokens,
             },
             patch: wire.patch,
+            patch_ref: None,
             session_id: wire.session_id,
         }
     });
@@ -285,4 +293,28 @@ fn state_of(r: &TaskRecord) -> TaskState {
         status: r.status,
         result,
     }
+}
+
+/// Moves a recorded patch too large for a reply into the patch bucket, as a fresh
+/// object (the result's own object may have expired since it was recorded).
+async fn hand_over_patch(
+    state: &State,
+    task: TaskId,
+    result: &mut FinishedTask,
+) -> Result<(), CoordinatorError> {
+    if result.patch.len() <= taskwire_protocol::INLINE_RESULT_PATCH_BYTES {
+        return Ok(());
+    }
+    let reference = state
+        .patches
+        .put("result", &task.to_string(), &result.patch)
+        .await
+        .map_err(|e| {
+            CoordinatorError::Unavailable(format!(
+                "failed to hand over the patch of task {task}: {e}"
+            ))
+        })?;
+    result.patch.clear();
+    result.patch_ref = Some(reference);
+    Ok(())
 }

@@ -7,6 +7,8 @@
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
 //! - [`task`]: the domain task request and result, and their proto conversions.
 //! - [`title`]: session titles, cleaned from a model's answer and checked on the wire.
+//! - [`patch`]: [`PatchRef`], a patch too large for a message, kept in the patch
+//!   bucket, and [`MAX_PATCH_BYTES`], the largest patch carried at all.
 //! - [`context`]: context refs workers act on ([`GitSource`]: the repository a task
 //!   works in).
 //! - `agent_spec` (feature `agent`): the resolved agent definition to and from the wire.
@@ -20,6 +22,7 @@ pub mod code;
 pub mod context;
 pub mod error;
 pub mod ids;
+pub mod patch;
 pub mod status;
 pub mod task;
 pub mod time;
@@ -30,6 +33,7 @@ pub use code::ErrorCode;
 pub use context::GitSource;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
+pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{
     Attachment, ContextRef, Provenance, Subtask, TaskError, TaskRequest, TaskResult,

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::patch::PatchRef;
 use crate::value::{json_to_struct, struct_to_json};
 use crate::{
     ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time,
@@ -80,6 +81,9 @@ pub struct TaskRequest {
     /// W3C trace context of the span that submitted the task; each attempt's span is
     /// its child. Empty when traces are not exported.
     pub traceparent: String,
+    /// The same changes when too large to travel inline: an object in the patch
+    /// bucket. At most one of `workspace_patch` and this is set.
+    pub workspace_patch_ref: Option<PatchRef>,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -126,6 +130,14 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
         }
         if r.prompt.is_empty() {
             return Err(ProtocolError::Missing("prompt"));
+        }
+        let workspace_patch_ref =
+            PatchRef::from_wire("workspace_patch_ref", r.workspace_patch_ref)?;
+        if workspace_patch_ref.is_some() && !r.workspace_patch.is_empty() {
+            return Err(ProtocolError::invalid(
+                "workspace_patch_ref",
+                "is set together with workspace_patch",
+            ));
         }
         let agent_spec = r.agent_spec.ok_or(ProtocolError::Missing("agent_spec"))?;
         if agent_spec.name != r.agent {
@@ -185,6 +197,7 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             output_schema: non_empty(&r.output_schema),
             expand_shell: r.expand_shell,
             traceparent: r.traceparent,
+            workspace_patch_ref,
         })
     }
 }
@@ -240,6 +253,7 @@ impl From<&TaskRequest> for pb::TaskRequest {
             output_schema: r.output_schema.clone().unwrap_or_default(),
             expand_shell: r.expand_shell,
             traceparent: r.traceparent.clone(),
+            workspace_patch_ref: crate::patch::to_wire(r.workspace_patch_ref.as_ref()),
         }
     }
 }
@@ -356,6 +370,10 @@ pub struct TaskResult {
     /// W3C trace context of the attempt's span; the aggregator's result write is its
     /// child. Empty when traces are not exported.
     pub traceparent: String,
+    /// The patch when too large to travel inline: an object in the patch bucket. The
+    /// aggregator fetches it into `patch` before recording the result. At most one of
+    /// `patch` and this is set.
+    pub patch_ref: Option<PatchRef>,
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {
@@ -367,6 +385,13 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             return Err(ProtocolError::invalid(
                 "status",
                 format!("{status} is not a final status"),
+            ));
+        }
+        let patch_ref = PatchRef::from_wire("patch_ref", r.patch_ref)?;
+        if patch_ref.is_some() && !r.patch.is_empty() {
+            return Err(ProtocolError::invalid(
+                "patch_ref",
+                "is set together with patch",
             ));
         }
         let output = r.output.unwrap_or_default();
@@ -414,6 +439,7 @@ impl TryFrom<pb::TaskResult> for TaskResult {
             title: crate::title::check_title(r.title)?,
             provenance: r.provenance.into_iter().map(Provenance::from).collect(),
             traceparent: r.traceparent,
+            patch_ref,
             transcript_json: match r.transcript_json.is_empty() {
                 true => None,
                 false => Some(
@@ -453,6 +479,7 @@ impl From<&TaskResult> for pb::TaskResult {
                 .collect(),
             attachments: Vec::new(),
             patch: r.patch.clone(),
+            patch_ref: crate::patch::to_wire(r.patch_ref.as_ref()),
             errors: r
                 .errors
                 .iter()
@@ -554,6 +581,7 @@ mod tests {
             output_schema: Some(r#"{"type": "object"}"#.into()),
             expand_shell: true,
             traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            workspace_patch_ref: None,
         }
     }
 

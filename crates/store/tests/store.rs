@@ -54,6 +54,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         output_schema: None,
         expand_shell: false,
         traceparent: String::new(),
+        workspace_patch_ref: None,
     };
     NewTask {
         request,
@@ -91,6 +92,7 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
             excerpt: String::new(),
         }],
         traceparent: String::new(),
+        patch_ref: None,
     }
 }
 

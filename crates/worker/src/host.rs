@@ -167,8 +167,9 @@ impl SessionHost for WorkerHost<'_> {
         {
             return Err(reason);
         }
-        let (source, workspace_patch) = crate::workspace::child_start(workspace).await?;
-        let context_refs = source
+        let start = crate::workspace::child_start(self.ctx, self.task_id, workspace).await?;
+        let context_refs = start
+            .source
             .map(|s| {
                 let r = s.to_ref();
                 pb::ContextRef {
@@ -193,7 +194,8 @@ impl SessionHost for WorkerHost<'_> {
                 command: request.command.clone().unwrap_or_default(),
                 idempotency_key,
                 context_refs,
-                workspace_patch,
+                workspace_patch: start.inline,
+                workspace_patch_ref: start.by_reference.as_ref().map(pb::PatchRef::from),
                 ..Default::default()
             },
         };
@@ -274,6 +276,14 @@ impl SessionHost for WorkerHost<'_> {
         if let Some(reason) = crate::workspace::too_large_to_delegate(workspace.patch.len()) {
             return refuse_children(reason);
         }
+        let workspace = match workspace.for_saving(&self.ctx.patches, self.task_id).await {
+            Ok(w) => w,
+            Err(e) => {
+                return refuse_children(format!(
+                    "your workspace's changes could not be saved before delegating: {e}"
+                ));
+            }
+        };
         let saved = SavedRef {
             transcript,
             workspace: Some(&workspace),
@@ -286,7 +296,9 @@ impl SessionHost for WorkerHost<'_> {
             .server_info()
             .max_payload
             .saturating_sub(CHECKPOINT_MARGIN);
-        if transcript_json.len() > limit && !workspace.patch.is_empty() {
+        if transcript_json.len() > limit
+            && (!workspace.patch.is_empty() || workspace.patch_ref.is_some())
+        {
             return refuse_children(format!(
                 "your conversation and workspace changes ({} bytes) are too large to save before delegating; \
                  delegate with fewer or smaller changes",
@@ -406,11 +418,21 @@ async fn child_result(
     {
         text = e.message.clone();
     }
-    let not_carried = result
+    let mut not_carried = result
         .errors
         .iter()
         .find(|e| e.code == PATCH_NOT_CARRIED)
         .map(|e| e.message.clone());
+    let mut patch = result.patch;
+    // A patch too large for the reply comes through the patch bucket.
+    if not_carried.is_none()
+        && let Some(reference) = result.patch_ref
+    {
+        match ctx.patches.get(&reference).await {
+            Ok(p) => patch = p,
+            Err(e) => not_carried = Some(format!("failed to read them: {e}")),
+        }
+    }
     Ok(Some(Finished {
         result: ChildTaskResult {
             task_id: child.to_string(),
@@ -423,7 +445,7 @@ async fn child_result(
             },
             changes_not_applied: None,
         },
-        patch: result.patch,
+        patch,
         not_carried,
     }))
 }

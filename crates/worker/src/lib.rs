@@ -172,6 +172,7 @@ pub async fn run_with_provider(
         bus: taskwire_bus::Bus::new(client.clone(), subjects.clone())
             .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout),
         client: client.clone(),
+        patches: taskwire_bus::Patches::new(js.clone(), &subjects),
         js,
         subjects,
         worker_id: worker_id.clone(),

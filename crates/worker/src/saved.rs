@@ -4,10 +4,14 @@
 //!
 //! The workspace state is a key of its own next to the transcript's (`workspace`); the
 //! coordinator stores the JSON as it is, and a transcript saved without it reads as
-//! a workspace with no changes.
+//! a workspace with no changes. Changes too large for the save request are put in the
+//! patch bucket and saved as a reference (`patch_ref`), read back when the state is
+//! restored.
 
 use serde::{Deserialize, Serialize};
 use taskwire_agent::transcript::Transcript;
+use taskwire_bus::{PatchError, Patches};
+use taskwire_protocol::{INLINE_START_PATCH_BYTES, PatchRef, TaskId};
 
 /// The workspace of an attempt, as far as a later attempt needs it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +24,40 @@ pub struct WorkspaceState {
     /// The attempt's own changes so far (its result patch at that point).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub patch: String,
+    /// The same changes, as saved when too large to save inline (then `patch` is
+    /// empty). [`WorkspaceState::restored`] reads them back into `patch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_ref: Option<PatchRef>,
+}
+
+impl WorkspaceState {
+    /// The state as it is saved: changes larger than 256 KiB are put in the patch
+    /// bucket (by `task`) and referenced.
+    pub async fn for_saving(&self, patches: &Patches, task: TaskId) -> Result<Self, PatchError> {
+        if self.patch.len() <= INLINE_START_PATCH_BYTES {
+            return Ok(self.clone());
+        }
+        let reference = patches
+            .put("checkpoint", &task.to_string(), &self.patch)
+            .await?;
+        Ok(Self {
+            commit: self.commit.clone(),
+            patch: String::new(),
+            patch_ref: Some(reference),
+        })
+    }
+
+    /// The state as saved, with changes saved by reference read back.
+    pub async fn restored(self, patches: &Patches) -> Result<Self, PatchError> {
+        match &self.patch_ref {
+            None => Ok(self),
+            Some(reference) => Ok(Self {
+                patch: patches.get(reference).await?,
+                patch_ref: None,
+                commit: self.commit,
+            }),
+        }
+    }
 }
 
 /// A transcript to save, with the workspace state.
@@ -53,6 +91,7 @@ mod tests {
         let state = WorkspaceState {
             commit: Some("c0ffee".into()),
             patch: "diff --git a/x b/x\n".into(),
+            patch_ref: None,
         };
         let json = serde_json::to_string(&SavedRef {
             transcript: &transcript,
@@ -67,5 +106,23 @@ mod tests {
         let back: Saved = serde_json::from_str(&plain).expect("an older transcript reads");
         assert_eq!(back.transcript, transcript);
         assert_eq!(back.workspace, None);
+
+        let by_reference = WorkspaceState {
+            commit: None,
+            patch: String::new(),
+            patch_ref: Some(PatchRef {
+                name: "checkpoint/t/1".into(),
+                sha256: "a".repeat(64),
+                size: 300_000,
+            }),
+        };
+        let json = serde_json::to_string(&SavedRef {
+            transcript: &transcript,
+            workspace: Some(&by_reference),
+        })
+        .expect("serializes");
+        assert!(!json.contains("\"patch\""), "{json}");
+        let back: Saved = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back.workspace, Some(by_reference));
     }
 }

@@ -469,10 +469,22 @@ async fn history(
         match load_transcript(ctx, request.task_id, session_id).await? {
             Some((saved, saved_by)) if saved_by == request.task_id => {
                 tracing::info!(task.id = %request.task_id, session.id = %session_id, "resuming from this task's checkpoint");
+                let workspace = match saved.workspace {
+                    Some(w) => Some(w.restored(&ctx.patches).await.map_err(|e| {
+                        let message =
+                            format!("failed to restore the checkpoint's workspace changes: {e}");
+                        if e.is_retryable() {
+                            StartError::Unavailable(message)
+                        } else {
+                            StartError::Invalid(message)
+                        }
+                    })?),
+                    None => None,
+                };
                 History {
                     transcript: saved.transcript,
                     from_checkpoint: true,
-                    workspace: saved.workspace,
+                    workspace,
                 }
             }
             Some((saved, _)) if !request.new_session => History {
@@ -527,9 +539,19 @@ async fn transcript_for_result(
     transcript: &Transcript,
     workspace: Option<&WorkspaceState>,
 ) -> Option<String> {
+    let workspace = match workspace {
+        Some(w) => match w.for_saving(&ctx.patches, request.task_id).await {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved: its workspace changes could not be handed over");
+                return None;
+            }
+        },
+        None => None,
+    };
     let saved = SavedRef {
         transcript,
-        workspace,
+        workspace: workspace.as_ref(),
     };
     let body = match serde_json::to_string(&saved) {
         Ok(b) => b,

@@ -35,6 +35,8 @@ pub struct Context {
     pub bus: Bus,
     pub client: async_nats::Client,
     pub js: jetstream::Context,
+    /// The patch bucket: changes too large for a message are handed over through it.
+    pub patches: taskwire_bus::Patches,
     pub subjects: Subjects,
     pub worker_id: WorkerId,
     pub provider: Arc<dyn Provider>,
@@ -176,7 +178,10 @@ async fn run_claimed(
                 }
             }
             match workspace.result_patch().await {
-                Ok(patch) => result.patch = patch,
+                Ok((patch, patch_ref)) => {
+                    result.patch = patch;
+                    result.patch_ref = patch_ref;
+                }
                 Err(error) => {
                     tracing::warn!(task.id = %task_id, error = %error.message, "result without its patch, workspace kept");
                     result.errors.push(error);
@@ -365,6 +370,7 @@ fn result_of(
         provenance: Vec::new(),
         // Called in the attempt's span: the result write hangs under it.
         traceparent: taskwire_bus::trace_context::current_traceparent(),
+        patch_ref: None,
     }
 }
 

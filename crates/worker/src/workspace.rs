@@ -3,20 +3,29 @@
 //! worker's base), started from the changes the task inherits and an earlier
 //! attempt's changes, and on the way out the result's patch, the changes a child
 //! starts from, and a child's changes brought back.
+//!
+//! Changes too large for a message travel through the patch bucket: a result's patch
+//! above [`RESULT_PATCH_LIMIT`] and a child's starting changes above
+//! [`CHILD_PATCH_LIMIT`] are put there and sent as a [`PatchRef`]; nothing above
+//! [`MAX_PATCH_BYTES`] travels at all.
 
-use taskwire_protocol::{GitSource, TaskError, TaskRequest};
+use taskwire_bus::PatchError;
+use taskwire_protocol::{
+    GitSource, INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef,
+    TaskError, TaskRequest,
+};
 use taskwire_workspaces::{Origin, Source, TaskWorkspace, WorkspaceError};
 
 use crate::saved::WorkspaceState;
 use crate::session::StartError;
 use crate::task::{Claim, Context};
 
-/// Largest patch a result carries: with an inline transcript (at most 256 KiB) the
-/// result stays under NATS's default 1 MB message limit.
-pub const RESULT_PATCH_LIMIT: usize = 512 * 1024;
+/// Largest patch a result carries inline: with an inline transcript (at most 256 KiB)
+/// the result stays under NATS's default 1 MB message limit. Larger ones go by reference.
+pub const RESULT_PATCH_LIMIT: usize = INLINE_RESULT_PATCH_BYTES;
 
-/// Largest set of changes a child starts from (they travel inline in its request).
-pub const CHILD_PATCH_LIMIT: usize = 256 * 1024;
+/// Largest set of changes a child's request carries inline; larger ones go by reference.
+pub const CHILD_PATCH_LIMIT: usize = INLINE_START_PATCH_BYTES;
 
 /// Error code of a result whose patch could not be made or is too large to carry;
 /// its workspace is kept on the worker so that nothing is lost.
@@ -31,6 +40,9 @@ pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
 pub struct TaskFiles<'a> {
     ctx: &'a Context,
     request: &'a TaskRequest,
+    /// The changes the task starts from (read from the patch bucket when they came by
+    /// reference).
+    starting: String,
     git: Option<GitSource>,
     name: String,
     root: std::path::PathBuf,
@@ -39,7 +51,8 @@ pub struct TaskFiles<'a> {
 }
 
 impl<'a> TaskFiles<'a> {
-    /// Checks the task's context refs and reserves the attempt's directory.
+    /// Checks the task's context refs, reads the changes it starts from when they came
+    /// by reference, and reserves the attempt's directory.
     pub async fn reserve(
         ctx: &'a Context,
         request: &'a TaskRequest,
@@ -48,6 +61,10 @@ impl<'a> TaskFiles<'a> {
     ) -> Result<Self, StartError> {
         let git = GitSource::from_refs(&request.context_refs)
             .map_err(|e| StartError::Invalid(format!("invalid context refs: {e}")))?;
+        let starting = match &request.workspace_patch_ref {
+            Some(reference) => fetch(ctx, reference, "the changes the task starts from").await?,
+            None => request.workspace_patch.clone(),
+        };
         let name = format!("{}-{}", request.task_id, claim.attempt);
         let root = ctx
             .workspaces
@@ -57,6 +74,7 @@ impl<'a> TaskFiles<'a> {
         Ok(Self {
             ctx,
             request,
+            starting,
             git,
             name,
             root,
@@ -89,7 +107,7 @@ impl<'a> TaskFiles<'a> {
         let workspace = self
             .ctx
             .workspaces
-            .prepare(&self.name, source, &self.request.workspace_patch)
+            .prepare(&self.name, source, &self.starting)
             .await?;
         if let Some(earlier) = &self.earlier {
             workspace
@@ -117,23 +135,40 @@ impl<'a> TaskFiles<'a> {
         }
     }
 
-    /// The patch for the attempt's result, or the error to report instead (the
-    /// workspace is then kept). Files never made changed nothing of their own since
-    /// the earlier attempt.
-    pub async fn result_patch(&mut self) -> Result<String, TaskError> {
+    /// The patch for the attempt's result, inline or (when larger than
+    /// [`RESULT_PATCH_LIMIT`]) put in the patch bucket, or the error to report instead
+    /// (the workspace is then kept). Files never made changed nothing of their own
+    /// since the earlier attempt.
+    pub async fn result_patch(&mut self) -> Result<(String, Option<PatchRef>), TaskError> {
+        let (ctx, task) = (self.ctx, self.request.task_id);
         match self.made.get_mut() {
             Some(workspace) => {
-                let patch = result_patch(workspace).await;
+                let patch = match result_patch(workspace).await {
+                    Ok(patch) => hand_over(ctx, task, patch).await.map_err(|e| {
+                        not_carried(
+                            workspace,
+                            format!("failed to hand over the task's patch: {e}"),
+                        )
+                    }),
+                    Err(e) => Err(e),
+                };
                 if patch.is_err() {
                     workspace.keep();
                 }
                 patch
             }
-            None => Ok(self
-                .earlier
-                .as_ref()
-                .map(|e| e.patch.clone())
-                .unwrap_or_default()),
+            None => {
+                let patch = self
+                    .earlier
+                    .as_ref()
+                    .map(|e| e.patch.clone())
+                    .unwrap_or_default();
+                hand_over(ctx, task, patch).await.map_err(|e| TaskError {
+                    code: PATCH_NOT_CARRIED.into(),
+                    message: format!("failed to hand over the task's patch: {e}"),
+                    retryable: false,
+                })
+            }
         }
     }
 
@@ -154,36 +189,86 @@ async fn state(workspace: &TaskWorkspace) -> Result<WorkspaceState, WorkspaceErr
             Origin::Base { .. } | Origin::Copy => None,
         },
         patch: workspace.patch().await?,
+        patch_ref: None,
     })
+}
+
+/// A result's `patch_not_carried` error: `why`, and where the workspace is kept.
+fn not_carried(workspace: &TaskWorkspace, why: String) -> TaskError {
+    TaskError {
+        code: PATCH_NOT_CARRIED.into(),
+        message: format!(
+            "{why}; the workspace is kept at {}",
+            workspace.root().display()
+        ),
+        retryable: false,
+    }
 }
 
 /// The patch for the result of the attempt that ran in `workspace`, or the error to
 /// report instead (the caller then keeps the workspace).
 async fn result_patch(workspace: &TaskWorkspace) -> Result<String, TaskError> {
-    let kept = || format!("the workspace is kept at {}", workspace.root().display());
-    let patch = workspace.patch().await.map_err(|e| TaskError {
-        code: PATCH_NOT_CARRIED.into(),
-        message: format!("failed to make the task's patch: {e}; {}", kept()),
-        retryable: false,
-    })?;
-    if patch.len() > RESULT_PATCH_LIMIT {
-        return Err(TaskError {
-            code: PATCH_NOT_CARRIED.into(),
-            message: format!(
-                "the task's patch is {} bytes, more than the {RESULT_PATCH_LIMIT} a result carries; {}",
-                patch.len(),
-                kept()
+    let patch = workspace
+        .patch()
+        .await
+        .map_err(|e| not_carried(workspace, format!("failed to make the task's patch: {e}")))?;
+    if patch.len() as u64 > MAX_PATCH_BYTES {
+        return Err(not_carried(
+            workspace,
+            format!(
+                "the task's patch is {} bytes, more than the {MAX_PATCH_BYTES} a result carries",
+                patch.len()
             ),
-            retryable: false,
-        });
+        ));
     }
     Ok(patch)
 }
 
-/// What a child of the task in `workspace` starts from: the task's repository at its
-/// commit (when it named one), and every change since that source. `Err` is for the
+/// `patch` as a result carries it: inline when small, else put in the patch bucket.
+async fn hand_over(
+    ctx: &Context,
+    task: taskwire_protocol::TaskId,
+    patch: String,
+) -> Result<(String, Option<PatchRef>), PatchError> {
+    if patch.len() <= RESULT_PATCH_LIMIT {
+        return Ok((patch, None));
+    }
+    let reference = ctx.patches.put("result", &task.to_string(), &patch).await?;
+    tracing::info!(task.id = %task, object = %reference.name, bytes = reference.size, "result patch handed over through the patch bucket");
+    Ok((String::new(), Some(reference)))
+}
+
+/// Reads the patch `reference` names from the patch bucket, for `what`. A missing or
+/// corrupt object means the task cannot start as asked (an error naming the reference);
+/// a bucket out of reach is worth another try later.
+pub async fn fetch(ctx: &Context, reference: &PatchRef, what: &str) -> Result<String, StartError> {
+    ctx.patches.get(reference).await.map_err(|e| {
+        let message = format!("failed to read {what}: {e}");
+        if e.is_retryable() {
+            StartError::Unavailable(message)
+        } else {
+            StartError::Invalid(message)
+        }
+    })
+}
+
+/// What a child of the task in `workspace` starts from.
+pub struct ChildStart {
+    /// The task's repository at its commit, when it named one.
+    pub source: Option<GitSource>,
+    /// Every change since that source, inline (empty when `by_reference` is set).
+    pub inline: String,
+    /// The same changes in the patch bucket, when too large to send inline.
+    pub by_reference: Option<PatchRef>,
+}
+
+/// What a child of `task` (working in `workspace`) starts from. `Err` is for the
 /// model: the child is not started.
-pub async fn child_start(workspace: &TaskWorkspace) -> Result<(Option<GitSource>, String), String> {
+pub async fn child_start(
+    ctx: &Context,
+    task: taskwire_protocol::TaskId,
+    workspace: &TaskWorkspace,
+) -> Result<ChildStart, String> {
     let changes = workspace
         .changes()
         .await
@@ -191,6 +276,16 @@ pub async fn child_start(workspace: &TaskWorkspace) -> Result<(Option<GitSource>
     if let Some(reason) = too_large_to_delegate(changes.len()) {
         return Err(reason);
     }
+    let (inline, by_reference) = if changes.len() > CHILD_PATCH_LIMIT {
+        let reference = ctx
+            .patches
+            .put("start", &task.to_string(), &changes)
+            .await
+            .map_err(|e| format!("failed to hand your workspace's changes to the subagent: {e}"))?;
+        (String::new(), Some(reference))
+    } else {
+        (changes, None)
+    };
     let source = match workspace.origin() {
         Origin::Git { url, commit } => Some(GitSource {
             url: url.clone(),
@@ -198,14 +293,18 @@ pub async fn child_start(workspace: &TaskWorkspace) -> Result<(Option<GitSource>
         }),
         Origin::Base { .. } | Origin::Copy => None,
     };
-    Ok((source, changes))
+    Ok(ChildStart {
+        source,
+        inline,
+        by_reference,
+    })
 }
 
 /// Why changes of `bytes` cannot go to a child, if they cannot.
 pub fn too_large_to_delegate(bytes: usize) -> Option<String> {
-    (bytes > CHILD_PATCH_LIMIT).then(|| {
+    (bytes as u64 > MAX_PATCH_BYTES).then(|| {
         format!(
-            "your workspace's changes are {bytes} bytes, more than the {CHILD_PATCH_LIMIT} bytes a subagent can start from; \
+            "your workspace's changes are {bytes} bytes, more than the {MAX_PATCH_BYTES} bytes a subagent can start from; \
              delegate with fewer or smaller changes"
         )
     })
@@ -220,5 +319,26 @@ pub async fn bring_back(workspace: &TaskWorkspace, patch: &str) -> Result<(), St
              resolve it yourself (the subagent's hunks are below) or ask the subagent again\n{report}"
         )),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_go_to_a_child_up_to_the_cap_and_beyond_it_the_refusal_names_the_limit() {
+        let cap = usize::try_from(MAX_PATCH_BYTES).expect("fits");
+        assert_eq!(
+            too_large_to_delegate(CHILD_PATCH_LIMIT + 1),
+            None,
+            "by reference"
+        );
+        assert_eq!(too_large_to_delegate(cap), None);
+        let refusal = too_large_to_delegate(cap + 1).expect("refused");
+        assert!(
+            refusal.contains(&format!("{} bytes", cap + 1)) && refusal.contains("67108864"),
+            "{refusal}"
+        );
     }
 }

@@ -72,6 +72,12 @@ settings! {
         /// PEM private key for gRPC over TLS, with --tls-cert
         #[arg(long, env = "TASKWIRE_TLS_KEY", value_name = "FILE")]
         pub tls_key: Option<PathBuf>,
+        /// How long the patch bucket keeps a patch too large for a message; keep it longer than any task runs [default: 168h]
+        #[arg(long, env = "TASKWIRE_PATCHES_MAX_AGE", value_name = "DURATION")]
+        pub patches_max_age: Option<HumanDuration>,
+        /// Most bytes the patch bucket holds [default: 1073741824]
+        #[arg(long, env = "TASKWIRE_PATCHES_MAX_BYTES", value_name = "BYTES")]
+        pub patches_max_bytes: Option<i64>,
     }
 }
 
@@ -100,6 +106,8 @@ impl CoordinatorSettings {
         set_some(&mut c.auth_tokens_file, self.auth_tokens_file);
         set_some(&mut c.tls_cert, self.tls_cert);
         set_some(&mut c.tls_key, self.tls_key);
+        set(&mut c.patches_max_age, self.patches_max_age);
+        set(&mut c.patches_max_bytes, self.patches_max_bytes);
         c
     }
 
@@ -127,6 +135,8 @@ impl CoordinatorSettings {
             auth_tokens_file: c.auth_tokens_file.clone(),
             tls_cert: c.tls_cert.clone(),
             tls_key: c.tls_key.clone(),
+            patches_max_age: Some(HumanDuration(c.patches_max_age)),
+            patches_max_bytes: Some(c.patches_max_bytes),
             ..Self::printable_nats(c)
         }
     }

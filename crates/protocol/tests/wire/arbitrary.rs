@@ -192,7 +192,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
         text(),
         any::<bool>(),
         vec(wire_permission_layer(), 0..3),
-        text(),
+        (text(), option::of(wire_patch_ref())),
     );
     (ids, texts, payload, times, numbers, spec)
         .prop_map(
@@ -210,7 +210,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     parent_model,
                     new_session,
                     inherited_permission,
-                    workspace_patch,
+                    (workspace_patch, workspace_patch_ref),
                 ),
             )| {
                 let agent_spec = agent_spec.map(|mut s| {
@@ -262,6 +262,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     expand_shell: false,
                     // Never validated: any text is carried as it is.
                     traceparent: String::new(),
+                    workspace_patch_ref,
                 }
             },
         )
@@ -300,14 +301,24 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
         wire_uuid(),
         text(),
         any::<bool>(),
-        text(),
         prop_oneof![text(), "[a-z ]{70,90}", Just("two\nlines".to_owned())],
+        (text(), option::of(wire_patch_ref())),
     );
     (head, tail)
         .prop_map(
             |(
                 (task_id, trace_id, attempt, claim_epoch, status, output),
-                (tool_calls, errors, usage, metrics, session_id, worker_id, retry, patch, title),
+                (
+                    tool_calls,
+                    errors,
+                    usage,
+                    metrics,
+                    session_id,
+                    worker_id,
+                    retry,
+                    title,
+                    (patch, patch_ref),
+                ),
             )| pb::TaskResult {
                 task_id,
                 trace_id,
@@ -331,7 +342,18 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 transcript_json: Vec::new(),
                 title,
                 traceparent: String::new(),
+                patch_ref,
             },
         )
         .boxed()
+}
+
+/// Any patch reference: names, digests and sizes good and bad.
+pub fn wire_patch_ref() -> impl Strategy<Value = pb::PatchRef> {
+    (
+        text(),
+        prop_oneof![text(), "[0-9a-f]{64}"],
+        prop_oneof![any::<u64>(), 0..1024u64],
+    )
+        .prop_map(|(name, sha256, size)| pb::PatchRef { name, sha256, size })
 }

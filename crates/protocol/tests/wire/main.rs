@@ -37,9 +37,17 @@ const REQUEST_FIELDS: &[&str] = &[
     "deadline",
     "resume_token",
     "created_at",
+    "workspace_patch_ref",
 ];
 /// Fields a `TaskResult` conversion may refuse.
-const RESULT_FIELDS: &[&str] = &["task_id", "trace_id", "status", "session_id", "title"];
+const RESULT_FIELDS: &[&str] = &[
+    "task_id",
+    "trace_id",
+    "status",
+    "session_id",
+    "title",
+    "patch_ref",
+];
 /// Fields an `AgentSpec` conversion may refuse.
 const AGENT_SPEC_FIELDS: &[&str] = &[
     "agent_spec.name",

@@ -7,8 +7,9 @@ use proptest::prelude::*;
 use taskwire_agent::agent::{AgentMode, AgentSpec};
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::{
-    Attachment, ClaimEpoch, ContextRef, Provenance, SessionId, Subtask, TaskError, TaskId,
-    TaskRequest, TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage, WorkerId, pb,
+    Attachment, ClaimEpoch, ContextRef, MAX_PATCH_BYTES, PatchRef, Provenance, SessionId, Subtask,
+    TaskError, TaskId, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage,
+    WorkerId, pb,
 };
 
 use crate::arbitrary::text;
@@ -178,7 +179,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
         vec((text(), text()), 0..3),
         any::<bool>(),
         vec(domain_permission_layer(), 0..3),
-        text(),
+        domain_patch(),
         (option::of(non_empty()), any::<bool>()),
         text(),
     );
@@ -197,7 +198,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                     subagents,
                     new_session,
                     layers,
-                    workspace_patch,
+                    (workspace_patch, workspace_patch_ref),
                     (output_schema, expand_shell),
                     traceparent,
                 ),
@@ -240,9 +241,24 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 output_schema,
                 expand_shell,
                 traceparent,
+                workspace_patch_ref,
             },
         )
         .boxed()
+}
+
+/// A patch reference as the writer makes it.
+pub fn domain_patch_ref() -> impl Strategy<Value = PatchRef> {
+    ("[a-z0-9/._-]{1,40}", "[0-9a-f]{64}", 0..=MAX_PATCH_BYTES)
+        .prop_map(|(name, sha256, size)| PatchRef { name, sha256, size })
+}
+
+/// A patch inline, or by reference, never both.
+pub fn domain_patch() -> impl Strategy<Value = (String, Option<PatchRef>)> {
+    prop_oneof![
+        text().prop_map(|t| (t, None)),
+        domain_patch_ref().prop_map(|r| (String::new(), Some(r))),
+    ]
 }
 
 pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
@@ -285,7 +301,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
         option::of(domain_session_id()),
         option::of(non_empty().prop_map(WorkerId::new)),
         any::<bool>(),
-        text(),
+        domain_patch(),
         option::of("[A-Za-z0-9 ]{1,80}"),
         vec(
             (text(), text(), text()).prop_map(|(source, uri, excerpt)| Provenance {
@@ -310,7 +326,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                     session_id,
                     worker_id,
                     retry_scheduled,
-                    patch,
+                    (patch, patch_ref),
                     title,
                     provenance,
                     traceparent,
@@ -339,6 +355,7 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 title,
                 provenance,
                 traceparent,
+                patch_ref,
             },
         )
         .boxed()
