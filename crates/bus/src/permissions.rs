@@ -118,6 +118,10 @@ pub fn coordinator(s: &Subjects) -> Permissions {
         }),
     );
     publish.allow(
+        "read the workers' consumers' pending counts (the queued-tasks gauge)",
+        [format!("{API}.CONSUMER.INFO.{}.*", s.tasks_stream())],
+    );
+    publish.allow(
         "read and remove a task message that reached its max deliveries",
         ["MSG.GET", "MSG.DELETE"].map(|call| format!("{API}.STREAM.{call}.{}", s.tasks_stream())),
     );
