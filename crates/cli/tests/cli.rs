@@ -336,6 +336,29 @@ fn https_without_a_ca_is_refused_before_connecting() {
 
 #[test]
 fn a_second_sigterm_stops_a_worker_at_once() {
+    // A worker still starting may finish its graceful shutdown before the second signal
+    // arrives (status 0, nothing to test); the scenario is run again until the second
+    // signal lands while it is still shutting down, and then it must exit at once.
+    for _ in 0..10 {
+        match sigterm_twice() {
+            SecondSignal::Landed(code) => {
+                assert_eq!(code, Some(128 + 15), "exit status after the second signal");
+                return;
+            }
+            SecondSignal::TooLate => continue,
+        }
+    }
+    panic!("the worker always finished shutting down before the second signal arrived");
+}
+
+enum SecondSignal {
+    /// The worker logged the second signal; its exit status.
+    Landed(Option<i32>),
+    /// The worker had already shut down gracefully.
+    TooLate,
+}
+
+fn sigterm_twice() -> SecondSignal {
     // No NATS listens there, so the worker is still starting when the signals arrive.
     let mut child = taskwire()
         .args([
@@ -370,11 +393,12 @@ fn a_second_sigterm_stops_a_worker_at_once() {
     };
     let pid = child.id().to_string();
     let sigterm = || {
-        let status = Command::new("kill")
+        // The process may be gone already (a graceful shutdown that was quick).
+        let _ = Command::new("kill")
             .args(["-TERM", &pid])
+            .stderr(Stdio::null())
             .status()
             .expect("kill runs");
-        assert!(status.success());
     };
 
     wait_for("starting worker"); // logged once the signal handler is in place
@@ -392,7 +416,14 @@ fn a_second_sigterm_stops_a_worker_at_once() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(status.code(), Some(128 + 15));
+    let landed = std::iter::from_fn(|| lines.recv_timeout(Duration::from_secs(1)).ok())
+        .any(|line| line.contains("second signal"));
+    if landed {
+        SecondSignal::Landed(status.code())
+    } else {
+        assert_eq!(status.code(), Some(0), "a graceful shutdown exits 0");
+        SecondSignal::TooLate
+    }
 }
 
 #[test]
