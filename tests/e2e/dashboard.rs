@@ -17,12 +17,12 @@ use taskwire_e2e::{PATIENCE, created_in_patch, start_with};
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
 /// `asker` asks before every command.
-const ASKER: &str = "---\ndescription: Runs one command, asking first\nmode: subagent\n\
+pub(crate) const ASKER: &str = "---\ndescription: Runs one command, asking first\nmode: subagent\n\
                      permission:\n  bash: { \"*\": ask }\n---\nYou run commands.\n";
 
 /// The parent starts an `asker` child (which needs an approval) and an `explore`
 /// child in one step; everyone then answers.
-fn script(req: &SeenRequest) -> ScriptedReply {
+pub(crate) fn script(req: &SeenRequest) -> ScriptedReply {
     let user = req.first_user_message().unwrap_or_default().to_owned();
     let first = req.assistant_turns() == 0;
     match user.as_str() {

@@ -34,4 +34,5 @@ mod traces;
 mod tree_approvals;
 mod tree_edits;
 mod validation;
+mod watch_tree;
 mod workspaces;
