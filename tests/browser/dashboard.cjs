@@ -3,10 +3,11 @@
 //
 //   node dashboard.cjs BASE_URL PARENT_TASK_ID OUT_DIR
 //
-// Opens /tasks/PARENT, waits for the parent and its two children to appear, answers
-// the approval a child raises ("allow once") from the page, waits until all three
-// nodes say completed — on the same page load — and saves screenshots of the tree and
-// the list pages into OUT_DIR. Prints one JSON line describing what it saw; exits
+// Opens the list (/) and /tasks/PARENT, waits for the parent and its two children to
+// appear in the tree, answers the approval a child raises ("allow once") from the
+// page, waits until all three nodes say completed — on the same page load — and until
+// the list, open since before, shows the three tasks completed without a reload too;
+// saves screenshots of the tree and the list pages into OUT_DIR. Prints one JSON line describing what it saw; exits
 // non-zero (with the reason on stderr) on anything else, a script error included.
 "use strict";
 
@@ -27,6 +28,13 @@ async function main() {
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
     page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+
+    const listPage = await browser.newPage({ viewport: { width: 1280, height: 600 } });
+    listPage.on("pageerror", (e) => errors.push(String(e)));
+    await listPage.goto(`${base}/`);
+    await listPage.waitForSelector(`tr[data-task="${parent}"]`, { timeout: PATIENCE });
+    const listStatusBefore = await listPage.getAttribute(`tr[data-task="${parent}"] .status`, "data-status");
+    await listPage.evaluate(() => { window.__taskwireLoad = "first"; });
 
     await page.goto(`${base}/tasks/${parent}`);
     // Marks this page load: a reload would lose it.
@@ -51,14 +59,18 @@ async function main() {
     const tree = path.join(out, "dashboard-tree.png");
     await page.screenshot({ path: tree, fullPage: true });
 
-    await page.goto(`${base}/`);
-    await page.waitForSelector(`tr[data-task="${parent}"]`, { timeout: PATIENCE });
-    const rows = await page.$$eval("#tasks tbody tr[data-task]", (rs) => rs.length);
+    // The list was loaded while the tree ran: its statuses and new rows came live.
+    await listPage.waitForFunction(
+      () => document.querySelectorAll('#tasks tr[data-task] .status[data-status="completed"]').length === 3,
+      null, { timeout: PATIENCE });
+    const listSameLoad = await listPage.evaluate(() => window.__taskwireLoad === "first");
+    const rows = await listPage.$$eval("#tasks tbody tr[data-task]", (rs) => rs.length);
     const list = path.join(out, "dashboard-list.png");
-    await page.screenshot({ path: list, fullPage: true });
+    await listPage.screenshot({ path: list, fullPage: true });
 
     if (errors.length) throw new Error("errors on the page: " + errors.join("; "));
-    console.log(JSON.stringify({ asker, request, same_load: sameLoad, nodes, rows, screenshots: [tree, list] }));
+    console.log(JSON.stringify({ asker, request, same_load: sameLoad, nodes, rows,
+      list_status_before: listStatusBefore, list_same_load: listSameLoad, screenshots: [tree, list] }));
   } finally {
     await browser.close();
   }

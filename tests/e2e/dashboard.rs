@@ -2,8 +2,9 @@
 //!
 //! - In headless Chromium (`tests/browser/dashboard.cjs`, playwright-core driving the
 //!   system's `/usr/bin/chromium`): a parent that starts two children shows three
-//!   nodes that turn completed without a reload, and an approval raised by a child is
-//!   answered from the page. Screenshots go to `$CARGO_TARGET_TMPDIR/dashboard/`.
+//!   nodes that turn completed without a reload, an approval raised by a child is
+//!   answered from the page, and the list opened before shows the three tasks
+//!   completed without a reload too. Screenshots go to `$CARGO_TARGET_TMPDIR/dashboard/`.
 //! - Over plain HTTP: with a tokens file, the JSON and live endpoints show a tenant only
 //!   its own tasks, and another tenant's task is 404 exactly like a missing one.
 
@@ -139,6 +140,12 @@ async fn a_browser_sees_a_tree_complete_live_and_answers_a_childs_approval_from_
     );
     let seen: serde_json::Value = serde_json::from_str(stdout.trim()).expect("the driver's report");
     assert_eq!(seen["same_load"], true, "no reload: {seen}");
+    assert_eq!(seen["list_same_load"], true, "no reload of the list: {seen}");
+    assert_ne!(
+        seen["list_status_before"], "completed",
+        "the list was opened before the parent finished: {seen}"
+    );
+    assert_eq!(seen["rows"], 3, "the children appeared in the list live: {seen}");
     let nodes = seen["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 3, "{seen}");
     assert!(nodes.iter().all(|n| n["status"] == "completed"), "{seen}");
