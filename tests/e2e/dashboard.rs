@@ -140,12 +140,18 @@ async fn a_browser_sees_a_tree_complete_live_and_answers_a_childs_approval_from_
     );
     let seen: serde_json::Value = serde_json::from_str(stdout.trim()).expect("the driver's report");
     assert_eq!(seen["same_load"], true, "no reload: {seen}");
-    assert_eq!(seen["list_same_load"], true, "no reload of the list: {seen}");
+    assert_eq!(
+        seen["list_same_load"], true,
+        "no reload of the list: {seen}"
+    );
     assert_ne!(
         seen["list_status_before"], "completed",
         "the list was opened before the parent finished: {seen}"
     );
-    assert_eq!(seen["rows"], 3, "the children appeared in the list live: {seen}");
+    assert_eq!(
+        seen["rows"], 3,
+        "the children appeared in the list live: {seen}"
+    );
     let nodes = seen["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 3, "{seen}");
     assert!(nodes.iter().all(|n| n["status"] == "completed"), "{seen}");

@@ -36,7 +36,7 @@ use taskwire_protocol::pb::task_service_server::TaskService;
 use crate::api::TaskApi;
 use crate::auth::{Authenticator, Principal};
 
-/// The deepest tree the tree endpoint walks, and the most tasks it returns.
+/// The most tasks the tree endpoint returns (it walks the tree breadth first).
 const MAX_TREE_TASKS: usize = 2000;
 
 /// What the dashboard's handlers share: the API (set once the coordinator is
