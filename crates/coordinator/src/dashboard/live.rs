@@ -81,7 +81,15 @@ async fn follow_tree(
     let mut followed = HashSet::from([root_id.clone()]);
     let mut open = 1usize;
     tokio::spawn(forward(root_id, root, inner_tx.clone()));
-    while let Some((task, item)) = inner.recv().await {
+    loop {
+        let (task, item) = tokio::select! {
+            next = inner.recv() => match next {
+                Some(next) => next,
+                None => return,
+            },
+            // The browser went away while the tree was quiet: stop its watches now.
+            () = tx.closed() => return,
+        };
         let out = match item {
             None => {
                 open -= 1;
@@ -140,8 +148,15 @@ async fn follow_tree(
     }
 }
 
+/// Hands one watch's events to the tree's feed; stops (dropping the watch) as soon as
+/// the feed is gone, even while the task is quiet.
 async fn forward(task: String, mut watch: Watch, tx: mpsc::Sender<Tagged>) {
-    while let Some(item) = watch.next().await {
+    loop {
+        let item = tokio::select! {
+            item = watch.next() => item,
+            () = tx.closed() => return,
+        };
+        let Some(item) = item else { break };
         if tx.send((task.clone(), Some(item))).await.is_err() {
             return;
         }
