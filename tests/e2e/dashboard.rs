@@ -381,3 +381,41 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
     let ev = first_event(addr, &format!("/api/tasks/{id}/events"), "acme-secret").await;
     assert_eq!(ev["task_id"], id.as_str(), "{ev}");
 }
+
+#[tokio::test]
+async fn the_dashboards_cancel_stops_a_queued_task_and_replay_of_a_cancelled_one_is_a_conflict() {
+    let addr: SocketAddr = free_addr().expect("free port");
+    // No workers: the task stays queued until the dashboard cancels it.
+    let cluster = start_with(ScriptedModel::echo().await, 0, 1, move |c| {
+        c.http_listen = addr;
+    })
+    .await
+    .expect("cluster");
+    let id = cluster.submit("general", "wait").await.expect("submit");
+    let (code, body) = http(addr, "GET", "/api/config", None, "").await;
+    assert_eq!(
+        (code, body.as_str()),
+        (200, r#"{"auth":false}"#),
+        "an open api"
+    );
+
+    let (code, body) = http(addr, "POST", &format!("/api/tasks/{id}/cancel"), None, "").await;
+    assert_eq!((code, body.as_str()), (200, r#"{"status":"cancelled"}"#));
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), taskwire_protocol::pb::TaskStatus::Cancelled);
+
+    let (code, body) = http(addr, "POST", &format!("/api/tasks/{id}/replay"), None, "").await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("only dead_lettered or error tasks"), "{body}");
+    let (code, body) = http(addr, "GET", "/api/tasks?status=cancelled", None, "").await;
+    assert_eq!(code, 200);
+    assert!(body.contains(&id), "the status filter finds it: {body}");
+    let (code, body) = http(addr, "GET", "/api/tasks?status=bogus", None, "").await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = http(addr, "GET", "/api/tasks?q=no-such-text", None, "").await;
+    assert_eq!(
+        (code, body.as_str()),
+        (200, r#"{"tasks":[]}"#),
+        "the text filter"
+    );
+}
