@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and running taskwire needs on a fresh Debian machine:
 # a C toolchain, Postgres, nats-server, promtool (the metrics lint of the e2e tests,
-# from Debian's prometheus package without its recommends) and (if missing) Rust via
-# rustup.
+# from Debian's prometheus package without its recommends), Chromium, Node.js and the
+# dashboard test's driver (npm playwright-core, pinned by tests/browser/package-lock.json,
+# into $HOME/.cache/taskwire/browser) and (if missing) Rust via rustup.
 set -euo pipefail
 source "$(dirname "$0")/services.sh"
 pkgs=()
@@ -12,6 +13,17 @@ command -v psql >/dev/null && [ -n "$(tw_pg_bin)" ] || pkgs+=(postgresql)
 command -v nats-server >/dev/null || pkgs+=(nats-server)
 if [ "${#pkgs[@]}" -gt 0 ]; then tw_apt_install "${pkgs[@]}"; fi
 command -v promtool >/dev/null || tw_apt_install --no-install-recommends prometheus
+# The dashboard's browser test: Debian's Chromium (never a browser download) and Node.
+command -v chromium >/dev/null || tw_apt_install --no-install-recommends chromium
+command -v npm >/dev/null || tw_apt_install --no-install-recommends nodejs npm
+browser_dir="$HOME/.cache/taskwire/browser"
+lock="$(dirname "$0")/../tests/browser/package-lock.json"
+if [ ! -d "$browser_dir/node_modules/playwright-core" ] || ! cmp -s "$lock" "$browser_dir/package-lock.json"; then
+  tw_log "installing the browser test's npm packages into $browser_dir"
+  mkdir -p "$browser_dir"
+  cp "$(dirname "$lock")/package.json" "$lock" "$browser_dir/"
+  (cd "$browser_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   tw_log "installing rust (rustup, stable)"
   curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component clippy,rustfmt >/dev/null

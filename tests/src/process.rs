@@ -190,10 +190,32 @@ impl Taskwire {
         self.spawn_in(name, self.logs.path(), args, env)
     }
 
+    /// The `taskwire` binary.
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// Starts `program <args>` (a wrapper that runs taskwire, such as util-linux
+    /// `script`) as [`Taskwire::spawn_with_env`] starts taskwire.
+    pub fn spawn_program(&self, program: &str, args: &[&str]) -> anyhow::Result<Process> {
+        self.spawn_command(program, Path::new(program), self.logs.path(), args, &[])
+    }
+
     /// [`Taskwire::spawn_with_env`] in the working directory `cwd`.
     pub fn spawn_in(
         &self,
         name: &str,
+        cwd: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
+        self.spawn_command(name, &self.bin, cwd, args, env)
+    }
+
+    fn spawn_command(
+        &self,
+        name: &str,
+        program: &Path,
         cwd: &Path,
         args: &[&str],
         env: &[(&str, &str)],
@@ -203,7 +225,7 @@ impl Taskwire {
         let create = |p: &Path| {
             std::fs::File::create(p).with_context(|| format!("failed to create {}", p.display()))
         };
-        let mut command = Command::new(&self.bin);
+        let mut command = Command::new(program);
         command
             .args(args)
             .stdin(Stdio::null())
@@ -230,7 +252,7 @@ impl Taskwire {
         command.envs(env.iter().copied());
         let child = command
             .spawn()
-            .with_context(|| format!("failed to start {} {}", self.bin.display(), args[0]))?;
+            .with_context(|| format!("failed to start {} {}", program.display(), args[0]))?;
         Ok(Process {
             name: name.to_owned(),
             child: Some(child),

@@ -34,6 +34,36 @@ impl TaskApi {
     async fn visible_task(&self, caller: &Principal, id: TaskId) -> Result<TaskRecord, Status> {
         Ok(ownership::task_by_id(&self.state, caller, id).await?)
     }
+
+    /// What the service shares with the rest of the coordinator.
+    pub(crate) fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+
+    /// The saved session transcript of `task` (as `Get` returned it, so already
+    /// checked against the caller's tenant); `None` until its result names a session
+    /// with a saved transcript.
+    pub async fn transcript(&self, task: &pb::Task) -> Result<Option<serde_json::Value>, Status> {
+        use taskwire_store::SessionLoad;
+        let Some(session) = task
+            .result
+            .as_ref()
+            .and_then(|r| r.session_id.parse::<taskwire_protocol::SessionId>().ok())
+        else {
+            return Ok(None);
+        };
+        let id = parse_task_id("task_id", &task.task_id)?;
+        match self
+            .state
+            .store
+            .load_session_for_task(session, id)
+            .await
+            .map_err(CoordinatorError::from)?
+        {
+            SessionLoad::Found { transcript, .. } => Ok(Some(transcript)),
+            SessionLoad::New | SessionLoad::NotFound => Ok(None),
+        }
+    }
 }
 
 fn parse_task_id(field: &'static str, s: &str) -> Result<TaskId, Status> {

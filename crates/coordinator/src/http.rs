@@ -1,5 +1,6 @@
 //! The coordinator's HTTP listener (`--http-listen`, default `127.0.0.1:8080`):
-//! `/healthz`, `/readyz` and `/metrics`.
+//! `/healthz`, `/readyz` and `/metrics` (and the dashboard, [`crate::dashboard`],
+//! merged in by the coordinator).
 //!
 //! - `/healthz` answers 200 as long as the process serves HTTP.
 //! - `/readyz` answers 200 while Postgres answers a query and NATS is connected; 503
@@ -95,7 +96,7 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     let addr = listener.local_addr().ok();
     tokio::spawn(async move {
-        tracing::info!(http.listen = ?addr, "serving /healthz, /readyz and /metrics");
+        tracing::info!(http.listen = ?addr, "serving /healthz, /readyz, /metrics and the dashboard");
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(stop.cancelled_owned())
             .await;

@@ -20,6 +20,8 @@
 //! - [`spans`]: the coordinator's trace spans (submit, dispatch, result write).
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`http`]: the HTTP listener: `/healthz`, `/readyz`, `/metrics`.
+//! - [`dashboard`]: the web dashboard on the same listener (`/`, `/tasks/<id>`) and its
+//!   JSON and live (SSE) endpoints.
 //! - [`metrics`]: the coordinator's metrics and the loop refreshing its gauges.
 //! - [`config`], [`error`], [`convert`].
 //!
@@ -36,6 +38,7 @@ pub mod claims;
 pub mod commands;
 pub mod config;
 pub mod convert;
+pub mod dashboard;
 pub mod error;
 pub mod http;
 pub mod metrics;
@@ -144,11 +147,6 @@ pub async fn serve_with_http(
     let http_stop = CancellationToken::new();
     // Dropped (and the listener stopped) on every way out of this function.
     let _http_stop_guard = http_stop.clone().drop_guard();
-    let http_task = http::spawn(
-        http_listener,
-        http::router(readiness.clone(), &metrics),
-        http_stop.clone(),
-    );
     let authenticator = match &config.auth_tokens_file {
         Some(path) => auth::Authenticator::from_file(path)?,
         None => {
@@ -156,6 +154,12 @@ pub async fn serve_with_http(
             auth::Authenticator::open()
         }
     };
+    let dashboard = dashboard::Dashboard::new(authenticator.clone());
+    let http_task = http::spawn(
+        http_listener,
+        http::router(readiness.clone(), &metrics).merge(dashboard::routes(dashboard.clone())),
+        http_stop.clone(),
+    );
     let tls = server::tls(config.tls_cert.as_deref(), config.tls_key.as_deref())?;
     let store = Store::connect(&config.database_url, config.db_max_connections).await?;
     let client =
@@ -273,8 +277,10 @@ pub async fn serve_with_http(
             .tls_config(tls)
             .map_err(|e| CoordinatorError::Config(format!("invalid tls settings: {e}")))?;
     }
+    let task_api = api::TaskApi::new(state);
+    dashboard.connected(task_api.clone());
     let api = pb::task_service_server::TaskServiceServer::with_interceptor(
-        api::TaskApi::new(state),
+        task_api,
         auth::AuthInterceptor(authenticator),
     );
     let result = server

@@ -1,0 +1,51 @@
+// The task list: newest first, filtered through the URL's query (status, agent, trace,
+// q); statuses update live from /api/live.
+"use strict";
+
+const rows = new Map();
+
+function row(t) {
+  const tokens = t.result ? tw.tokens(t.result.usage) : "";
+  const tr = tw.el("tr", { "data-task": t.task_id },
+    tw.el("td", { class: "st" }, tw.status(t.status)),
+    tw.el("td", {}, tw.el("a", { href: "/tasks/" + t.task_id, class: "mono" }, t.task_id)),
+    tw.el("td", {}, t.agent),
+    tw.el("td", { class: "prompt", title: t.prompt }, t.title || t.prompt),
+    tw.el("td", {}, tw.time(t.created_at)),
+    tw.el("td", {}, String(tokens)));
+  rows.set(t.task_id, tr);
+  return tr;
+}
+
+async function load() {
+  const params = new URLSearchParams(location.search);
+  const form = document.getElementById("filters");
+  for (const [k, v] of params) if (form.elements[k]) form.elements[k].value = v;
+  const body = document.querySelector("#tasks tbody");
+  try {
+    const { tasks } = await tw.api("/api/tasks?" + params.toString());
+    body.replaceChildren(...tasks.map(row));
+    if (!tasks.length) body.appendChild(tw.el("tr", {}, tw.el("td", { colspan: "6" }, "no tasks")));
+  } catch (e) { tw.showError(e); return; }
+  const filter = params.get("status");
+  tw.events("/api/live", (ev) => {
+    const tr = rows.get(ev.task_id);
+    if (tr) {
+      tr.querySelector(".st").replaceChildren(tw.status(ev.status));
+      if (filter && filter !== ev.status) tr.classList.add("stale");
+    } else if (!filter || filter === ev.status) {
+      // A task that is new to this page: show it on top, read whole.
+      tw.api("/api/tasks?" + new URLSearchParams(Object.assign(Object.fromEntries(params), { limit: "20" })))
+        .then(({ tasks }) => { const t = tasks.find((x) => x.task_id === ev.task_id);
+          if (t && !rows.has(t.task_id)) body.prepend(row(t)); }).catch(() => {});
+    }
+  }).catch(tw.showError);
+}
+
+document.getElementById("filters").onsubmit = (e) => {
+  e.preventDefault();
+  const params = new URLSearchParams();
+  for (const el of e.target.elements) if (el.name && el.value) params.set(el.name, el.value);
+  location.search = params.toString();
+};
+tw.access().then(load).catch(tw.showError);

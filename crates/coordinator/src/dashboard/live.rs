@@ -1,0 +1,243 @@
+//! The dashboard's live feeds, as server-sent events.
+//!
+//! - `/api/tasks/{id}/events`: a task tree's events. The root is followed with the
+//!   API's own `Watch` (replayed from the start, then live); every `child_task` event
+//!   opens a `Watch` of that child, so the whole tree arrives on one connection, each
+//!   event naming its task. Each event is `{"type": "progress", ...}` or
+//!   `{"type": "result", "task_id", "result"}`; `{"type": "end"}` follows the last
+//!   result of the tree.
+//! - `/api/live`: status changes of the caller's tasks, from the progress events and
+//!   the "finished" notices the watchers use (`{"task_id", "status"}`), for the list.
+//!
+//! Nothing polls: both feeds are NATS subscriptions, and a feed ends when the browser
+//! goes away (its watches with it).
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+
+use axum::extract::{Path, State as AxumState};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use taskwire_protocol::pb::task_service_server::TaskService;
+use taskwire_protocol::{TaskId, pb};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{ApiError, Dashboard, request};
+use crate::api::TaskApi;
+use crate::auth::Principal;
+
+/// Tasks whose tenant a list feed remembers before it starts over.
+const SEEN_LIMIT: usize = 10_000;
+
+type SseStream = Response;
+
+/// The values `rx` yields, one event each, with keep-alive comments in between.
+fn sse(rx: mpsc::Receiver<Value>) -> SseStream {
+    let events =
+        ReceiverStream::new(rx).map(|v| Ok::<_, Infallible>(Event::default().data(v.to_string())));
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+pub async fn tree_events(
+    AxumState(d): AxumState<Dashboard>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<SseStream, ApiError> {
+    let (api, caller) = d.caller(&headers)?;
+    // The root's watch checks the id and the tenant before anything streams.
+    let root = api
+        .watch(request(
+            &caller,
+            pb::WatchRequest {
+                task_id: id.clone(),
+            },
+        ))
+        .await?
+        .into_inner();
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(follow_tree(api.clone(), caller, id, root, tx));
+    Ok(sse(rx))
+}
+
+type Watch = <TaskApi as TaskService>::WatchStream;
+
+/// One watch's events, tagged with its task; `None` when it ended.
+type Tagged = (String, Option<Result<pb::WatchEvent, tonic::Status>>);
+
+async fn follow_tree(
+    api: TaskApi,
+    caller: Principal,
+    root_id: String,
+    root: Watch,
+    tx: mpsc::Sender<Value>,
+) {
+    let (inner_tx, mut inner) = mpsc::channel::<Tagged>(256);
+    let mut followed = HashSet::from([root_id.clone()]);
+    let mut open = 1usize;
+    tokio::spawn(forward(root_id, root, inner_tx.clone()));
+    loop {
+        let (task, item) = tokio::select! {
+            next = inner.recv() => match next {
+                Some(next) => next,
+                None => return,
+            },
+            // The browser went away while the tree was quiet: stop its watches now.
+            () = tx.closed() => return,
+        };
+        let out = match item {
+            None => {
+                open -= 1;
+                if open == 0 {
+                    let _ = tx.send(json!({"type": "end"})).await;
+                    return;
+                }
+                continue;
+            }
+            Some(Err(status)) => {
+                tracing::debug!(task.id = %task, error = %status.message(), "dashboard watch failed");
+                json!({"type": "error", "task_id": task, "error": status.message()})
+            }
+            Some(Ok(pb::WatchEvent {
+                event: Some(pb::watch_event::Event::Progress(p)),
+            })) => {
+                if let Some(pb::task_progress::Event::ChildTask(c)) = &p.event
+                    && followed.insert(c.task_id.clone())
+                {
+                    let child = api
+                        .watch(request(
+                            &caller,
+                            pb::WatchRequest {
+                                task_id: c.task_id.clone(),
+                            },
+                        ))
+                        .await;
+                    match child {
+                        Ok(stream) => {
+                            open += 1;
+                            tokio::spawn(forward(
+                                c.task_id.clone(),
+                                stream.into_inner(),
+                                inner_tx.clone(),
+                            ));
+                        }
+                        Err(status) => {
+                            tracing::debug!(task.id = %c.task_id, error = %status.message(), "child not watched")
+                        }
+                    }
+                }
+                let mut v = super::json::progress(&p);
+                v["type"] = json!("progress");
+                v
+            }
+            Some(Ok(pb::WatchEvent {
+                event: Some(pb::watch_event::Event::Result(r)),
+            })) => {
+                json!({"type": "result", "task_id": task, "result": super::json::result(&r)})
+            }
+            Some(Ok(_)) => continue,
+        };
+        if tx.send(out).await.is_err() {
+            return; // the browser went away; the forwarders stop on their next send
+        }
+    }
+}
+
+/// Hands one watch's events to the tree's feed; stops (dropping the watch) as soon as
+/// the feed is gone, even while the task is quiet.
+async fn forward(task: String, mut watch: Watch, tx: mpsc::Sender<Tagged>) {
+    loop {
+        let item = tokio::select! {
+            item = watch.next() => item,
+            () = tx.closed() => return,
+        };
+        let Some(item) = item else { break };
+        if tx.send((task.clone(), Some(item))).await.is_err() {
+            return;
+        }
+    }
+    let _ = tx.send((task, None)).await;
+}
+
+pub async fn list_events(
+    AxumState(d): AxumState<Dashboard>,
+    headers: HeaderMap,
+) -> Result<SseStream, ApiError> {
+    let (api, caller) = d.caller(&headers)?;
+    let state = api.state().clone();
+    let progress = state
+        .client
+        .subscribe(state.subjects.progress_all())
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("failed to subscribe to progress: {e}")))?;
+    let finished = state
+        .client
+        .subscribe(state.subjects.finished_all())
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("failed to subscribe to notices: {e}")))?;
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(async move {
+        // Per task: whether the caller may see it, and the last status sent.
+        let mut seen: HashMap<TaskId, (bool, &'static str)> = HashMap::new();
+        let mut progress = progress.fuse();
+        let mut finished = finished.fuse();
+        loop {
+            let (id, status) = tokio::select! {
+                Some(msg) = progress.next() => {
+                    let Ok(p) = taskwire_bus::codec::decode::<pb::TaskProgress>(&msg.payload) else { continue };
+                    let Ok(id) = p.task_id.parse::<TaskId>() else { continue };
+                    (id, Some(super::json::status(p.status)))
+                }
+                Some(msg) = finished.next() => {
+                    let Some(Ok(id)) = msg.subject.rsplit('.').next().map(str::parse::<TaskId>) else { continue };
+                    (id, None)
+                }
+                () = tx.closed() => return,
+                else => return,
+            };
+            if seen.len() > SEEN_LIMIT {
+                seen.clear();
+            }
+            let visible = match seen.get(&id) {
+                Some((visible, _)) if status.is_some() => *visible,
+                _ => match crate::ownership::task_by_id(&state, &caller, id).await {
+                    Ok(rec) => {
+                        let now = status.unwrap_or(rec.status.as_str());
+                        seen.insert(id, (true, ""));
+                        send_status(&tx, &mut seen, id, now).await;
+                        continue;
+                    }
+                    Err(_) => {
+                        seen.insert(id, (false, ""));
+                        false
+                    }
+                },
+            };
+            if visible && let Some(now) = status {
+                send_status(&tx, &mut seen, id, now).await;
+            }
+        }
+    });
+    Ok(sse(rx))
+}
+
+/// Sends `status` for `id` unless it was the last one sent.
+async fn send_status(
+    tx: &mpsc::Sender<Value>,
+    seen: &mut HashMap<TaskId, (bool, &'static str)>,
+    id: TaskId,
+    status: &'static str,
+) {
+    let entry = seen.entry(id).or_insert((true, ""));
+    if entry.1 != status {
+        entry.1 = status;
+        let _ = tx
+            .send(json!({"task_id": id.to_string(), "status": status}))
+            .await;
+    }
+}
