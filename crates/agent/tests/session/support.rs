@@ -301,6 +301,7 @@ fn child_result(request: &ChildTaskRequest) -> Result<ChildTaskResult, String> {
         text: format!("report on {}", request.prompt),
         usage: usage(3, 2),
         changes_not_applied: None,
+        deferred_patch: None,
     })
 }
 
