@@ -365,3 +365,45 @@ async fn task_status_comes_with_task_and_obeys_its_own_rules() {
     let result = tool_result(&requests[1].messages, "s1");
     assert!(result.contains("denied") || result.contains("not allowed"), "{result}");
 }
+
+#[tokio::test]
+async fn a_run_resumed_from_its_checkpoint_re_attaches_to_its_background_children() {
+    let fx = Fixture::new();
+    // A first attempt saves its checkpoint before starting A, then stops (out of
+    // steps) while A runs.
+    let host = TestHost::new([]);
+    let model = ScriptedModel::new([
+        call("t1", "task", background("A", "explore", "find the parser")),
+        text("out of steps"),
+    ]);
+    fx.run_hosted(fx.params(builtin::build(), 2), &model, &host)
+        .await;
+    let (checkpoint, _) = host.checkpoints().remove(0);
+
+    // The next attempt runs the interrupted call again with its id (the host's
+    // submit, keyed by parent and call id, finds the same child), and the child's
+    // result reaches the model.
+    let host = TestHost::new([]);
+    host.release("A");
+    let model = ScriptedModel::new([text("waiting"), text("the parser is in src/lib.rs")]);
+    let mut params = fx.params(builtin::build(), 5);
+    params.history = checkpoint;
+    params.from_checkpoint = true;
+    let outcome = fx.run_hosted(params, &model, &host).await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    let children = host.children();
+    assert_eq!(children.len(), 1);
+    assert!(children[0].background && children[0].call_id == "t1");
+    let requests = model.requests();
+    let delivered: Vec<_> = requests
+        .iter()
+        .flat_map(|r| deliveries(&r.messages))
+        .collect();
+    assert!(
+        delivered
+            .iter()
+            .any(|d| d.contains("background task task-A (explore: A) completed")),
+        "{delivered:?}"
+    );
+}
