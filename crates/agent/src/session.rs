@@ -207,6 +207,18 @@ async fn run(
         agent: agent.name.to_string(),
     };
 
+    if from_checkpoint {
+        // Background children started in earlier steps: followed again, so their
+        // results still reach the model (the interrupted step's own calls re-attach
+        // when they run again below).
+        for (task_id, request) in background::undelivered(&totals.record) {
+            tracing::info!(child.id = %task_id, call_id = %request.call_id, "re-attaching to a background child");
+            if let Err(reason) = state.background.start(request.clone()).await {
+                state.background.lost(&task_id, &request, reason);
+            }
+        }
+    }
+
     if let Some(step) = interrupted {
         if let Err(error) = workspace_ready(host, &cancel).await {
             // The step stays unfinished in the record: a later run goes on from it.

@@ -23,9 +23,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionObserver;
+use super::events::ToolCallState;
 use super::state::SessionState;
 use crate::host::{ChildProgress, ChildTaskRequest, ChildTaskResult, SessionHost};
 use crate::tools::task::{Progress, finish};
+use crate::transcript::{Part, Transcript};
 
 /// The background children of one session run.
 #[derive(Debug)]
@@ -217,6 +219,13 @@ impl Background {
         delivered
     }
 
+    /// Records a child that was started by an earlier attempt but could not be
+    /// followed again: the model is given the reason as its result.
+    pub(crate) fn lost(&self, task_id: &str, request: &ChildTaskRequest, reason: String) {
+        self.started(request, task_id);
+        self.finished(task_id, Err(reason), 0);
+    }
+
     fn started(&self, request: &ChildTaskRequest, task_id: &str) {
         let mut children = lock(&self.children);
         if children.iter().any(|c| c.task_id == task_id) {
@@ -239,6 +248,86 @@ impl Background {
         }
         self.changed.send_modify(|n| *n += 1);
     }
+}
+
+/// What the `task` call returns for a child started in the background.
+pub(crate) fn started_text(agent: &str, task_id: &str) -> String {
+    format!(
+        "started subagent {agent} in the background as task {task_id}. Its result will be \
+         given to you when it finishes; meanwhile, go on with other work. Call task_status \
+         to see how it is doing, or to wait for it."
+    )
+}
+
+/// The task id in a [`started_text`].
+fn started_task_id(output: &str) -> Option<&str> {
+    let (_, rest) = output.split_once(" in the background as task ")?;
+    rest.split_once(". ").map(|(id, _)| id)
+}
+
+/// The background children an earlier attempt of this session started whose results
+/// the model never got (no delivery, no `task_status` with the result, after the
+/// call): the requests to follow them again with, by task id. The host's submit is
+/// keyed by the call id, so the same request finds the same child.
+pub(crate) fn undelivered(history: &Transcript) -> Vec<(String, ChildTaskRequest)> {
+    let mut found = Vec::new();
+    for (index, message) in history.messages.iter().enumerate() {
+        for part in &message.parts {
+            let Part::ToolCall {
+                call_id,
+                tool,
+                input,
+                state: ToolCallState::Completed,
+                output: Some(output),
+                ..
+            } = part
+            else {
+                continue;
+            };
+            if tool != "task" || input.get("background").and_then(serde_json::Value::as_bool) != Some(true) {
+                continue;
+            }
+            let Some(task_id) = started_task_id(output) else {
+                continue;
+            };
+            let prefix = format!("background task {task_id} (");
+            let delivered = history.messages[index..].iter().any(|later| {
+                later.parts.iter().any(|part| {
+                    let text = match part {
+                        Part::Text { text, .. } => text,
+                        Part::ToolCall {
+                            output: Some(text), ..
+                        } => text,
+                        _ => return false,
+                    };
+                    text.lines()
+                        .any(|line| line.starts_with(&prefix) && line.ends_with(':'))
+                })
+            });
+            if delivered {
+                continue;
+            }
+            let text = |key: &str| {
+                input
+                    .get(key)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            };
+            found.push((
+                task_id.to_owned(),
+                ChildTaskRequest {
+                    call_id: call_id.clone(),
+                    description: text("description").unwrap_or_default(),
+                    prompt: text("prompt").unwrap_or_default(),
+                    subagent_type: text("subagent_type").unwrap_or_default(),
+                    session_id: text("session_id"),
+                    command: text("command"),
+                    background: true,
+                },
+            ));
+        }
+    }
+    found
 }
 
 fn ended_status(result: &Result<ChildTaskResult, String>) -> String {
@@ -345,4 +434,78 @@ async fn follow(
     };
     tracing::debug!(child.id = %task_id, agent.name = %agent, "background child ended");
     background.finished(&task_id, result, progress.calls());
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::transcript::TranscriptMessage;
+
+    fn started_call(call_id: &str, task_id: &str) -> Part {
+        Part::ToolCall {
+            call_id: call_id.into(),
+            tool: "task".into(),
+            input: json!({"description": "A", "prompt": "look", "subagent_type": "explore", "background": true}),
+            state: ToolCallState::Completed,
+            title: "A".into(),
+            output: Some(started_text("explore", task_id)),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_task_id_is_read_back_from_the_started_text() {
+        assert_eq!(
+            started_task_id(&started_text("explore", "t-1")),
+            Some("t-1")
+        );
+        assert_eq!(started_task_id("report on look"), None);
+    }
+
+    #[test]
+    fn only_background_children_without_a_delivered_result_are_followed_again() {
+        let mut history = Transcript::new("s");
+        history.messages.push(TranscriptMessage::assistant(
+            "build",
+            vec![started_call("c1", "t-1"), started_call("c2", "t-2")],
+        ));
+        // t-1's status was seen while it ran; t-2's result was delivered.
+        history.messages.push(TranscriptMessage::assistant(
+            "build",
+            vec![Part::ToolCall {
+                call_id: "s1".into(),
+                tool: "task_status".into(),
+                input: json!({}),
+                state: ToolCallState::Completed,
+                title: "background tasks".into(),
+                output: Some("background task t-1 (explore: A) running".into()),
+                error: None,
+            }],
+        ));
+        history.messages.push(TranscriptMessage::synthetic_user(
+            "Background tasks you started have finished. Their results:\n\n\
+             background task t-2 (explore: A) completed:\nfound it",
+        ));
+        let found = undelivered(&history);
+        assert_eq!(found.len(), 1);
+        let (task_id, request) = &found[0];
+        assert_eq!(task_id, "t-1");
+        assert_eq!(request.call_id, "c1");
+        assert!(request.background);
+        assert_eq!(
+            (request.subagent_type.as_str(), request.prompt.as_str()),
+            ("explore", "look")
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_returns_at_once_without_running_children() {
+        let background = Background::default();
+        tokio::time::timeout(std::time::Duration::from_secs(1), background.wait(None))
+            .await
+            .expect("nothing to wait for");
+        assert!(!background.has_undelivered());
+    }
 }

@@ -172,11 +172,7 @@ async fn start_in_background(
         })?;
     Ok(ToolOutput {
         title: description,
-        output: format!(
-            "started subagent {agent} in the background as task {task_id}. Its result will be \
-             given to you when it finishes; meanwhile, go on with other work. Call task_status \
-             to see how it is doing, or to wait for it."
-        ),
+        output: crate::session::background::started_text(&agent, &task_id),
         metadata: json!({ "task_id": task_id, "background": true }),
     })
 }

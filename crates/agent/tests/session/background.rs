@@ -407,3 +407,57 @@ async fn a_run_resumed_from_its_checkpoint_re_attaches_to_its_background_childre
         "{delivered:?}"
     );
 }
+
+#[tokio::test]
+async fn a_resumed_run_re_attaches_to_background_children_started_before_its_checkpoint() {
+    let fx = Fixture::new();
+    // The first attempt starts A in the background, then delegates B in a later step
+    // (a second checkpoint, in which A's call is finished) and stops.
+    let host = TestHost::new([]);
+    let model = ScriptedModel::new([
+        call("t1", "task", background("A", "explore", "find the parser")),
+        call(
+            "t2",
+            "task",
+            json!({"description": "B", "prompt": "find the printer", "subagent_type": "general"}),
+        ),
+        text("out of steps"),
+    ]);
+    fx.run_hosted(fx.params(builtin::build(), 3), &model, &host)
+        .await;
+    let checkpoints = host.checkpoints();
+    assert_eq!(checkpoints.len(), 2);
+    let (checkpoint, _) = checkpoints[1].clone();
+
+    let host = TestHost::new([]);
+    host.release("A");
+    let model = ScriptedModel::new([text("waiting"), text("the parser is in src/lib.rs")]);
+    let mut params = fx.params(builtin::build(), 10);
+    params.history = checkpoint;
+    params.from_checkpoint = true;
+    let outcome = fx.run_hosted(params, &model, &host).await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    let mut asked: Vec<_> = host
+        .children()
+        .into_iter()
+        .map(|c| (c.call_id, c.background))
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [("t1".to_owned(), true), ("t2".to_owned(), false)],
+        "A is followed again by its call id, B re-run"
+    );
+    let delivered: Vec<_> = model
+        .requests()
+        .iter()
+        .flat_map(|r| deliveries(&r.messages).into_iter().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    assert!(
+        delivered
+            .iter()
+            .any(|d| d.contains("background task task-A (explore: A) completed")),
+        "{delivered:?}"
+    );
+}
