@@ -303,7 +303,7 @@ async fn run(
             request.messages.pop();
         }
         let response = match response {
-            None => return totals.end(SessionStatus::Cancelled, request.messages, None, &state),
+            None => return totals.end(SessionStatus::Cancelled, request.messages, None, state),
             Some(Err(err)) => {
                 tracing::warn!(step, retryable = err.retryable(), error = %err, "model call failed");
                 let error = SessionError::from(&err);
@@ -334,7 +334,10 @@ async fn run(
         if !last && tool_calls.is_empty() && state.background.has_undelivered() {
             // An answer while background children run: it is not the last word. The
             // session waits for them and goes on with their results.
-            tracing::info!(step, "answered while background tasks run, waiting for them");
+            tracing::info!(
+                step,
+                "answered while background tasks run, waiting for them"
+            );
             parts.push(Part::StepFinish { usage });
             totals.record_assistant(parts);
             request.messages.push(Message::assistant(text, Vec::new()));

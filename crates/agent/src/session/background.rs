@@ -72,7 +72,10 @@ enum ChildState {
     /// Its result is being given to the model (its changes applied).
     Delivering,
     /// Given to the model: how it ended, and the text the model read.
-    Delivered { status: String, text: String },
+    Delivered {
+        status: String,
+        text: String,
+    },
 }
 
 /// A request to start a child, and where to say it started.
@@ -175,7 +178,11 @@ impl Background {
     /// Gives the model the results of the finished children among `task_ids` (all
     /// when `None`) that it has not had yet: applies their changes and returns one
     /// text per child, in the order they started. Each result is delivered once.
-    pub async fn deliver(&self, task_ids: Option<&[String]>, host: &dyn SessionHost) -> Vec<String> {
+    pub async fn deliver(
+        &self,
+        task_ids: Option<&[String]>,
+        host: &dyn SessionHost,
+    ) -> Vec<String> {
         let taken: Vec<_> = lock(&self.children)
             .iter_mut()
             .filter(|c| task_ids.is_none_or(|ids| ids.contains(&c.task_id)))
@@ -186,7 +193,13 @@ impl Background {
                 else {
                     unreachable!("filtered on finished children")
                 };
-                (c.task_id.clone(), c.agent.clone(), c.description.clone(), result, calls)
+                (
+                    c.task_id.clone(),
+                    c.agent.clone(),
+                    c.description.clone(),
+                    result,
+                    calls,
+                )
             })
             .collect();
         let mut delivered = Vec::with_capacity(taken.len());
@@ -284,7 +297,9 @@ pub(crate) fn undelivered(history: &Transcript) -> Vec<(String, ChildTaskRequest
             else {
                 continue;
             };
-            if tool != "task" || input.get("background").and_then(serde_json::Value::as_bool) != Some(true) {
+            if tool != "task"
+                || input.get("background").and_then(serde_json::Value::as_bool) != Some(true)
+            {
                 continue;
             }
             let Some(task_id) = started_task_id(output) else {

@@ -93,13 +93,13 @@ impl Tool for TaskStatusTool {
         let args: Args = parse_args(self.name(), args)?;
         let background = &ctx.state.background;
         let known = background.task_ids();
-        if let Some(ids) = &args.task_ids {
-            if let Some(unknown) = ids.iter().find(|id| !known.contains(id)) {
-                return Err(ToolError::invalid_arguments(
-                    self.name(),
-                    format!("task_ids: {unknown} is not a background task of this session"),
-                ));
-            }
+        if let Some(ids) = &args.task_ids
+            && let Some(unknown) = ids.iter().find(|id| !known.contains(id))
+        {
+            return Err(ToolError::invalid_arguments(
+                self.name(),
+                format!("task_ids: {unknown} is not a background task of this session"),
+            ));
         }
         let ids = args.task_ids.as_deref();
         if known.is_empty() {

@@ -103,13 +103,10 @@ async fn a_background_task_returns_its_id_at_once_and_its_result_reaches_the_nex
     let child = &host.children()[0];
     assert!(child.background && child.call_id == "t1");
     // The delivery is in the transcript, so a later run sees it too.
-    assert!(
-        outcome
-            .transcript
-            .messages
-            .iter()
-            .any(|m| m.text().contains("background task task-A (explore: A) completed"))
-    );
+    assert!(outcome.transcript.messages.iter().any(|m| {
+        m.text()
+            .contains("background task task-A (explore: A) completed")
+    }));
 }
 
 #[tokio::test]
@@ -151,7 +148,8 @@ async fn task_status_with_wait_blocks_until_the_children_finish() {
     );
     let waited = tool_result(&requests[3].messages, "s1");
     assert!(
-        waited.contains("background task task-A (explore: A) completed:\nreport on find the parser")
+        waited
+            .contains("background task task-A (explore: A) completed:\nreport on find the parser")
             && waited.contains(
                 "background task task-B (general: B) completed:\nreport on find the printer"
             ),
@@ -177,7 +175,12 @@ async fn a_final_answer_while_children_run_waits_for_them_and_continues() {
             &host,
             CancellationToken::new(),
             |event| {
-                if *event == (taskwire_agent::SessionEvent::StepFinished { step: 2, usage: usage(10, 5) }) {
+                if *event
+                    == (taskwire_agent::SessionEvent::StepFinished {
+                        step: 2,
+                        usage: usage(10, 5),
+                    })
+                {
                     host.release("A");
                 }
             },
@@ -256,7 +259,11 @@ async fn a_background_childs_changes_are_applied_when_its_result_is_delivered() 
     let model = ScriptedModel::new([
         calls(&[
             ("t1", "task", background("A", "general", "edit the parser")),
-            ("t2", "task", background("conflict", "general", "edit the printer")),
+            (
+                "t2",
+                "task",
+                background("conflict", "general", "edit the printer"),
+            ),
         ]),
         call("g1", "grep", json!({"pattern": "TODO"})),
         text("done"),
@@ -282,7 +289,8 @@ async fn a_background_childs_changes_are_applied_when_its_result_is_delivered() 
     let delivered = deliveries(&requests[2].messages);
     assert_eq!(delivered.len(), 1);
     assert!(
-        delivered[0].contains("background task task-A (general: A) completed:\nreport on edit the parser"),
+        delivered[0]
+            .contains("background task task-A (general: A) completed:\nreport on edit the parser"),
         "{}",
         delivered[0]
     );
@@ -363,7 +371,10 @@ async fn task_status_comes_with_task_and_obeys_its_own_rules() {
     fx.run_hosted(fx.params(agent, 5), &model, &host).await;
     let requests = model.requests();
     let result = tool_result(&requests[1].messages, "s1");
-    assert!(result.contains("denied") || result.contains("not allowed"), "{result}");
+    assert!(
+        result.contains("denied") || result.contains("not allowed"),
+        "{result}"
+    );
 }
 
 #[tokio::test]
@@ -452,7 +463,12 @@ async fn a_resumed_run_re_attaches_to_background_children_started_before_its_che
     let delivered: Vec<_> = model
         .requests()
         .iter()
-        .flat_map(|r| deliveries(&r.messages).into_iter().map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|r| {
+            deliveries(&r.messages)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .collect();
     assert!(
         delivered

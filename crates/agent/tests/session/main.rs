@@ -19,8 +19,8 @@
 //! - `structured`: answers checked against an output schema, and the one retry.
 
 mod agents;
-mod background;
 mod approvals;
+mod background;
 mod checkpoints;
 mod compaction;
 mod endings;
