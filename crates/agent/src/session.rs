@@ -208,15 +208,8 @@ async fn run(
     };
 
     if from_checkpoint {
-        // Background children started in earlier steps: followed again, so their
-        // results still reach the model (the interrupted step's own calls re-attach
-        // when they run again below).
-        for (task_id, request) in background::undelivered(&totals.record) {
-            tracing::info!(child.id = %task_id, call_id = %request.call_id, "re-attaching to a background child");
-            if let Err(reason) = state.background.start(request.clone()).await {
-                state.background.lost(&task_id, &request, reason);
-            }
-        }
+        // The interrupted step's own calls re-attach when they run again below.
+        background::reattach(state, &totals.record).await;
     }
 
     if let Some(step) = interrupted {
@@ -242,9 +235,7 @@ async fn run(
     // A checkpoint's steps count against the budget; at least the last, tool-less,
     // step is always left.
     for step in steps_taken.saturating_add(1).min(max_steps)..=max_steps {
-        let finished = state.background.deliver(None, host).await;
-        if !finished.is_empty() {
-            let text = background_results(&finished);
+        if let Some(text) = background::results_message(state, host).await {
             request.messages.push(Message::user(text.clone()));
             totals
                 .record
@@ -497,15 +488,6 @@ async fn workspace_ready(
 
 /// The name of the tool whose calls start child tasks (and so need a checkpoint).
 const TASK_TOOL: &str = "task";
-
-/// The message that gives the model the results of background children that
-/// finished since its last step.
-fn background_results(finished: &[String]) -> String {
-    format!(
-        "Background tasks you started have finished. Their results:\n\n{}",
-        finished.join("\n\n")
-    )
-}
 
 /// An interrupted step, finished.
 struct ResumedStep {

@@ -263,6 +263,33 @@ impl Background {
     }
 }
 
+/// The message that gives the model the results of the background children that
+/// finished since its last step (applying their changes); `None` when none did.
+pub(crate) async fn results_message(
+    state: &SessionState,
+    host: &dyn SessionHost,
+) -> Option<String> {
+    let finished = state.background.deliver(None, host).await;
+    (!finished.is_empty()).then(|| {
+        format!(
+            "Background tasks you started have finished. Their results:\n\n{}",
+            finished.join("\n\n")
+        )
+    })
+}
+
+/// Follows again the background children an earlier attempt started in steps before
+/// `record`'s last, whose results the model never got ([`undelivered`]). One that
+/// cannot be followed is given to the model as failed.
+pub(crate) async fn reattach(state: &SessionState, record: &Transcript) {
+    for (task_id, request) in undelivered(record) {
+        tracing::info!(child.id = %task_id, call_id = %request.call_id, "re-attaching to a background child");
+        if let Err(reason) = state.background.start(request.clone()).await {
+            state.background.lost(&task_id, &request, reason);
+        }
+    }
+}
+
 /// What the `task` call returns for a child started in the background.
 pub(crate) fn started_text(agent: &str, task_id: &str) -> String {
     format!(
