@@ -1,6 +1,7 @@
 //! Background children across the fleet: a parent starts two children with
 //! `task` and `background: true`, works on (its own tool calls) while they run on two
-//! other workers, and answers with both results; cancelling a parent cancels the
+//! other workers, and answers with both results; a background child's edit reaches
+//! the parent's files when its result is delivered; cancelling a parent cancels the
 //! background children it left running.
 
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 use taskwire_e2e::{Cluster, PATIENCE, final_result, start, wait_for};
 use taskwire_protocol::pb;
+use taskwire_test_support::files::git;
 use taskwire_test_support::{Gate, ScriptedModel, ScriptedReply, SeenRequest};
 
 /// How long each child's final answer takes: long enough that the parent's own
@@ -285,5 +287,108 @@ async fn cancelling_a_parent_cancels_its_running_background_children() {
     }
     let parent_task = cluster.wait_finished(&parent).await.expect("parent");
     assert_eq!(parent_task.status(), pb::TaskStatus::Cancelled);
+    cluster.shutdown().await;
+}
+
+fn last_tool_output(req: &SeenRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "tool")
+        .map(|m| m.content.clone())
+        .unwrap_or_default()
+}
+
+/// The parent writes `notes.txt` and has a background child append to it; it reads
+/// the file while the child runs, waits for it with `task_status`, and reads again.
+/// The child's answer waits for `gate`.
+fn edit_script(gate: Gate) -> impl Fn(&SeenRequest) -> ScriptedReply + Send + Sync + 'static {
+    move |req| {
+        if first_user(req).starts_with("child: ") {
+            return match req.assistant_turns() {
+                0 => ScriptedReply::tool_calls([(
+                    "c1",
+                    "edit",
+                    json!({ "filePath": "notes.txt", "oldString": "from parent", "newString": "from parent\nfrom child" }),
+                )]),
+                _ => ScriptedReply::text("appended").with_gate(&gate),
+            };
+        }
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([(
+                "p1",
+                "write",
+                json!({ "filePath": "notes.txt", "content": "from parent\n" }),
+            )]),
+            1 => ScriptedReply::tool_calls([(
+                "p2",
+                "task",
+                json!({ "description": "append", "prompt": "child: append to notes.txt", "subagent_type": "general", "background": true }),
+            )]),
+            2 => ScriptedReply::tool_calls([("p3", "read", json!({ "filePath": "notes.txt" }))]),
+            3 => ScriptedReply::tool_calls([("p4", "task_status", json!({ "wait": true }))]),
+            4 => ScriptedReply::tool_calls([("p5", "read", json!({ "filePath": "notes.txt" }))]),
+            _ => ScriptedReply::text(format!("parent read: {}", last_tool_output(req))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_background_childs_edit_reaches_the_parents_files_when_its_result_is_delivered() {
+    let gate = Gate::new();
+    let mut cluster = start(ScriptedModel::start(edit_script(gate.clone())).await, 0, 1)
+        .await
+        .expect("cluster");
+    let base = cluster.workspace.path();
+    git(base, &["init", "-q", "-b", "main"]);
+    std::fs::write(base.join("a.txt"), "one\n").expect("write");
+    git(base, &["add", "a.txt"]);
+    git(base, &["commit", "-q", "-m", "start"]);
+    cluster.add_worker("w0", 1);
+    cluster.add_worker("w1", 1);
+
+    let parent = cluster
+        .submit("build", "write notes and have them extended")
+        .await
+        .expect("submit");
+    // The parent read its file while the child ran (the child has edited its own copy).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let read_while_running = loop {
+        let requests = cluster.model.requests();
+        let child_edited = requests
+            .iter()
+            .any(|r| first_user(r).starts_with("child: ") && r.assistant_turns() == 1);
+        if let Some(r) = requests
+            .iter()
+            .find(|r| !first_user(r).starts_with("child: ") && r.assistant_turns() == 3)
+            && child_edited
+        {
+            break last_tool_output(r);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the parent never read while the child ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        read_while_running.contains("from parent") && !read_while_running.contains("from child"),
+        "{read_while_running}"
+    );
+    gate.open();
+
+    let done = cluster.wait_finished(&parent).await.expect("finished");
+    let result = done.result.as_ref().expect("result");
+    assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
+    let text = &result.output.as_ref().expect("output").text;
+    assert!(
+        text.contains("from parent") && text.contains("from child"),
+        "the parent's files hold the child's line once its result was delivered: {text}"
+    );
+    assert!(
+        result.patch.contains("+from child"),
+        "the root's patch holds the child's change: {}",
+        result.patch
+    );
     cluster.shutdown().await;
 }
