@@ -4,7 +4,8 @@
 //!
 //! - [`worker_crash`]: a worker killed mid-session; another finishes the task.
 //! - [`delegation_crash`]: a parent's worker killed while its children run (or after
-//!   they finished); the parent re-attaches to them and no child runs twice.
+//!   they finished), foreground or background; the parent re-attaches to them and no
+//!   child runs twice.
 //! - [`coordinator_crash`]: the coordinator killed during a burst of submits, and down
 //!   for longer than JetStream's delivery budget lasts with queued tasks.
 //! - [`two_coordinators`]: two coordinators share submits; one is killed mid-burst and

@@ -1,6 +1,7 @@
 //! End-to-end tests: a real nats-server, a real Postgres database and a scripted model
 //! over real HTTP per test; coordinator and workers through their `run()`.
 
+mod background;
 mod backpressure;
 mod chaos;
 mod commands;

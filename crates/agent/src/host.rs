@@ -70,6 +70,16 @@ pub trait SessionHost: Send + Sync {
     async fn checkpoint(&self, _transcript: &Transcript) -> Result<(), String> {
         Ok(())
     }
+
+    /// Brings a background child's changes ([`ChildTaskResult::deferred_patch`]) into
+    /// the session's files, with the same conflict handling as
+    /// [`SessionHost::run_child`]: `Err` says why they were not applied (the files are
+    /// then unchanged). Called when the child's result is given to the model, never
+    /// while the session's own tools run. Hosts without workspaces have nothing to
+    /// apply.
+    async fn apply_child_changes(&self, _patch: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A tool call that needs a human (or policy) answer before it runs.
@@ -125,6 +135,12 @@ pub struct ChildTaskRequest {
     /// The slash command that produced this task, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// A background child (`task` with `background: true`): the host leaves its
+    /// changes out of the session's files and returns them in
+    /// [`ChildTaskResult::deferred_patch`], for the session to bring in with
+    /// [`SessionHost::apply_child_changes`] when the result is delivered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 /// What a running child reports to its parent, live.
@@ -181,6 +197,11 @@ pub struct ChildTaskResult {
     /// they were applied, or there were none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes_not_applied: Option<String>,
+    /// A background child's changes, not yet applied (see
+    /// [`ChildTaskRequest::background`]); `None` for a foreground child, or when there
+    /// were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_patch: Option<String>,
 }
 
 impl ChildTaskResult {
@@ -267,6 +288,7 @@ mod tests {
             subagent_type: "explore".into(),
             session_id: None,
             command: None,
+            background: false,
         };
         let err = NoopHost
             .run_child(request, &|_| {}, CancellationToken::new())
@@ -276,6 +298,7 @@ mod tests {
         assert!(NoopHost.subagents().is_empty());
         assert_eq!(NoopHost.checkpoint(&Transcript::new("s")).await, Ok(()));
         assert_eq!(NoopHost.ensure_workspace().await, Ok(()));
+        assert_eq!(NoopHost.apply_child_changes("diff").await, Ok(()));
     }
 
     #[test]
@@ -299,6 +322,7 @@ mod tests {
             text: String::new(),
             usage: Usage::default(),
             changes_not_applied: None,
+            deferred_patch: None,
         };
         assert!(result.succeeded());
         result.status = "max_steps".into();

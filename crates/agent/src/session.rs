@@ -4,6 +4,8 @@
 //!
 //! - [`events`]: progress events, the observer trait, statuses and the outcome.
 //! - [`state`]: what a run remembers between calls (todos, approvals, child usage).
+//! - [`background`]: `task` calls that run in the background, followed next to the
+//!   loop; their results are given to the model at its next step.
 //! - `tool_calls`: permission checks, approvals and concurrent execution of one
 //!   turn's calls.
 //! - [`compaction`]: the estimate of the next request's size and the summary that
@@ -15,6 +17,7 @@
 //! through a [`SessionObserver`]. That keeps it testable with a scripted provider and
 //! lets the worker decide where events and transcripts go.
 
+pub mod background;
 pub mod compaction;
 pub mod events;
 pub mod state;
@@ -90,9 +93,22 @@ pub async fn run_session(
 ) -> SessionOutcome {
     let span =
         tracing::info_span!("session", agent.name = %params.agent.name, model = %params.model);
-    run(params, provider, tools, host, observer, cancel)
-        .instrument(span)
-        .await
+    let state = SessionState::new();
+    // Background children run while the loop does; they end with it.
+    let children = cancel.child_token();
+    let session = run(params, provider, tools, host, observer, cancel, &state);
+    let driver = background::drive(&state, host, observer, children.clone());
+    let outcome = async {
+        tokio::select! {
+            biased;
+            outcome = session => outcome,
+            never = driver => match never {},
+        }
+    }
+    .instrument(span)
+    .await;
+    children.cancel();
+    outcome
 }
 
 async fn run(
@@ -102,6 +118,7 @@ async fn run(
     host: &dyn SessionHost,
     observer: &dyn SessionObserver,
     cancel: CancellationToken,
+    state: &SessionState,
 ) -> SessionOutcome {
     let SessionParams {
         agent,
@@ -160,7 +177,7 @@ async fn run(
         max_tokens: None,
     };
 
-    let state = SessionState::with_todos(history.todos());
+    state.set_todos(history.todos());
     let mut record = history;
     if let Some(prompt) = prompt {
         record.messages.push(TranscriptMessage::user(prompt));
@@ -170,7 +187,7 @@ async fn run(
         cancel: cancel.child_token(),
         host,
         observer,
-        state: &state,
+        state,
         call_id: String::new(),
         permissions,
     };
@@ -190,6 +207,11 @@ async fn run(
         agent: agent.name.to_string(),
     };
 
+    if from_checkpoint {
+        // The interrupted step's own calls re-attach when they run again below.
+        background::reattach(state, &totals.record).await;
+    }
+
     if let Some(step) = interrupted {
         if let Err(error) = workspace_ready(host, &cancel).await {
             // The step stays unfinished in the record: a later run goes on from it.
@@ -198,14 +220,14 @@ async fn run(
                 Some(_) => SessionStatus::Error,
                 None => SessionStatus::Cancelled,
             };
-            return totals.end(status, request.messages, error, &state);
+            return totals.end(status, request.messages, error, state);
         }
         let resumed = resume_step(&turn, step, &cancel).await;
         request.messages.extend(resumed.message.to_messages());
         totals.tool_calls.extend(resumed.summaries);
         totals.record.messages.push(resumed.message);
         if resumed.cancelled {
-            return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+            return totals.end(SessionStatus::Cancelled, request.messages, None, state);
         }
     }
 
@@ -213,6 +235,13 @@ async fn run(
     // A checkpoint's steps count against the budget; at least the last, tool-less,
     // step is always left.
     for step in steps_taken.saturating_add(1).min(max_steps)..=max_steps {
+        if let Some(text) = background::results_message(state, host).await {
+            request.messages.push(Message::user(text.clone()));
+            totals
+                .record
+                .messages
+                .push(TranscriptMessage::synthetic_user(text));
+        }
         let mut bytes = compaction::request_bytes(&request.messages, &tool_defs);
         if let Some(policy) = &compaction {
             let compacted = tokio::select! {
@@ -222,13 +251,13 @@ async fn run(
             };
             match compacted {
                 None => {
-                    return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+                    return totals.end(SessionStatus::Cancelled, request.messages, None, state);
                 }
                 Some(Err(err)) => {
                     tracing::warn!(step, retryable = err.retryable(), error = %err, "compaction failed");
                     let mut error = SessionError::from(&err);
                     error.message = format!("failed to compact the session: {}", error.message);
-                    return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+                    return totals.end(SessionStatus::Error, request.messages, Some(error), state);
                 }
                 Some(Ok(None)) => {}
                 Some(Ok(Some(event))) => {
@@ -265,11 +294,11 @@ async fn run(
             request.messages.pop();
         }
         let response = match response {
-            None => return totals.end(SessionStatus::Cancelled, request.messages, None, &state),
+            None => return totals.end(SessionStatus::Cancelled, request.messages, None, state),
             Some(Err(err)) => {
                 tracing::warn!(step, retryable = err.retryable(), error = %err, "model call failed");
                 let error = SessionError::from(&err);
-                return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+                return totals.end(SessionStatus::Error, request.messages, Some(error), state);
             }
             Some(Ok(response)) => response,
         };
@@ -291,6 +320,27 @@ async fn run(
         let mut parts = Vec::new();
         if !text.is_empty() {
             parts.push(Part::text(text.clone()));
+        }
+
+        if !last && tool_calls.is_empty() && state.background.has_undelivered() {
+            // An answer while background children run: it is not the last word. The
+            // session waits for them and goes on with their results.
+            tracing::info!(
+                step,
+                "answered while background tasks run, waiting for them"
+            );
+            parts.push(Part::StepFinish { usage });
+            totals.record_assistant(parts);
+            request.messages.push(Message::assistant(text, Vec::new()));
+            let waited = tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                () = state.background.wait(None) => Some(()),
+            };
+            if waited.is_none() {
+                return totals.end(SessionStatus::Cancelled, request.messages, None, state);
+            }
+            continue;
         }
 
         if last || tool_defs.is_empty() || tool_calls.is_empty() {
@@ -315,7 +365,7 @@ async fn run(
             parts.push(Part::StepFinish { usage });
             totals.record_assistant(parts);
             request.messages.push(Message::assistant(text, Vec::new()));
-            return totals.end(status, request.messages, None, &state);
+            return totals.end(status, request.messages, None, state);
         }
 
         if offers_task && tool_calls.iter().any(|call| call.name == TASK_TOOL) {
@@ -332,7 +382,7 @@ async fn run(
             totals.record.messages.pop();
             match saved {
                 None => {
-                    return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+                    return totals.end(SessionStatus::Cancelled, request.messages, None, state);
                 }
                 Some(Err(reason)) => {
                     tracing::warn!(step, error = %reason, "failed to save a checkpoint before starting child tasks");
@@ -342,7 +392,7 @@ async fn run(
                         ),
                         retryable: true,
                     };
-                    return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+                    return totals.end(SessionStatus::Error, request.messages, Some(error), state);
                 }
                 Some(Ok(())) => {}
             }
@@ -351,11 +401,11 @@ async fn run(
         match workspace_ready(host, &cancel).await {
             Ok(()) => {}
             Err(None) => {
-                return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+                return totals.end(SessionStatus::Cancelled, request.messages, None, state);
             }
             Err(Some(error)) => {
                 tracing::warn!(step, error = %error.message, "the session's files could not be made ready");
-                return totals.end(SessionStatus::Error, request.messages, Some(error), &state);
+                return totals.end(SessionStatus::Error, request.messages, Some(error), state);
             }
         }
         let results = turn.run(&tool_calls, &cancel).await;
@@ -366,7 +416,7 @@ async fn run(
         parts.push(Part::StepFinish { usage });
         totals.record_assistant(parts);
         if results.cancelled {
-            return totals.end(SessionStatus::Cancelled, request.messages, None, &state);
+            return totals.end(SessionStatus::Cancelled, request.messages, None, state);
         }
     }
     unreachable!("the last step always returns")

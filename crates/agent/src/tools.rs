@@ -17,6 +17,7 @@ mod grep;
 mod list;
 mod read;
 pub(crate) mod task;
+mod task_status;
 mod todoread;
 mod todowrite;
 mod webfetch;
@@ -37,6 +38,7 @@ pub use self::grep::GrepTool;
 pub use self::list::ListTool;
 pub use self::read::ReadTool;
 pub use self::task::{TaskTool, task_output};
+pub use self::task_status::TaskStatusTool;
 pub use self::todoread::TodoReadTool;
 pub use self::todowrite::{Todo, TodoPriority, TodoStatus, TodoWriteTool};
 pub use self::webfetch::WebFetchTool;
@@ -116,6 +118,12 @@ pub trait Tool: Send + Sync {
     /// Short title for progress while the call runs.
     fn title(&self, args: &Value) -> String;
 
+    /// Another tool whose listing in an agent's allow-list lists this one too
+    /// (`task_status` goes with `task`); `None` for tools listed by their own name.
+    fn listed_with(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether the tool can work in a session with this host; one that cannot is not
     /// offered (the `task` tool needs subagents to start).
     fn available(&self, _host: &dyn SessionHost) -> bool {
@@ -173,7 +181,7 @@ impl ToolRegistry {
     }
 
     /// All built-in tools: the read-only ones, then `edit`, `write`, `bash`,
-    /// `webfetch`, `todowrite`, `todoread` and `task`. `webfetch` needs a rustls
+    /// `webfetch`, `todowrite`, `todoread`, `task` and `task_status`. `webfetch` needs a rustls
     /// crypto provider installed by the binary.
     pub fn builtin() -> Self {
         let mut registry = Self::read_only();
@@ -184,6 +192,7 @@ impl ToolRegistry {
         registry.register(TodoWriteTool);
         registry.register(TodoReadTool);
         registry.register(TaskTool);
+        registry.register(TaskStatusTool);
         registry
     }
 
@@ -217,15 +226,17 @@ impl ToolRegistry {
     }
 
     /// The tools `agent` may be offered: named by its allow-list (wildcards and `!`
-    /// exclusions allowed) and not disabled outright by `permissions`, the session's
-    /// rules (the agent's own and the inherited ones).
+    /// exclusions allowed; a tool [`Tool::listed_with`] another is named with it) and
+    /// not disabled outright by `permissions`, the session's rules (the agent's own
+    /// and the inherited ones).
     pub fn available_to<'a>(
         &'a self,
         agent: &'a AgentSpec,
         permissions: Permissions<'a>,
     ) -> impl Iterator<Item = &'a dyn Tool> {
         self.iter().filter(move |tool| {
-            agent.lists_tool(tool.name()) && !permissions.is_disabled(tool.permission())
+            agent.lists_tool(tool.listed_with().unwrap_or(tool.name()))
+                && !permissions.is_disabled(tool.permission())
         })
     }
 }
@@ -420,7 +431,8 @@ mod tests {
                 "webfetch",
                 "todowrite",
                 "todoread",
-                "task"
+                "task",
+                "task_status"
             ]
         );
         let permission = |name| registry.get(name).map(|tool| tool.permission());

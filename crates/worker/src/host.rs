@@ -9,6 +9,9 @@
 //!   task and the call id: a later attempt of the parent, resumed from its checkpoint,
 //!   makes the same call and re-attaches to the same child, whose recorded patch it
 //!   applies to its own new workspace.
+//! - background children (`task` with `background: true`): the same submit and
+//!   follow, but the child's patch is returned to the session instead of applied, and
+//!   brought in (`apply_child_changes`) when the result is given to the model.
 //! - checkpoints: the session so far, and the workspace's changes, are saved through
 //!   the coordinator (fenced by the claim) before a step's children start.
 //! - `ask` permissions: the coordinator marks the task `awaiting_approval`; the answer
@@ -219,8 +222,20 @@ impl SessionHost for WorkerHost<'_> {
             _ = cancel.cancelled() => Err(format!("stopped while child task {child} was running")),
         }?;
         let mut outcome = finished.result;
-        // Only an answer the parent can use brings its changes along.
-        if outcome.succeeded() {
+        // Only an answer the parent can use brings its changes along. A background
+        // child's are brought in when its result is given to the model.
+        if outcome.succeeded() && request.background {
+            match finished.not_carried {
+                Some(why) => {
+                    outcome.changes_not_applied =
+                        Some(format!("they did not come back with its result: {why}"));
+                }
+                None if !finished.patch.is_empty() => {
+                    outcome.deferred_patch = Some(finished.patch);
+                }
+                None => {}
+            }
+        } else if outcome.succeeded() {
             outcome.changes_not_applied = match finished.not_carried {
                 Some(why) => Some(format!("they did not come back with its result: {why}")),
                 None => crate::workspace::bring_back(workspace, &finished.patch)
@@ -256,6 +271,17 @@ impl SessionHost for WorkerHost<'_> {
                 retryable: e.is_retryable(),
             }),
         }
+    }
+
+    async fn apply_child_changes(&self, patch: &str) -> Result<(), String> {
+        let workspace = self
+            .files
+            .get()
+            .await
+            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
+        crate::workspace::bring_back(workspace, patch).await?;
+        tracing::info!(task.id = %self.task_id, bytes = patch.len(), "background child's changes applied");
+        Ok(())
     }
 
     async fn checkpoint(&self, transcript: &Transcript) -> Result<(), String> {
@@ -444,6 +470,7 @@ async fn child_result(
                 output_tokens: result.usage.output_tokens,
             },
             changes_not_applied: None,
+            deferred_patch: None,
         },
         patch,
         not_carried,

@@ -309,6 +309,9 @@ impl Tool for MeteredTool {
     fn title(&self, args: &Value) -> String {
         self.inner.title(args)
     }
+    fn listed_with(&self) -> Option<&'static str> {
+        self.inner.listed_with()
+    }
     fn available(&self, host: &dyn SessionHost) -> bool {
         self.inner.available(host)
     }

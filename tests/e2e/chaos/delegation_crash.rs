@@ -56,6 +56,34 @@ fn script(
     }
 }
 
+/// The background twin of [`script`]: the parent starts both children with
+/// `background: true`, waits for them with `task_status`, then reports what they said.
+fn background_script(children: Gate) -> impl Fn(&SeenRequest) -> ScriptedReply + Send + Sync {
+    move |req| {
+        let user = first_user(req);
+        if CHILD_PROMPTS.contains(&user) {
+            return ScriptedReply::text(format!("report on {user}")).with_gate(&children);
+        }
+        let call = |description: &str, prompt: &str| json!({"description": description, "prompt": prompt, "subagent_type": "explore", "background": true});
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([
+                ("call_alpha", "task", call("find alpha", CHILD_PROMPTS[0])),
+                ("call_omega", "task", call("find omega", CHILD_PROMPTS[1])),
+            ]),
+            1 => ScriptedReply::tool_calls([("call_wait", "task_status", json!({"wait": true}))]),
+            _ => {
+                let outputs: Vec<&str> = req
+                    .messages
+                    .iter()
+                    .filter(|m| m.role == "tool")
+                    .map(|m| m.content.as_str())
+                    .collect();
+                ScriptedReply::text(format!("children said:\n{}", outputs.join("\n---\n")))
+            }
+        }
+    }
+}
+
 /// Model requests per conversation, keyed by its first user message.
 fn requests_by_prompt(model: &ScriptedModel) -> HashMap<String, usize> {
     let mut seen = HashMap::new();
@@ -262,6 +290,53 @@ async fn a_parent_killed_while_its_children_run_re_attaches_to_them_and_complete
         done.attempts[1].worker_id, "worker-b",
         "worker-c was full with the children"
     );
+    assert_eq!(results_in_watch(cluster, &parent).await, 1);
+}
+
+/// The same with background children: the parent is killed while it waits for them
+/// in `task_status`; the redelivered parent runs its checkpointed step again, whose
+/// background `task` calls re-attach to the same children, and waits for them anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_killed_while_its_background_children_run_re_attaches_to_them_and_completes_once()
+{
+    let children_gate = Gate::new();
+    let model = ScriptedModel::start(background_script(children_gate.clone())).await;
+    let fleet = Fleet::start(model).await;
+    let cluster = &fleet.cluster;
+
+    let mut worker_a = fleet.worker("worker-a", 1).await;
+    let parent = cluster
+        .submit("general", PARENT_PROMPT)
+        .await
+        .expect("submit");
+    let _worker_c = children_running(&fleet, &parent, &mut worker_a).await;
+    eventually("the parent to wait in task_status", || {
+        Ok(cluster
+            .model
+            .requests()
+            .iter()
+            .any(|r| first_user(r) == PARENT_PROMPT && r.assistant_turns() == 1)
+            .then_some(()))
+    })
+    .await
+    .expect("waiting");
+    let worker_b = fleet.worker("worker-b", 1).await;
+
+    worker_a.kill();
+    eventually("worker-b to re-attach to both background children", || {
+        Ok((worker_b
+            .stderr()
+            .matches("re-attached to child task")
+            .count()
+            >= 2)
+            .then_some(()))
+    })
+    .await
+    .expect("re-attached");
+    children_gate.open();
+
+    let done = cluster.wait_finished(&parent).await.expect("finished");
+    check_once_each(&fleet, &done, &fleet.children(&parent).await);
     assert_eq!(results_in_watch(cluster, &parent).await, 1);
 }
 

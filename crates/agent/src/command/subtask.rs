@@ -104,6 +104,7 @@ pub async fn run_subtask(
         subagent_type: part.agent.clone(),
         session_id: None,
         command: part.command.clone(),
+        background: false,
     };
     let progress = Progress::new(observer, call_id, &part.agent, &part.description);
     let on_progress = |update| progress.child_update(update);

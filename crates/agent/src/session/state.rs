@@ -1,6 +1,6 @@
 //! What one session run remembers between tool calls: the todo list, the usage of
-//! its child tasks, the approvals granted with `Always`, and the recent calls the
-//! doom-loop guard compares against.
+//! its child tasks, the approvals granted with `Always`, the recent calls the
+//! doom-loop guard compares against, and the background children.
 //!
 //! Shared by the concurrently running calls of a turn, so every field sits behind its
 //! own short-held lock; none is held across an await.
@@ -30,6 +30,8 @@ pub struct SessionState {
     /// waiting behind it and a person is never asked in parallel.
     pub(crate) approval_turn: tokio::sync::Mutex<()>,
     approval_seq: AtomicU64,
+    /// The `task` calls that run in the background, and their results.
+    pub background: super::background::Background,
 }
 
 /// A poisoned lock only means another call panicked mid-update of plain data; the

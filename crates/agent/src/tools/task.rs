@@ -14,6 +14,11 @@
 //! the host (the coordinator's registry) decides, and an unknown name comes back as a
 //! refused child. Permission rules on `task` (subject: the agent name) are checked by
 //! the session before this tool runs.
+//!
+//! With `background: true` the call returns the child's task id as soon as it is
+//! submitted, and the child runs on while the session does (see
+//! [`crate::session::background`]); its result reaches the model at its next step,
+//! or through `task_status`.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -43,6 +48,8 @@ struct Args {
     session_id: Option<String>,
     #[serde(default)]
     command: Option<String>,
+    #[serde(default)]
+    background: bool,
 }
 
 /// What the parent model reads from a finished child: its last text, then the
@@ -69,7 +76,8 @@ impl Tool for TaskTool {
                 "prompt": { "type": "string", "description": "The task for the agent to perform" },
                 "subagent_type": { "type": "string", "description": "The type of specialized agent to use for this task" },
                 "session_id": { "type": "string", "description": "Existing task session to continue" },
-                "command": { "type": "string", "description": "The command that triggered this task" }
+                "command": { "type": "string", "description": "The command that triggered this task" },
+                "background": { "type": "boolean", "description": "Run the subagent in the background: returns its task id at once, and its result is given to you when it finishes (see task_status)" }
             },
             "required": ["description", "prompt", "subagent_type"],
             "additionalProperties": false
@@ -112,7 +120,11 @@ impl Tool for TaskTool {
             subagent_type: args.subagent_type.clone(),
             session_id: args.session_id,
             command: args.command,
+            background: args.background,
         };
+        if args.background {
+            return start_in_background(request, ctx).await;
+        }
         let progress = Progress::new(
             ctx.observer,
             &ctx.call_id,
@@ -139,6 +151,30 @@ impl Tool for TaskTool {
         output.metadata["summary"] = progress.metadata()["summary"].take();
         Ok(output)
     }
+}
+
+/// Starts the child in the background and returns its task id as soon as the host
+/// has submitted it.
+async fn start_in_background(
+    request: ChildTaskRequest,
+    ctx: &ToolContext<'_>,
+) -> Result<ToolOutput, ToolError> {
+    let agent = request.subagent_type.clone();
+    let description = request.description.clone();
+    let task_id = ctx
+        .state
+        .background
+        .start(request)
+        .await
+        .map_err(|reason| ToolError::ChildFailed {
+            agent: agent.clone(),
+            reason: with_listed_agents(reason, &agent, ctx.host),
+        })?;
+    Ok(ToolOutput {
+        title: description,
+        output: crate::session::background::started_text(&agent, &task_id),
+        metadata: json!({ "task_id": task_id, "background": true }),
+    })
 }
 
 /// A refusal of an agent the description does not list (a mistyped or unknown name,
@@ -222,6 +258,9 @@ pub(crate) struct Progress<'c> {
     child: Mutex<(String, String)>,
     /// One entry per child call, in the order first seen, updated in place.
     summary: Mutex<Vec<Value>>,
+    /// The parent's call already returned (a background child): its state is not
+    /// updated again, the child's own events still flow.
+    background: bool,
 }
 
 impl<'c> Progress<'c> {
@@ -239,7 +278,14 @@ impl<'c> Progress<'c> {
             announced: Mutex::default(),
             child: Mutex::default(),
             summary: Mutex::default(),
+            background: false,
         }
+    }
+
+    /// For a background child, whose parent call has already completed.
+    pub(crate) fn in_background(mut self) -> Self {
+        self.background = true;
+        self
     }
 
     /// Sends `ChildTask` for `task_id` unless it was sent already.
@@ -350,6 +396,9 @@ impl<'c> Progress<'c> {
 
     /// A `running` update of the parent's call carrying [`Self::metadata`].
     fn report(&self) {
+        if self.background {
+            return;
+        }
         self.observer.on_event(SessionEvent::ToolCall {
             call_id: self.call_id.to_owned(),
             tool: "task".to_owned(),
@@ -390,6 +439,7 @@ mod tests {
             text: "model unavailable".into(),
             usage: Default::default(),
             changes_not_applied: None,
+            deferred_patch: None,
         };
         let err = finish("explore", "look", result, 0).expect_err("failed child");
         let message = err.to_string();
@@ -411,6 +461,7 @@ mod tests {
             text: "edited a.txt".into(),
             usage: Default::default(),
             changes_not_applied: Some("conflict in a.txt:\n<<<<<<< your workspace".into()),
+            deferred_patch: None,
         };
         let message = finish("general", "edit", result, 1)
             .expect_err("not applied")
@@ -436,6 +487,7 @@ mod tests {
             text: "half done".into(),
             usage: Default::default(),
             changes_not_applied: None,
+            deferred_patch: None,
         };
         let out = finish("general", "work", result, 2).expect("partial result");
         assert!(out.output.starts_with("half done\n\n(the subagent stopped"));

@@ -8,6 +8,8 @@
 //! - `approvals`: `ask` through the host (once, always, reject, time out), bash rules.
 //! - `inherited`: a child session bounded by its ancestors' rules.
 //! - `tasks`: the `task` tool: parallel children, metadata, failures, usage.
+//! - `background`: `task` with `background: true`, `task_status`, results at the
+//!   next step, a final answer that waits, children cancelled with the session.
 //! - `checkpoints`: a step calling `task` saved before its children start; resuming
 //!   from it.
 //! - `agents`: markdown agents, tool-less agents, transcripts, slash-command subtasks.
@@ -18,6 +20,7 @@
 
 mod agents;
 mod approvals;
+mod background;
 mod checkpoints;
 mod compaction;
 mod endings;

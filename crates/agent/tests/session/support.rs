@@ -164,7 +164,7 @@ impl Fixture {
     pub(crate) async fn run_with(
         &self,
         params: SessionParams,
-        model: &ScriptedModel,
+        model: &dyn Provider,
         host: &dyn SessionHost,
         cancel: CancellationToken,
         also: impl Fn(&SessionEvent) + Send + Sync,
@@ -301,6 +301,7 @@ fn child_result(request: &ChildTaskRequest) -> Result<ChildTaskResult, String> {
         text: format!("report on {}", request.prompt),
         usage: usage(3, 2),
         changes_not_applied: None,
+        deferred_patch: None,
     })
 }
 
@@ -320,6 +321,14 @@ pub(crate) struct TestHost {
     pub(crate) workspace_asks: std::sync::atomic::AtomicUsize,
     /// When set, the workspace cannot be made ready.
     refuse_workspace: Option<taskwire_agent::SessionError>,
+    /// Background children (by description) allowed to finish; until then they run.
+    released: tokio::sync::watch::Sender<Vec<String>>,
+    /// Background children (by description) that finished.
+    done: tokio::sync::watch::Sender<Vec<String>>,
+    /// The cancellation token every child was given.
+    pub(crate) child_tokens: Mutex<Vec<CancellationToken>>,
+    /// Every patch brought in with `apply_child_changes`.
+    pub(crate) applied: Mutex<Vec<String>>,
 }
 
 impl TestHost {
@@ -333,7 +342,29 @@ impl TestHost {
             refuse_checkpoints: None,
             workspace_asks: Default::default(),
             refuse_workspace: None,
+            released: tokio::sync::watch::Sender::new(Vec::new()),
+            done: tokio::sync::watch::Sender::new(Vec::new()),
+            child_tokens: Mutex::default(),
+            applied: Mutex::default(),
         }
+    }
+
+    /// Lets the background child described `description` finish.
+    pub(crate) fn release(&self, description: &str) {
+        self.released
+            .send_modify(|released| released.push(description.to_owned()));
+    }
+
+    /// Waits until the background child described `description` has finished.
+    pub(crate) async fn finished(&self, description: &str) {
+        let mut done = self.done.subscribe();
+        done.wait_for(|done| done.iter().any(|d| d == description))
+            .await
+            .expect("the host outlives its children");
+    }
+
+    pub(crate) fn applied(&self) -> Vec<String> {
+        self.applied.lock().expect("not poisoned").clone()
     }
 
     /// The workspace cannot be made ready: `ensure_workspace` fails with `error`.
@@ -394,12 +425,16 @@ impl SessionHost for TestHost {
         &self,
         request: ChildTaskRequest,
         on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
-        _cancel: CancellationToken,
+        cancel: CancellationToken,
     ) -> Result<ChildTaskResult, String> {
         self.children
             .lock()
             .expect("not poisoned")
             .push(request.clone());
+        self.child_tokens
+            .lock()
+            .expect("not poisoned")
+            .push(cancel.clone());
         if let Some(barrier) = &self.barrier {
             barrier.wait().await;
         }
@@ -423,7 +458,33 @@ impl SessionHost for TestHost {
                 state,
             });
         }
+        if request.background && KNOWN_AGENTS.contains(&request.subagent_type.as_str()) {
+            // A background child runs until the test lets it finish.
+            let mut released = self.released.subscribe();
+            tokio::select! {
+                _ = released.wait_for(|r| r.contains(&request.description)) => {}
+                () = cancel.cancelled() => return Err("cancelled with its parent".into()),
+            }
+            let mut result = child_result(&request)?;
+            if request.prompt.contains("edit") {
+                result.deferred_patch = Some(format!("patch of {}", request.description));
+            }
+            self.done
+                .send_modify(|done| done.push(request.description.clone()));
+            return Ok(result);
+        }
         child_result(&request)
+    }
+
+    async fn apply_child_changes(&self, patch: &str) -> Result<(), String> {
+        self.applied
+            .lock()
+            .expect("not poisoned")
+            .push(patch.to_owned());
+        if patch.contains("conflict") {
+            return Err("conflict in a.txt".into());
+        }
+        Ok(())
     }
 
     async fn ensure_workspace(&self) -> Result<(), taskwire_agent::SessionError> {
