@@ -3,6 +3,8 @@
 //! loop).
 //!
 //! - [`events`]: progress events, the observer trait, statuses and the outcome.
+//! - [`budget`]: [`SessionBudget`], the tree's spending limit, checked before each
+//!   model call.
 //! - [`state`]: what a run remembers between calls (todos, approvals, child usage).
 //! - `tool_calls`: permission checks, approvals and concurrent execution of one
 //!   turn's calls.
@@ -15,6 +17,7 @@
 //! through a [`SessionObserver`]. That keeps it testable with a scripted provider and
 //! lets the worker decide where events and transcripts go.
 
+pub mod budget;
 pub mod compaction;
 pub mod events;
 pub mod state;
@@ -24,6 +27,7 @@ use taskwire_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, Strea
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use self::budget::SessionBudget;
 pub use self::compaction::{CompactionPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use self::events::{
     NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionStatus, ToolCallState,
@@ -76,6 +80,8 @@ pub struct SessionParams {
     /// When the conversation is summarised to fit the model's context window; `None`
     /// never compacts.
     pub compaction: Option<CompactionPolicy>,
+    /// The tree's spending limit; checked before each model call.
+    pub budget: SessionBudget,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -114,6 +120,7 @@ async fn run(
         from_checkpoint,
         instructions,
         compaction,
+        budget,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -213,6 +220,21 @@ async fn run(
     // A checkpoint's steps count against the budget; at least the last, tool-less,
     // step is always left.
     for step in steps_taken.saturating_add(1).min(max_steps)..=max_steps {
+        let mut spent = totals.usage;
+        spent += state.child_usage();
+        if let Some(message) = budget.exceeded(spent) {
+            tracing::info!(step, reason = %message, "budget spent, ending the session");
+            let error = SessionError {
+                message,
+                retryable: false,
+            };
+            return totals.end(
+                SessionStatus::BudgetExceeded,
+                request.messages,
+                Some(error),
+                &state,
+            );
+        }
         let mut bytes = compaction::request_bytes(&request.messages, &tool_defs);
         if let Some(policy) = &compaction {
             let compacted = tokio::select! {
@@ -520,6 +542,7 @@ impl Run {
     ) -> SessionOutcome {
         // The system prompt is rebuilt on resume, from the spec the next run gets.
         messages.remove(0);
+        let own_usage = self.usage;
         let mut usage = self.usage;
         usage += state.child_usage();
         tracing::debug!(?status, steps = self.steps, "session ended");
@@ -527,6 +550,7 @@ impl Run {
             status,
             text: self.text,
             usage,
+            own_usage,
             steps: self.steps,
             tool_calls: self.tool_calls,
             messages,

@@ -14,7 +14,8 @@ use taskwire_agent::agent::AgentName;
 use taskwire_agent::builtin::AgentRegistry;
 use taskwire_agent::output_schema::OutputSchema;
 use taskwire_protocol::{
-    Attachment, ContextRef, SessionId, TaskId, TaskRequest, TraceId, pb, time, value,
+    Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time,
+    value,
 };
 use taskwire_store::{InsertOutcome, NewTask, Store};
 use tokio::sync::Notify;
@@ -103,6 +104,8 @@ pub struct ParentInfo {
     /// inherited. The child inherits them all, so it never has more power than the
     /// parent.
     pub permission_layers: Vec<pb::PermissionLayer>,
+    /// The budget of the parent's subtree: the child's is at most this.
+    pub budget: Budget,
 }
 
 impl ParentInfo {
@@ -117,6 +120,7 @@ impl ParentInfo {
             auth_scope: request.auth_scope.clone(),
             model: None,
             permission_layers: layers_for_children(request),
+            budget: request.budget,
         }
     }
 }
@@ -260,6 +264,11 @@ pub fn build_task(
             ),
         ));
     }
+    // A child's budget is its parent's, narrowed by what it asks for itself.
+    let budget = Budget::from_wire(req.max_cost_usd, req.max_tokens)?;
+    let budget = parent
+        .as_ref()
+        .map_or(budget, |p| p.budget.narrowed_by(budget));
     if req.max_steps == Some(0) {
         return Err(CoordinatorError::invalid("max_steps", "must be at least 1"));
     }
@@ -369,6 +378,9 @@ pub fn build_task(
         expand_shell: req.expand_shell,
         traceparent: trace.traceparent,
         workspace_patch_ref,
+        budget,
+        // Set by `submit_task` for a child in a budgeted tree.
+        spent_elsewhere: Usage::default(),
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.
@@ -418,7 +430,8 @@ pub async fn submit_task(
     crate::ownership::resumed_session(state, &req.tenant, &req.resume_token).await?;
     req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
     let registry = state.registry();
-    let task = build_task(
+    let parent_id = parent.as_ref().map(|p| p.task_id);
+    let mut task = build_task(
         &state.config,
         &registry,
         &state.subjects,
@@ -426,6 +439,11 @@ pub async fn submit_task(
         parent,
         SubmitTrace::current(),
     )?;
+    if let Some(parent_id) = parent_id
+        && !task.request.budget.is_unlimited()
+    {
+        crate::budget::admit_child(state, parent_id, &mut task).await?;
+    }
     let trace_id = task.request.trace_id;
     let session_id = task.request.resume_token;
     let agent = task.request.agent.clone();

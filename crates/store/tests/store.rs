@@ -77,6 +77,12 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         usage: Usage {
             input_tokens: 3,
             output_tokens: 4,
+            ..Usage::default()
+        },
+        own_usage: Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            ..Usage::default()
         },
         latency_ms: 5,
         steps: 1,

@@ -241,10 +241,7 @@ mod tests {
         let mut estimator = Estimator::default();
         assert_eq!(estimator.estimate(400), 100, "no report: bytes / 4");
         estimator.reported(
-            Usage {
-                input_tokens: 250,
-                output_tokens: 9,
-            },
+            Usage::tokens(250, 9),
             400,
         );
         assert_eq!(estimator.estimate(800), 350);

@@ -44,6 +44,7 @@ impl From<WireUsage> for Usage {
                 + usage.cache_creation_input_tokens.unwrap_or(0)
                 + usage.cache_read_input_tokens.unwrap_or(0),
             output_tokens: usage.output_tokens.unwrap_or(0),
+            ..Self::default()
         }
     }
 }
@@ -160,10 +161,7 @@ mod tests {
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
         assert_eq!(
             answer.usage,
-            Usage {
-                input_tokens: 112,
-                output_tokens: 3
-            }
+            Usage::tokens(112, 3)
         );
     }
 

@@ -308,10 +308,7 @@ mod tests {
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
         assert_eq!(
             answer.usage,
-            Usage {
-                input_tokens: 25,
-                output_tokens: 17
-            }
+            Usage::tokens(25, 17)
         );
     }
 

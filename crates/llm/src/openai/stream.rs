@@ -201,10 +201,7 @@ mod tests {
         assert_eq!(answer.finish_reason, FinishReason::Stop);
         assert_eq!(
             answer.usage,
-            Usage {
-                input_tokens: 9,
-                output_tokens: 2
-            }
+            Usage::tokens(9, 2)
         );
     }
 

@@ -155,6 +155,7 @@ impl From<WireUsage> for Usage {
         Self {
             input_tokens: usage.prompt_tokens.unwrap_or(0),
             output_tokens: usage.completion_tokens.unwrap_or(0),
+            ..Self::default()
         }
     }
 }
@@ -410,10 +411,7 @@ mod tests {
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
         assert_eq!(
             answer.usage,
-            Usage {
-                input_tokens: 12,
-                output_tokens: 3
-            }
+            Usage::tokens(12, 3)
         );
     }
 

@@ -111,10 +111,7 @@ pub async fn streams_text_in_several_deltas_and_reports_usage(make: MakeClient) 
     assert_eq!(deltas.concat(), answer.text);
     assert_eq!(
         answer.usage,
-        Usage {
-            input_tokens: 120,
-            output_tokens: 7
-        }
+        Usage::tokens(120, 7)
     );
     assert_eq!(answer.finish_reason, FinishReason::Stop);
     assert!(answer.tool_calls.is_empty());
@@ -186,10 +183,7 @@ pub async fn non_streaming_returns_the_whole_answer(make: MakeClient) {
     assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
     assert_eq!(
         answer.usage,
-        Usage {
-            input_tokens: 30,
-            output_tokens: 4
-        }
+        Usage::tokens(30, 4)
     );
     let seen = &model.requests()[0];
     assert!(!seen.stream);

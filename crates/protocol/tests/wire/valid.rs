@@ -344,7 +344,9 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 usage: Usage {
                     input_tokens,
                     output_tokens,
+                    ..Usage::default()
                 },
+                own_usage: Usage::default(),
                 latency_ms,
                 steps,
                 session_id,
