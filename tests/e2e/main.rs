@@ -7,6 +7,7 @@ mod commands;
 mod compaction;
 mod containment;
 mod context;
+mod cost;
 mod deploy_chart;
 mod discovery;
 mod dispatch;
