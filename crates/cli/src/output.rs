@@ -124,6 +124,24 @@ mod tests {
     }
 
     #[test]
+    fn usage_lines_name_the_cost_or_say_unpriced() {
+        let mut u = pb::Usage {
+            input_tokens: 1000,
+            output_tokens: 500,
+            cost_usd: Some(0.006),
+            unpriced_tokens: 0,
+        };
+        assert_eq!(usage_line(&u), "in 1000, out 500 tokens, $0.006");
+        u.unpriced_tokens = 20;
+        assert_eq!(
+            usage_line(&u),
+            "in 1000, out 500 tokens, $0.006 (+20 tokens unpriced)"
+        );
+        u.cost_usd = None;
+        assert_eq!(usage_line(&u), "in 1000, out 500 tokens, unpriced");
+    }
+
+    #[test]
     fn timestamps_print_as_utc_rfc3339() {
         let t = prost_types::Timestamp {
             seconds: 1_767_366_245,

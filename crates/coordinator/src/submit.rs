@@ -539,6 +539,63 @@ mod tests {
     }
 
     #[test]
+    fn a_negative_or_nan_cost_budget_is_refused_naming_the_field() {
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let err = build(
+                pb::SubmitRequest {
+                    agent: "general".into(),
+                    prompt: "work".into(),
+                    max_cost_usd: Some(bad),
+                    ..Default::default()
+                },
+                None,
+            )
+            .expect_err("refused");
+            assert!(
+                matches!(&err, CoordinatorError::InvalidArgument { field, .. } if field == "max_cost_usd"),
+                "{bad}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_child_inherits_its_parents_budget_and_may_narrow_but_not_widen_it() {
+        let root = build(
+            pb::SubmitRequest {
+                agent: "general".into(),
+                prompt: "work".into(),
+                max_cost_usd: Some(1.5),
+                max_tokens: Some(1000),
+                ..Default::default()
+            },
+            None,
+        )
+        .expect("valid")
+        .request;
+        let child = |max_cost_usd, max_tokens| {
+            build(
+                pb::SubmitRequest {
+                    agent: "explore".into(),
+                    prompt: "work".into(),
+                    max_cost_usd,
+                    max_tokens,
+                    ..Default::default()
+                },
+                Some(&root),
+            )
+            .expect("valid")
+            .request
+            .budget
+        };
+        assert_eq!(child(None, None), root.budget, "inherited");
+        let wider = child(Some(10.0), Some(5000));
+        assert_eq!(wider, root.budget, "never widened");
+        let narrower = child(Some(0.25), Some(10));
+        assert_eq!(narrower.max_cost_usd(), Some(0.25));
+        assert_eq!(narrower.max_tokens, Some(10));
+    }
+
+    #[test]
     fn a_childs_starting_changes_travel_but_do_not_key_it() {
         let root = submit("general", None);
         let child = |patch: &str| pb::SubmitRequest {

@@ -573,6 +573,16 @@ mod tests {
             max_depth: 1,
             subagents: vec![("explore".into(), "searches code".into())],
             new_session: true,
+            budget: crate::Budget {
+                max_cost_picousd: Some(1_500_000_000_000),
+                max_tokens: Some(10_000),
+            },
+            spent_elsewhere: Usage {
+                input_tokens: 10,
+                output_tokens: 2,
+                cost_picousd: 36_000_000,
+                unpriced_tokens: 0,
+            },
             inherited_permission: vec![pb::PermissionLayer {
                 agent: "plan".into(),
                 rules: vec![pb::PermissionRule {

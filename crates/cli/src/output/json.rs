@@ -278,6 +278,7 @@ mod tests {
                 usage: Some(pb::Usage {
                     input_tokens: 120,
                     output_tokens: 30,
+                    ..Default::default()
                 }),
                 metrics: Some(pb::Metrics {
                     latency_ms: 900,
@@ -318,7 +319,7 @@ mod tests {
         assert_eq!(v["created_at"], "2026-01-02T15:04:05.000Z");
         assert_eq!(
             v["result"]["usage"],
-            json!({"input_tokens": 120, "output_tokens": 30})
+            json!({"input_tokens": 120, "output_tokens": 30, "cost_usd": null, "unpriced_tokens": 0})
         );
         assert_eq!(v["result"]["steps"], 3);
         assert_eq!(v["result"]["tool_calls"][0]["state"], "completed");
@@ -327,6 +328,41 @@ mod tests {
         assert_eq!(v["attempts"][0]["status"], "error");
         assert_eq!(v["attempts"][0]["error"], "model unavailable");
         assert_eq!(v["attempts"][1]["finished_at"], Value::Null);
+    }
+
+    #[test]
+    fn task_json_has_its_own_cost_and_its_subtrees() {
+        let v = task(&pb::Task {
+            usage: Some(pb::Usage {
+                input_tokens: 300,
+                output_tokens: 30,
+                cost_usd: Some(0.00084),
+                unpriced_tokens: 0,
+            }),
+            subtree_usage: Some(pb::Usage {
+                input_tokens: 1300,
+                output_tokens: 530,
+                cost_usd: Some(0.00684),
+                unpriced_tokens: 0,
+            }),
+            max_tokens: Some(5000),
+            ..finished_task()
+        });
+        assert_eq!(v["cost_usd"], 0.00084);
+        assert_eq!(v["subtree"]["cost_usd"], 0.00684);
+        assert_eq!(v["subtree"]["input_tokens"], 1300);
+        assert_eq!(v["max_tokens"], 5000);
+        assert_eq!(v["max_cost_usd"], Value::Null);
+        let unpriced = task(&pb::Task {
+            usage: Some(pb::Usage {
+                input_tokens: 3,
+                output_tokens: 1,
+                cost_usd: None,
+                unpriced_tokens: 4,
+            }),
+            ..finished_task()
+        });
+        assert_eq!(unpriced["cost_usd"], Value::Null, "unpriced, not zero");
     }
 
     #[test]

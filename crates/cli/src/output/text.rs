@@ -410,6 +410,7 @@ mod tests {
                 usage: Some(pb::Usage {
                     input_tokens: 120,
                     output_tokens: 30,
+                    ..Default::default()
                 }),
             }),
         ];
@@ -582,6 +583,7 @@ mod tests {
             usage: Some(pb::Usage {
                 input_tokens: 5,
                 output_tokens: 6,
+                ..Default::default()
             }),
             metrics: Some(pb::Metrics {
                 latency_ms: 1,
