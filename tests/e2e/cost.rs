@@ -217,7 +217,10 @@ async fn a_tree_that_spends_its_max_tokens_ends_budget_exceeded_and_a_later_task
         .await
         .expect("submit resume")
         .into_inner();
-    let task = cluster.wait_finished(&next.task_id).await.expect("finished");
+    let task = cluster
+        .wait_finished(&next.task_id)
+        .await
+        .expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
     assert_eq!(
         task.result.expect("result").output.expect("output").text,
@@ -276,7 +279,10 @@ async fn a_child_asked_for_after_the_tree_spent_its_budget_is_refused_naming_the
         if let Some(ws) = cluster.task_workspace(&root.task_id) {
             break ws;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the root never started");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the root never started"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     std::fs::write(workspace.join("gate.txt"), "open\n").expect("open the gate");
@@ -284,12 +290,7 @@ async fn a_child_asked_for_after_the_tree_spent_its_budget_is_refused_naming_the
         .wait_finished(&root.task_id)
         .await
         .expect("finished");
-    let text = task
-        .result
-        .expect("result")
-        .output
-        .expect("output")
-        .text;
+    let text = task.result.expect("result").output.expect("output").text;
     assert!(
         text.starts_with("task tool said:") && text.contains("max_tokens budget"),
         "{text}"

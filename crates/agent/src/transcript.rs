@@ -573,9 +573,6 @@ mod tests {
 
     #[test]
     fn usage_sums_the_steps() {
-        assert_eq!(
-            sample().usage(),
-            Usage::tokens(10, 2)
-        );
+        assert_eq!(sample().usage(), Usage::tokens(10, 2));
     }
 }

@@ -14,8 +14,7 @@ use taskwire_agent::agent::AgentName;
 use taskwire_agent::builtin::AgentRegistry;
 use taskwire_agent::output_schema::OutputSchema;
 use taskwire_protocol::{
-    Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time,
-    value,
+    Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time, value,
 };
 use taskwire_store::{InsertOutcome, NewTask, Store};
 use tokio::sync::Notify;

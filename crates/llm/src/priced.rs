@@ -87,7 +87,10 @@ mod tests {
             output_usd_per_mtok: 0.6,
             cached_input_usd_per_mtok: None,
         };
-        assert_eq!(price(Usage::tokens(1, 1), Some(cheap)).cost_picousd, 750_000);
+        assert_eq!(
+            price(Usage::tokens(1, 1), Some(cheap)).cost_picousd,
+            750_000
+        );
     }
 
     #[test]

@@ -62,6 +62,9 @@ mod tests {
         assert_eq!(budget.exceeded(Usage::tokens(20, 19)), None);
         let message = budget.exceeded(Usage::tokens(20, 20)).expect("spent");
         assert!(message.contains("max_tokens"), "{message}");
-        assert_eq!(SessionBudget::default().exceeded(Usage::tokens(u64::MAX, 1)), None);
+        assert_eq!(
+            SessionBudget::default().exceeded(Usage::tokens(u64::MAX, 1)),
+            None
+        );
     }
 }

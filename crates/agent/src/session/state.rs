@@ -131,10 +131,7 @@ mod tests {
         let state = SessionState::new();
         state.add_child_usage(Usage::tokens(3, 1));
         state.add_child_usage(Usage::tokens(2, 2));
-        assert_eq!(
-            state.child_usage(),
-            Usage::tokens(5, 3)
-        );
+        assert_eq!(state.child_usage(), Usage::tokens(5, 3));
     }
 
     #[test]

@@ -210,7 +210,11 @@ async fn a_spent_budget_ends_the_session_before_its_next_model_call_with_a_resum
     let outcome = fx.run(params, &model).await;
 
     assert_eq!(outcome.status, SessionStatus::BudgetExceeded);
-    assert_eq!(model.requests().len(), 1, "no call once the budget is spent");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no call once the budget is spent"
+    );
     assert_eq!(outcome.steps, 1);
     let error = outcome.error.expect("the limit is named");
     assert!(error.message.contains("max_tokens"), "{}", error.message);

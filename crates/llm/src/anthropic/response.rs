@@ -159,10 +159,7 @@ mod tests {
             }]
         );
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            answer.usage,
-            Usage::tokens(112, 3)
-        );
+        assert_eq!(answer.usage, Usage::tokens(112, 3));
     }
 
     #[test]

@@ -409,10 +409,7 @@ mod tests {
             }]
         );
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            answer.usage,
-            Usage::tokens(12, 3)
-        );
+        assert_eq!(answer.usage, Usage::tokens(12, 3));
     }
 
     #[test]

@@ -242,6 +242,8 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 expand_shell,
                 traceparent,
                 workspace_patch_ref,
+                budget: Default::default(),
+                spent_elsewhere: Default::default(),
             },
         )
         .boxed()
