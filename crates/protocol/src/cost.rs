@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn a_negative_or_nan_cost_limit_is_refused_naming_the_field() {
         for bad in [-0.01, f64::NAN, f64::INFINITY] {
-            let err = Budget::from_wire(Some(bad), None).unwrap_err();
+            let err = Budget::from_wire(Some(bad), None).expect_err("refused");
             assert_eq!(err.field(), Some("max_cost_usd"), "{bad}");
         }
         assert!(Budget::from_wire(Some(0.0), Some(0)).is_ok());
