@@ -233,6 +233,10 @@ mod tests {
             "build",
             "--max-steps",
             "5",
+            "--max-cost-usd",
+            "0.5",
+            "--max-tokens",
+            "20000",
             "--model",
             "m",
             "--input",
@@ -246,6 +250,8 @@ mod tests {
         assert_eq!(req.agent, "build");
         assert_eq!(req.prompt, "fix the bug");
         assert_eq!(req.max_steps, Some(5));
+        assert_eq!(req.max_cost_usd, Some(0.5));
+        assert_eq!(req.max_tokens, Some(20_000));
         assert_eq!(req.model.as_deref(), Some("m"));
         assert!(req.input.expect("input").fields.contains_key("path"));
         assert_eq!(req.deadline, None);
