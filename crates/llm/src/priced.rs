@@ -3,8 +3,9 @@
 //! Providers report tokens only; what a call cost depends on the deployment's
 //! catalogue, so the pricing wraps whatever provider serves the call. A model the
 //! catalogue gives no price leaves its tokens in `unpriced_tokens`: its cost is
-//! unknown, not zero. Cached input tokens are not reported apart by the clients, so
-//! every input token is priced at the input price.
+//! unknown, not zero. Input tokens the provider read from its cache (OpenAI's
+//! `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`) are
+//! priced at the cached price when the catalogue has one, else at the input price.
 
 use std::sync::Arc;
 
@@ -28,8 +29,15 @@ pub fn price(usage: Usage, prices: Option<Prices>) -> Usage {
     };
     match prices {
         Some(prices) => Usage {
-            cost_picousd: tokens(usage.input_tokens, prices.input_usd_per_mtok)
-                .saturating_add(tokens(usage.output_tokens, prices.output_usd_per_mtok)),
+            cost_picousd: {
+                let cached = usage.cached_input_tokens.min(usage.input_tokens);
+                let cached_price = prices
+                    .cached_input_usd_per_mtok
+                    .unwrap_or(prices.input_usd_per_mtok);
+                tokens(usage.input_tokens - cached, prices.input_usd_per_mtok)
+                    .saturating_add(tokens(cached, cached_price))
+                    .saturating_add(tokens(usage.output_tokens, prices.output_usd_per_mtok))
+            },
             unpriced_tokens: 0,
             ..usage
         },
@@ -91,6 +99,23 @@ mod tests {
             price(Usage::tokens(1, 1), Some(cheap)).cost_picousd,
             750_000
         );
+    }
+
+    #[test]
+    fn cached_input_tokens_cost_the_cached_price_when_there_is_one() {
+        let mut prices = Prices {
+            input_usd_per_mtok: 2.0,
+            output_usd_per_mtok: 8.0,
+            cached_input_usd_per_mtok: Some(0.5),
+        };
+        let usage = Usage {
+            cached_input_tokens: 600,
+            ..Usage::tokens(1000, 0)
+        };
+        // 400 × $2/M + 600 × $0.5/M = $0.0008 + $0.0003.
+        assert_eq!(price(usage, Some(prices)).cost_picousd, 1_100_000_000);
+        prices.cached_input_usd_per_mtok = None;
+        assert_eq!(price(usage, Some(prices)).cost_picousd, 2_000_000_000);
     }
 
     #[test]

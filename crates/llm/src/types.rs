@@ -86,6 +86,10 @@ pub struct ToolCall {
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` the provider read from its prompt cache (priced at
+    /// the catalogue's `cached_input_usd_per_mtok` when it has one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
     /// What the priced calls cost, in pico-dollars.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cost_picousd: u64,
@@ -113,6 +117,9 @@ impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
         self.input_tokens = self.input_tokens.saturating_add(rhs.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(rhs.cached_input_tokens);
         self.cost_picousd = self.cost_picousd.saturating_add(rhs.cost_picousd);
         self.unpriced_tokens = self.unpriced_tokens.saturating_add(rhs.unpriced_tokens);
     }

@@ -1,7 +1,7 @@
 //! Usage between the session (`taskwire_llm::Usage`) and the wire and result
 //! (`taskwire_protocol::Usage`), and the budget a request gives its session.
 //!
-//! Both usages carry the same fields (tokens, cost in pico-dollars, unpriced tokens);
+//! Both usages carry tokens, the cost in pico-dollars and the unpriced tokens;
 //! the session's is priced per call by [`taskwire_llm::PricedProvider`] from the
 //! worker's model catalogue.
 
@@ -18,11 +18,13 @@ pub fn to_protocol(usage: taskwire_llm::Usage) -> Usage {
     }
 }
 
-/// A protocol usage (a child's result) as the session's.
+/// A protocol usage (a child's result) as the session's. The cached share of the
+/// input is not on the wire: it only ever matters for pricing, done per call.
 pub fn to_session(usage: Usage) -> taskwire_llm::Usage {
     taskwire_llm::Usage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
+        cached_input_tokens: 0,
         cost_picousd: usage.cost_picousd,
         unpriced_tokens: usage.unpriced_tokens,
     }

@@ -44,6 +44,7 @@ impl From<WireUsage> for Usage {
                 + usage.cache_creation_input_tokens.unwrap_or(0)
                 + usage.cache_read_input_tokens.unwrap_or(0),
             output_tokens: usage.output_tokens.unwrap_or(0),
+            cached_input_tokens: usage.cache_read_input_tokens.unwrap_or(0),
             ..Self::default()
         }
     }
@@ -159,7 +160,13 @@ mod tests {
             }]
         );
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(answer.usage, Usage::tokens(112, 3));
+        assert_eq!(
+            answer.usage,
+            Usage {
+                cached_input_tokens: 100,
+                ..Usage::tokens(112, 3)
+            }
+        );
     }
 
     #[test]
