@@ -8,6 +8,7 @@ mod commands;
 mod compaction;
 mod containment;
 mod context;
+mod cost;
 mod dashboard;
 mod deploy_chart;
 mod discovery;

@@ -146,6 +146,12 @@ async fn a_task_moves_the_coordinator_and_worker_counters_and_promtool_finds_not
     .expect("cluster");
     cluster.add_worker_with("metered", 3, |config| {
         config.http_listen = Some(worker_http);
+        config.models = serde_json::from_value(serde_json::json!({"scripted": {
+            "context_window": 128_000,
+            "input_usd_per_mtok": 2.0,
+            "output_usd_per_mtok": 8.0,
+        }}))
+        .expect("a valid catalogue");
         // A 503 fails the attempt at once, and the task's retry follows quickly.
         config.model.max_retries = 0;
         config.retry_base_delay = Duration::from_millis(100);
@@ -247,6 +253,13 @@ async fn a_task_moves_the_coordinator_and_worker_counters_and_promtool_finds_not
     assert_eq!(
         sample(&after_w, server_errors) - sample(&before_w, server_errors),
         1.0
+    );
+    // Two tasks of 270 input and 10 output tokens at $2 and $8 per million.
+    let cost = "taskwire_worker_model_cost_usd_total{gen_ai_request_model=\"scripted\"}";
+    let spent = sample(&after_w, cost) - sample(&before_w, cost);
+    assert!(
+        (spent - 2.0 * (270.0 * 2.0 + 10.0 * 8.0) / 1e6).abs() < 1e-12,
+        "{spent}\n{after_w}"
     );
     assert_eq!(sample(&after_w, "taskwire_worker_sessions_running"), 0.0);
     // No task id ever becomes a label.

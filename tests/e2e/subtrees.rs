@@ -144,6 +144,7 @@ async fn a_parent_that_fails_while_its_child_runs_cancels_the_child() {
             retryable: false,
         }],
         usage: Default::default(),
+        own_usage: Default::default(),
         latency_ms: 1,
         steps: 1,
         session_id: None,

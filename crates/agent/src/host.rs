@@ -206,9 +206,12 @@ pub struct ChildTaskResult {
 
 impl ChildTaskResult {
     /// Whether the child produced an answer the parent can use: `completed`, or the
-    /// partial summary of `max_steps`.
+    /// partial summary of `max_steps` or `budget_exceeded`.
     pub fn succeeded(&self) -> bool {
-        matches!(self.status.as_str(), "completed" | "max_steps")
+        matches!(
+            self.status.as_str(),
+            "completed" | "max_steps" | "budget_exceeded"
+        )
     }
 }
 

@@ -176,8 +176,12 @@ pub async fn run_session_with_schema(
         Err(errors) => errors,
     };
     tracing::info!(errors = %errors.lines().next().unwrap_or_default(), "answer does not satisfy the output schema, asking again");
+    // The first run's spend counts against the tree's budget in the second.
+    let mut budget = retry.budget;
+    budget.spent_elsewhere += first.usage;
     let retry = SessionParams {
         prompt: correction_prompt(&errors),
+        budget,
         max_steps: retry.max_steps.max(1).saturating_sub(first.steps).max(1),
         history: first.transcript.clone(),
         from_checkpoint: false,
@@ -185,6 +189,7 @@ pub async fn run_session_with_schema(
     };
     let mut second = run_session(retry, provider, tools, host, observer, cancel).await;
     second.usage += first.usage;
+    second.own_usage += first.own_usage;
     second.steps += first.steps;
     let mut calls = first.tool_calls;
     calls.append(&mut second.tool_calls);

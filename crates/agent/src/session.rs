@@ -3,6 +3,8 @@
 //! loop).
 //!
 //! - [`events`]: progress events, the observer trait, statuses and the outcome.
+//! - [`budget`]: [`SessionBudget`], the tree's spending limit, checked before each
+//!   model call.
 //! - [`state`]: what a run remembers between calls (todos, approvals, child usage).
 //! - [`background`]: `task` calls that run in the background, followed next to the
 //!   loop; their results are given to the model at its next step.
@@ -18,6 +20,7 @@
 //! lets the worker decide where events and transcripts go.
 
 pub mod background;
+pub mod budget;
 pub mod compaction;
 pub mod events;
 pub mod state;
@@ -27,6 +30,7 @@ use taskwire_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, Strea
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use self::budget::SessionBudget;
 pub use self::compaction::{CompactionPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use self::events::{
     NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionStatus, ToolCallState,
@@ -79,6 +83,8 @@ pub struct SessionParams {
     /// When the conversation is summarised to fit the model's context window; `None`
     /// never compacts.
     pub compaction: Option<CompactionPolicy>,
+    /// The tree's spending limit; checked before each model call.
+    pub budget: SessionBudget,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -131,6 +137,7 @@ async fn run(
         from_checkpoint,
         instructions,
         compaction,
+        budget,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -241,6 +248,21 @@ async fn run(
                 .record
                 .messages
                 .push(TranscriptMessage::synthetic_user(text));
+        }
+        let mut spent = totals.usage;
+        spent += state.child_usage();
+        if let Some(message) = budget.exceeded(spent) {
+            tracing::info!(step, reason = %message, "budget spent, ending the session");
+            let error = SessionError {
+                message,
+                retryable: false,
+            };
+            return totals.end(
+                SessionStatus::BudgetExceeded,
+                request.messages,
+                Some(error),
+                state,
+            );
         }
         let mut bytes = compaction::request_bytes(&request.messages, &tool_defs);
         if let Some(policy) = &compaction {
@@ -570,6 +592,7 @@ impl Run {
     ) -> SessionOutcome {
         // The system prompt is rebuilt on resume, from the spec the next run gets.
         messages.remove(0);
+        let own_usage = self.usage;
         let mut usage = self.usage;
         usage += state.child_usage();
         tracing::debug!(?status, steps = self.steps, "session ended");
@@ -577,6 +600,7 @@ impl Run {
             status,
             text: self.text,
             usage,
+            own_usage,
             steps: self.steps,
             tool_calls: self.tool_calls,
             messages,

@@ -438,10 +438,7 @@ mod tests {
                         Err("invalid".into()),
                     ),
                     Part::StepFinish {
-                        usage: Usage {
-                            input_tokens: 10,
-                            output_tokens: 2,
-                        },
+                        usage: Usage::tokens(10, 2),
                     },
                 ],
             ),
@@ -551,10 +548,7 @@ mod tests {
     #[test]
     fn requests_start_from_the_last_compaction_and_its_usage_counts() {
         let mut transcript = sample();
-        let summary_usage = Usage {
-            input_tokens: 7,
-            output_tokens: 3,
-        };
+        let summary_usage = Usage::tokens(7, 3);
         transcript.messages.insert(
             2,
             TranscriptMessage::compaction("the bug is in a.rs", 900, summary_usage),
@@ -579,12 +573,6 @@ mod tests {
 
     #[test]
     fn usage_sums_the_steps() {
-        assert_eq!(
-            sample().usage(),
-            Usage {
-                input_tokens: 10,
-                output_tokens: 2
-            }
-        );
+        assert_eq!(sample().usage(), Usage::tokens(10, 2));
     }
 }

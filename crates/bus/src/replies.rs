@@ -159,10 +159,7 @@ pub(crate) fn encode_lookup_reply(r: &Result<TaskState, RpcError>) -> Bytes {
                             retryable: e.retryable,
                         })
                         .collect(),
-                    usage: Some(pb::Usage {
-                        input_tokens: f.usage.input_tokens,
-                        output_tokens: f.usage.output_tokens,
-                    }),
+                    usage: Some(pb::Usage::from(&f.usage)),
                     patch: f.patch.clone(),
                     patch_ref: f.patch_ref.as_ref().map(pb::PatchRef::from),
                     session_id: f.session_id.clone(),
@@ -204,10 +201,7 @@ pub(crate) fn decode_lookup_reply(bytes: &[u8]) -> Result<TaskState, RpcError> {
                         retryable: e.retryable,
                     })
                     .collect(),
-                usage: Usage {
-                    input_tokens: usage.input_tokens,
-                    output_tokens: usage.output_tokens,
-                },
+                usage: Usage::from(usage),
                 patch: r.patch,
                 patch_ref,
                 session_id: r.session_id,
@@ -372,6 +366,8 @@ mod tests {
                 usage: Usage {
                     input_tokens: 3,
                     output_tokens: 4,
+                    cost_picousd: 5_000_000,
+                    unpriced_tokens: 0,
                 },
                 patch: "diff".into(),
                 patch_ref: None,

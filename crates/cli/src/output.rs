@@ -45,6 +45,22 @@ pub fn status_name(status: i32) -> &'static str {
     }
 }
 
+/// A usage in words: `in 1000, out 500 tokens, $0.006`; the cost is `unpriced` when
+/// no call counted was priced, and tokens of unpriced models are named apart.
+pub fn usage_line(u: &pb::Usage) -> String {
+    let cost = match u.cost_usd {
+        None => "unpriced".to_owned(),
+        Some(usd) if u.unpriced_tokens > 0 => {
+            format!("${usd} (+{} tokens unpriced)", u.unpriced_tokens)
+        }
+        Some(usd) => format!("${usd}"),
+    };
+    format!(
+        "in {}, out {} tokens, {cost}",
+        u.input_tokens, u.output_tokens
+    )
+}
+
 /// Whether a result's status is `completed`: the only successful end.
 pub fn is_completed(result: &pb::TaskResult) -> bool {
     TaskStatus::from_wire("status", result.status) == Ok(TaskStatus::Completed)
@@ -105,6 +121,24 @@ mod tests {
         );
         assert_eq!(status_name(0), "unspecified");
         assert_eq!(status_name(999), "unknown");
+    }
+
+    #[test]
+    fn usage_lines_name_the_cost_or_say_unpriced() {
+        let mut u = pb::Usage {
+            input_tokens: 1000,
+            output_tokens: 500,
+            cost_usd: Some(0.006),
+            unpriced_tokens: 0,
+        };
+        assert_eq!(usage_line(&u), "in 1000, out 500 tokens, $0.006");
+        u.unpriced_tokens = 20;
+        assert_eq!(
+            usage_line(&u),
+            "in 1000, out 500 tokens, $0.006 (+20 tokens unpriced)"
+        );
+        u.cost_usd = None;
+        assert_eq!(usage_line(&u), "in 1000, out 500 tokens, unpriced");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::auth::{Principal, principal};
-use crate::convert::task_of;
+use crate::convert::{task_of, task_with_subtree};
 use crate::ownership;
 use crate::spans;
 use crate::submit::submit_task;
@@ -107,7 +107,13 @@ impl pb::task_service_server::TaskService for TaskApi {
         let caller = principal(&request);
         let id = parse_task_id("task_id", &request.into_inner().task_id)?;
         let rec = self.visible_task(&caller, id).await?;
-        Ok(Response::new(task_of(&rec)))
+        let mut subtree = self
+            .state
+            .store
+            .subtree_usage(&[id])
+            .await
+            .map_err(CoordinatorError::from)?;
+        Ok(Response::new(task_with_subtree(&rec, subtree.remove(&id))))
     }
 
     type WatchStream = Pin<Box<dyn futures::Stream<Item = WatchItem> + Send>>;
@@ -195,8 +201,18 @@ impl pb::task_service_server::TaskService for TaskApi {
             .list_tasks(&filter)
             .await
             .map_err(CoordinatorError::from)?;
+        let ids: Vec<_> = tasks.iter().map(|t| t.task_id).collect();
+        let mut subtrees = self
+            .state
+            .store
+            .subtree_usage(&ids)
+            .await
+            .map_err(CoordinatorError::from)?;
         Ok(Response::new(pb::ListResponse {
-            tasks: tasks.iter().map(task_of).collect(),
+            tasks: tasks
+                .iter()
+                .map(|t| task_with_subtree(t, subtrees.remove(&t.task_id)))
+                .collect(),
         }))
     }
 

@@ -1,9 +1,18 @@
 //! Store records to API messages.
 
-use taskwire_protocol::{TaskStatus, pb, time};
+use taskwire_protocol::{TaskStatus, Usage, pb, time};
 use taskwire_store::{AttemptRecord, TaskRecord};
 
-/// The API view of a task.
+/// The API view of a task with its subtree's usage (recorded results of it and every
+/// descendant; see `Store::subtree_usage`).
+pub fn task_with_subtree(r: &TaskRecord, subtree: Option<Usage>) -> pb::Task {
+    pb::Task {
+        subtree_usage: Some(pb::Usage::from(&subtree.unwrap_or(r.own_usage))),
+        ..task_of(r)
+    }
+}
+
+/// The API view of a task; its subtree usage is its own (see [`task_with_subtree`]).
 pub fn task_of(r: &TaskRecord) -> pb::Task {
     pb::Task {
         task_id: r.task_id.to_string(),
@@ -22,6 +31,10 @@ pub fn task_of(r: &TaskRecord) -> pb::Task {
         max_attempts: r.max_attempts,
         attempts: r.attempts.iter().map(attempt_of).collect(),
         title: r.title.clone().unwrap_or_default(),
+        usage: Some(pb::Usage::from(&r.own_usage)),
+        subtree_usage: Some(pb::Usage::from(&r.own_usage)),
+        max_cost_usd: r.budget.max_cost_usd(),
+        max_tokens: r.budget.max_tokens,
     }
 }
 

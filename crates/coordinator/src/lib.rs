@@ -3,6 +3,7 @@
 //! - [`api`]: the gRPC `TaskService`.
 //! - [`server`]: what serves it: accepted sockets (`TCP_NODELAY`), TLS, health and
 //!   reflection (v1 and v1alpha).
+//! - [`budget`]: a child submit refused once its tree spent its budget.
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`ownership`]: ids named by callers, looked up with their tenant where they enter.
 //! - [`submit`]: validation and the group-commit submit batcher.
@@ -34,6 +35,7 @@ pub mod api;
 pub mod auth;
 pub mod backpressure;
 pub mod batch;
+pub mod budget;
 pub mod claims;
 pub mod commands;
 pub mod config;

@@ -14,7 +14,7 @@ use taskwire_agent::agent::AgentName;
 use taskwire_agent::builtin::AgentRegistry;
 use taskwire_agent::output_schema::OutputSchema;
 use taskwire_protocol::{
-    Attachment, ContextRef, SessionId, TaskId, TaskRequest, TraceId, pb, time, value,
+    Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time, value,
 };
 use taskwire_store::{InsertOutcome, NewTask, Store};
 use tokio::sync::Notify;
@@ -103,6 +103,8 @@ pub struct ParentInfo {
     /// inherited. The child inherits them all, so it never has more power than the
     /// parent.
     pub permission_layers: Vec<pb::PermissionLayer>,
+    /// The budget of the parent's subtree: the child's is at most this.
+    pub budget: Budget,
 }
 
 impl ParentInfo {
@@ -117,6 +119,7 @@ impl ParentInfo {
             auth_scope: request.auth_scope.clone(),
             model: None,
             permission_layers: layers_for_children(request),
+            budget: request.budget,
         }
     }
 }
@@ -260,6 +263,11 @@ pub fn build_task(
             ),
         ));
     }
+    // A child's budget is its parent's, narrowed by what it asks for itself.
+    let budget = Budget::from_wire(req.max_cost_usd, req.max_tokens)?;
+    let budget = parent
+        .as_ref()
+        .map_or(budget, |p| p.budget.narrowed_by(budget));
     if req.max_steps == Some(0) {
         return Err(CoordinatorError::invalid("max_steps", "must be at least 1"));
     }
@@ -369,6 +377,9 @@ pub fn build_task(
         expand_shell: req.expand_shell,
         traceparent: trace.traceparent,
         workspace_patch_ref,
+        budget,
+        // Set by `submit_task` for a child in a budgeted tree.
+        spent_elsewhere: Usage::default(),
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.
@@ -418,7 +429,8 @@ pub async fn submit_task(
     crate::ownership::resumed_session(state, &req.tenant, &req.resume_token).await?;
     req.auth_scope = caller.scope_for_submit(std::mem::take(&mut req.auth_scope))?;
     let registry = state.registry();
-    let task = build_task(
+    let parent_id = parent.as_ref().map(|p| p.task_id);
+    let mut task = build_task(
         &state.config,
         &registry,
         &state.subjects,
@@ -426,6 +438,11 @@ pub async fn submit_task(
         parent,
         SubmitTrace::current(),
     )?;
+    if let Some(parent_id) = parent_id
+        && !task.request.budget.is_unlimited()
+    {
+        crate::budget::admit_child(state, parent_id, &mut task).await?;
+    }
     let trace_id = task.request.trace_id;
     let session_id = task.request.resume_token;
     let agent = task.request.agent.clone();
@@ -518,6 +535,63 @@ mod tests {
             parent.map(ParentInfo::of),
             SubmitTrace::default(),
         )
+    }
+
+    #[test]
+    fn a_negative_or_nan_cost_budget_is_refused_naming_the_field() {
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let err = build(
+                pb::SubmitRequest {
+                    agent: "general".into(),
+                    prompt: "work".into(),
+                    max_cost_usd: Some(bad),
+                    ..Default::default()
+                },
+                None,
+            )
+            .expect_err("refused");
+            assert!(
+                matches!(&err, CoordinatorError::InvalidArgument { field, .. } if field == "max_cost_usd"),
+                "{bad}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_child_inherits_its_parents_budget_and_may_narrow_but_not_widen_it() {
+        let root = build(
+            pb::SubmitRequest {
+                agent: "general".into(),
+                prompt: "work".into(),
+                max_cost_usd: Some(1.5),
+                max_tokens: Some(1000),
+                ..Default::default()
+            },
+            None,
+        )
+        .expect("valid")
+        .request;
+        let child = |max_cost_usd, max_tokens| {
+            build(
+                pb::SubmitRequest {
+                    agent: "explore".into(),
+                    prompt: "work".into(),
+                    max_cost_usd,
+                    max_tokens,
+                    ..Default::default()
+                },
+                Some(&root),
+            )
+            .expect("valid")
+            .request
+            .budget
+        };
+        assert_eq!(child(None, None), root.budget, "inherited");
+        let wider = child(Some(10.0), Some(5000));
+        assert_eq!(wider, root.budget, "never widened");
+        let narrower = child(Some(0.25), Some(10));
+        assert_eq!(narrower.max_cost_usd(), Some(0.25));
+        assert_eq!(narrower.max_tokens, Some(10));
     }
 
     #[test]

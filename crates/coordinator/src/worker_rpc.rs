@@ -279,10 +279,7 @@ fn state_of(r: &TaskRecord) -> TaskState {
                     retryable: e.retryable,
                 })
                 .collect(),
-            usage: Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            },
+            usage: Usage::from(usage),
             patch: wire.patch,
             patch_ref: None,
             session_id: wire.session_id,

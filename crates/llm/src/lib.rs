@@ -10,6 +10,7 @@
 //!   streaming SSE with tool-call chunk assembly.
 //! - [`config`]: [`HttpConfig`], the endpoint, timeout and retry settings both clients share.
 //! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
+//! - [`priced`]: [`PricedProvider`], each call's cost from the catalogue's prices.
 //! - [`router`]: [`resolve_model`] (which model a session uses) and [`ModelRouter`]
 //!   (which provider serves a model id, by its prefix).
 //! - [`spans`]: the `chat <model>` trace span of each call; prompt capture opt-in.
@@ -21,6 +22,7 @@ pub mod catalogue;
 pub mod config;
 pub mod error;
 pub mod openai;
+pub mod priced;
 pub mod router;
 pub mod spans;
 mod transport;
@@ -33,6 +35,7 @@ pub use catalogue::{
 pub use config::HttpConfig;
 pub use error::LlmError;
 pub use openai::{OpenAiClient, OpenAiConfig};
+pub use priced::PricedProvider;
 pub use router::{ModelRouter, RouterConfig, resolve_model};
 pub use types::*;
 

@@ -77,17 +77,51 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Token usage of one model call.
+/// Token usage of one model call (or a sum of calls), and what it cost.
+///
+/// Providers report the tokens; the cost is set from the model catalogue
+/// ([`crate::PricedProvider`]): whole pico-dollars (10⁻¹² USD) so sums stay exact,
+/// and the tokens of calls without a price counted apart, never priced at zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` the provider read from its prompt cache (priced at
+    /// the catalogue's `cached_input_usd_per_mtok` when it has one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// What the priced calls cost, in pico-dollars.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_picousd: u64,
+    /// Tokens of calls whose model has no price in the catalogue.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// Only the token counts (what a provider reports).
+    pub fn tokens(input_tokens: u64, output_tokens: u64) -> Self {
+        Self {
+            input_tokens,
+            output_tokens,
+            ..Self::default()
+        }
+    }
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
-        self.input_tokens += rhs.input_tokens;
-        self.output_tokens += rhs.output_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(rhs.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(rhs.cached_input_tokens);
+        self.cost_picousd = self.cost_picousd.saturating_add(rhs.cost_picousd);
+        self.unpriced_tokens = self.unpriced_tokens.saturating_add(rhs.unpriced_tokens);
     }
 }
 

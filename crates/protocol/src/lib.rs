@@ -5,6 +5,8 @@
 //!   It stays at the edges: the API and bus layers convert it with `TryFrom`.
 //! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
+//! - [`cost`]: [`Usage`] with its cost in pico-dollars, and [`Budget`], a subtree's
+//!   spending limits.
 //! - [`task`]: the domain task request and result, and their proto conversions.
 //! - [`title`]: session titles, cleaned from a model's answer and checked on the wire.
 //! - [`patch`]: [`PatchRef`], a patch too large for a message, kept in the patch
@@ -20,6 +22,7 @@
 pub mod agent_spec;
 pub mod code;
 pub mod context;
+pub mod cost;
 pub mod error;
 pub mod ids;
 pub mod patch;
@@ -31,6 +34,7 @@ pub mod value;
 
 pub use code::ErrorCode;
 pub use context::GitSource;
+pub use cost::Budget;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};

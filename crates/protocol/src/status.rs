@@ -1,7 +1,7 @@
 //! Task lifecycle: the status enum and the pure state machine the store mirrors.
 //!
 //! ```text
-//! queued ──claim──▶ running ──finish(epoch)──▶ completed | error | max_steps | ...
+//! queued ──claim──▶ running ──finish(epoch)──▶ completed | error | max_steps | budget_exceeded | ...
 //!    │                │  ▲ claim (redelivery: new epoch, attempt + 1)
 //!    │                └──┘
 //!    └──cancel / expire──▶ cancelled | deadline_exceeded     (from any live state)
@@ -24,10 +24,12 @@ pub enum TaskStatus {
     MaxSteps,
     Rejected,
     DeadLettered,
+    /// The tree spent its budget: a partial, resumable result, like `MaxSteps`.
+    BudgetExceeded,
 }
 
 impl TaskStatus {
-    pub const ALL: [TaskStatus; 10] = [
+    pub const ALL: [TaskStatus; 11] = [
         Self::Queued,
         Self::Running,
         Self::AwaitingApproval,
@@ -38,6 +40,7 @@ impl TaskStatus {
         Self::MaxSteps,
         Self::Rejected,
         Self::DeadLettered,
+        Self::BudgetExceeded,
     ];
 
     /// A terminal task never changes again.
@@ -58,6 +61,7 @@ impl TaskStatus {
             Self::MaxSteps => "max_steps",
             Self::Rejected => "rejected",
             Self::DeadLettered => "dead_lettered",
+            Self::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -91,6 +95,7 @@ impl From<TaskStatus> for pb::TaskStatus {
             TaskStatus::MaxSteps => Self::MaxSteps,
             TaskStatus::Rejected => Self::Rejected,
             TaskStatus::DeadLettered => Self::DeadLettered,
+            TaskStatus::BudgetExceeded => Self::BudgetExceeded,
         }
     }
 }
@@ -111,6 +116,7 @@ impl TaskStatus {
             pb::TaskStatus::MaxSteps => Self::MaxSteps,
             pb::TaskStatus::Rejected => Self::Rejected,
             pb::TaskStatus::DeadLettered => Self::DeadLettered,
+            pb::TaskStatus::BudgetExceeded => Self::BudgetExceeded,
         })
     }
 }

@@ -84,6 +84,11 @@ pub struct TaskRequest {
     /// The same changes when too large to travel inline: an object in the patch
     /// bucket. At most one of `workspace_patch` and this is set.
     pub workspace_patch_ref: Option<PatchRef>,
+    /// The subtree's budget (the tree's, narrowed by this task's submit).
+    pub budget: crate::Budget,
+    /// What the rest of the tree had spent when the task was submitted; counted
+    /// against `budget`.
+    pub spent_elsewhere: Usage,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -198,6 +203,8 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
             expand_shell: r.expand_shell,
             traceparent: r.traceparent,
             workspace_patch_ref,
+            budget: crate::Budget::from_wire(r.max_cost_usd, r.max_tokens)?,
+            spent_elsewhere: r.spent_elsewhere.map(Usage::from).unwrap_or_default(),
         })
     }
 }
@@ -254,6 +261,9 @@ impl From<&TaskRequest> for pb::TaskRequest {
             expand_shell: r.expand_shell,
             traceparent: r.traceparent.clone(),
             workspace_patch_ref: crate::patch::to_wire(r.workspace_patch_ref.as_ref()),
+            max_cost_usd: r.budget.max_cost_usd(),
+            max_tokens: r.budget.max_tokens,
+            spent_elsewhere: Some(pb::Usage::from(&r.spent_elsewhere)),
         }
     }
 }
@@ -280,12 +290,7 @@ impl From<&Attachment> for pb::Attachment {
     }
 }
 
-/// Token usage, summed over steps (and, later, over descendant tasks).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
+pub use crate::cost::Usage;
 
 /// One tool call of a finished attempt, for the result's summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,7 +353,10 @@ pub struct TaskResult {
     pub structured: Option<Value>,
     pub tool_calls: Vec<ToolCallSummary>,
     pub errors: Vec<TaskError>,
+    /// This attempt's model calls plus its children's (their whole subtrees).
     pub usage: Usage,
+    /// This attempt's own model calls only.
+    pub own_usage: Usage,
     pub latency_ms: u64,
     pub steps: u32,
     pub session_id: Option<SessionId>,
@@ -424,10 +432,8 @@ impl TryFrom<pb::TaskResult> for TaskResult {
                     retryable: e.retryable,
                 })
                 .collect(),
-            usage: Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            },
+            usage: Usage::from(usage),
+            own_usage: r.own_usage.map(Usage::from).unwrap_or_default(),
             latency_ms: metrics.latency_ms,
             steps: metrics.steps,
             session_id: non_empty(&r.session_id)
@@ -490,10 +496,8 @@ impl From<&TaskResult> for pb::TaskResult {
                 })
                 .collect(),
             provenance: r.provenance.iter().map(pb::Provenance::from).collect(),
-            usage: Some(pb::Usage {
-                input_tokens: r.usage.input_tokens,
-                output_tokens: r.usage.output_tokens,
-            }),
+            usage: Some(pb::Usage::from(&r.usage)),
+            own_usage: Some(pb::Usage::from(&r.own_usage)),
             metrics: Some(pb::Metrics {
                 latency_ms: r.latency_ms,
                 steps: r.steps,
@@ -569,6 +573,16 @@ mod tests {
             max_depth: 1,
             subagents: vec![("explore".into(), "searches code".into())],
             new_session: true,
+            budget: crate::Budget {
+                max_cost_picousd: Some(1_500_000_000_000),
+                max_tokens: Some(10_000),
+            },
+            spent_elsewhere: Usage {
+                input_tokens: 10,
+                output_tokens: 2,
+                cost_picousd: 36_000_000,
+                unpriced_tokens: 0,
+            },
             inherited_permission: vec![pb::PermissionLayer {
                 agent: "plan".into(),
                 rules: vec![pb::PermissionRule {

@@ -10,6 +10,7 @@
 //! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`ownership`]: lookups of caller-named ids together with their tenant.
 //! - [`subtrees`]: the live descendants of ended tasks, cancelled.
+//! - [`usage`]: subtree usage summed in SQL; what a budgeted tree has spent.
 //! - [`gauges`]: the counts behind the coordinator's gauges; a readiness ping.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
@@ -31,6 +32,7 @@ pub mod results;
 pub mod sessions;
 pub mod subtrees;
 pub mod tasks;
+pub mod usage;
 
 use std::time::Duration;
 

@@ -2,7 +2,9 @@
 
 use chrono::{DateTime, Utc};
 use prost::Message;
-use taskwire_protocol::{ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, pb};
+use taskwire_protocol::{
+    Budget, ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, pb,
+};
 
 use crate::StoreError;
 
@@ -100,6 +102,11 @@ pub struct TaskRecord {
     pub last_error: Option<String>,
     /// The session's title, once an attempt's result brought one (root tasks only).
     pub title: Option<String>,
+    /// The task's own model calls over all its recorded attempts (descendants
+    /// excluded); a subtree's is [`Store::subtree_usage`](crate::Store::subtree_usage).
+    pub own_usage: Usage,
+    /// The budget in effect for the task's subtree.
+    pub budget: Budget,
     /// Every attempt, oldest first (filled by `get_task`; empty in lists).
     pub attempts: Vec<AttemptRecord>,
 }
@@ -130,7 +137,8 @@ pub enum ReplayOutcome {
 /// The columns `TaskRecord` is read from, in this order.
 pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant, agent, prompt, status, \
      attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
-     max_attempts + attempt_base AS max_attempts, last_error, title";
+     max_attempts + attempt_base AS max_attempts, last_error, title, own_input_tokens, \
+     own_output_tokens, own_cost_picousd, own_unpriced_tokens, max_tokens, max_cost_picousd";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -153,6 +161,12 @@ pub(crate) struct TaskRow {
     max_attempts: i32,
     last_error: Option<String>,
     title: Option<String>,
+    own_input_tokens: i64,
+    own_output_tokens: i64,
+    own_cost_picousd: i64,
+    own_unpriced_tokens: i64,
+    max_tokens: Option<i64>,
+    max_cost_picousd: Option<i64>,
 }
 
 impl TryFrom<TaskRow> for TaskRecord {
@@ -200,6 +214,19 @@ impl TryFrom<TaskRow> for TaskRecord {
             max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
             last_error: r.last_error,
             title: r.title,
+            own_usage: {
+                let n = |v: i64| u64::try_from(v).unwrap_or_default();
+                Usage {
+                    input_tokens: n(r.own_input_tokens),
+                    output_tokens: n(r.own_output_tokens),
+                    cost_picousd: n(r.own_cost_picousd),
+                    unpriced_tokens: n(r.own_unpriced_tokens),
+                }
+            },
+            budget: Budget {
+                max_tokens: r.max_tokens.and_then(|v| u64::try_from(v).ok()),
+                max_cost_picousd: r.max_cost_picousd.and_then(|v| u64::try_from(v).ok()),
+            },
             attempts: Vec::new(),
         })
     }

@@ -68,6 +68,17 @@ impl Store {
             .map(|r| r.errors.first().map(|e| e.message.clone()))
             .collect();
         let titles: Vec<Option<String>> = results.iter().map(|r| r.title.clone()).collect();
+        // Every recorded attempt's own calls were paid for, retried ones too.
+        let own = |f: fn(&TaskResult) -> u64| -> Vec<i64> {
+            results
+                .iter()
+                .map(|r| i64::try_from(f(r)).unwrap_or(i64::MAX))
+                .collect()
+        };
+        let own_input = own(|r| r.own_usage.input_tokens);
+        let own_output = own(|r| r.own_usage.output_tokens);
+        let own_cost = own(|r| r.own_usage.cost_picousd);
+        let own_unpriced = own(|r| r.own_usage.unpriced_tokens);
         let retryable: Vec<bool> = results
             .iter()
             .map(|r| r.errors.iter().any(|e| e.retryable))
@@ -84,9 +95,15 @@ impl Store {
                     result = CASE WHEN r.final THEN r.result ELSE t.result END, \
                     last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
                     finished_at = CASE WHEN r.final THEN now() ELSE NULL END, \
-                    title = COALESCE(r.title, t.title) \
-             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[], $7::text[]) \
-                  AS r(task_id, epoch, status, result, final, error, title) \
+                    title = COALESCE(r.title, t.title), \
+                    own_input_tokens = t.own_input_tokens + r.own_input, \
+                    own_output_tokens = t.own_output_tokens + r.own_output, \
+                    own_cost_picousd = t.own_cost_picousd + r.own_cost, \
+                    own_unpriced_tokens = t.own_unpriced_tokens + r.own_unpriced \
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[], $7::text[], \
+                         $8::int8[], $9::int8[], $10::int8[], $11::int8[]) \
+                  AS r(task_id, epoch, status, result, final, error, title, own_input, own_output, own_cost, \
+                       own_unpriced) \
              WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
              RETURNING t.task_id, t.claim_epoch, t.agent, \
                        EXTRACT(EPOCH FROM now() - t.created_at)::float8, \
@@ -100,6 +117,10 @@ impl Store {
         .bind(&finals)
         .bind(&errors)
         .bind(&titles)
+        .bind(&own_input)
+        .bind(&own_output)
+        .bind(&own_cost)
+        .bind(&own_unpriced)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("record results", e))?;

@@ -41,6 +41,8 @@ impl Store {
         let mut created = Vec::with_capacity(n);
         let mut max_attempts = Vec::with_capacity(n);
         let mut sessions = Vec::with_capacity(n);
+        let mut max_tokens: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut max_costs: Vec<Option<i64>> = Vec::with_capacity(n);
         for t in tasks {
             let r = &t.request;
             ids.push(r.task_id.as_uuid());
@@ -57,6 +59,9 @@ impl Store {
             created.push(r.created_at);
             max_attempts.push(i32::try_from(r.max_attempts.max(1)).unwrap_or(i32::MAX));
             sessions.push(r.resume_token.map(|s| s.as_uuid()));
+            let limit = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+            max_tokens.push(limit(r.budget.max_tokens));
+            max_costs.push(limit(r.budget.max_cost_picousd));
         }
 
         let mut tx = self
@@ -67,15 +72,16 @@ impl Store {
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
             "INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                 idempotency_key, request_digest, deadline, request, created_at, updated_at, \
-                                max_attempts, session_id) \
+                                max_attempts, session_id, max_tokens, max_cost_picousd) \
              SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
                     t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
-                    t.max_attempts, t.session_id \
+                    t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], \
                          $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[], $13::int[], \
-                         $14::uuid[]) \
+                         $14::uuid[], $15::int8[], $16::int8[]) \
                   AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
-                       request_digest, deadline, request, created_at, max_attempts, session_id) \
+                       request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
+                       max_cost_picousd) \
              ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
              RETURNING task_id",
         )
@@ -93,6 +99,8 @@ impl Store {
         .bind(&created)
         .bind(&max_attempts)
         .bind(&sessions)
+        .bind(&max_tokens)
+        .bind(&max_costs)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
@@ -316,6 +324,23 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("commit a replay", e))?;
         Ok(ReplayOutcome::Replayed)
+    }
+
+    /// The task submitted by `tenant` with `key`, if any.
+    pub async fn task_by_idempotency_key(
+        &self,
+        tenant: &str,
+        key: &str,
+    ) -> Result<Option<TaskId>, StoreError> {
+        let id: Option<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT task_id FROM tasks WHERE tenant = $1 AND idempotency_key = $2",
+        )
+        .bind(tenant)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("find a task by idempotency key", e))?;
+        Ok(id.map(TaskId::from_uuid))
     }
 
     /// Lists tasks matching `filter`, newest first.

@@ -55,6 +55,8 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         expand_shell: false,
         traceparent: String::new(),
         workspace_patch_ref: None,
+        budget: Default::default(),
+        spent_elsewhere: Default::default(),
     };
     NewTask {
         request,
@@ -77,6 +79,12 @@ fn result(id: TaskId, epoch: ClaimEpoch, text: &str) -> TaskResult {
         usage: Usage {
             input_tokens: 3,
             output_tokens: 4,
+            ..Usage::default()
+        },
+        own_usage: Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            ..Usage::default()
         },
         latency_ms: 5,
         steps: 1,
@@ -1003,4 +1011,55 @@ async fn the_gauge_counts_follow_running_tasks_and_the_outbox() {
     assert_eq!(counts.running, 1, "{counts:?}");
     assert_eq!(counts.awaiting_approval, 0, "{counts:?}");
     store.ping().await.expect("ping");
+}
+
+#[tokio::test]
+async fn a_subtree_sums_its_tasks_own_usage_and_a_budget_counts_from_its_top() {
+    let (_db, store) = store().await;
+    // root (unbudgeted) → budgeted (max 100 tokens) → leaf (inherits it)
+    let root = task(None, "r");
+    let mut budgeted = task(None, "b");
+    budgeted.request.parent_task_id = Some(root.request.task_id);
+    budgeted.request.budget.max_tokens = Some(100);
+    let mut leaf = task(None, "l");
+    leaf.request.parent_task_id = Some(budgeted.request.task_id);
+    leaf.request.budget.max_tokens = Some(100);
+    let ids = [
+        root.request.task_id,
+        budgeted.request.task_id,
+        leaf.request.task_id,
+    ];
+    store
+        .insert_tasks(&[root, budgeted, leaf])
+        .await
+        .expect("insert");
+    for (id, tokens) in ids.iter().zip([1000_u64, 20, 5]) {
+        let ClaimOutcome::Granted { epoch, .. } = claim(&store, *id).await else {
+            panic!("claim")
+        };
+        let mut r = result(*id, epoch, "done");
+        r.own_usage = Usage {
+            input_tokens: tokens,
+            output_tokens: 1,
+            cost_picousd: tokens * 1_000,
+            unpriced_tokens: 0,
+        };
+        assert_eq!(store.record_results(&[r]).await.expect("record"), [true]);
+    }
+    let sums = store.subtree_usage(&ids).await.expect("sums");
+    assert_eq!(sums[&ids[0]].input_tokens, 1025);
+    assert_eq!(sums[&ids[0]].cost_picousd, 1_025_000);
+    assert_eq!(sums[&ids[1]].input_tokens, 25);
+    assert_eq!(sums[&ids[2]].input_tokens, 5);
+    let leaf = store.get_task(ids[2]).await.expect("get").expect("exists");
+    assert_eq!(leaf.own_usage.output_tokens, 1);
+    assert_eq!(leaf.budget.max_tokens, Some(100));
+    // The leaf's budget is the budgeted task's: its subtree, not the root's.
+    let spent = store.budget_spent(ids[2]).await.expect("spent");
+    assert_eq!((spent.input_tokens, spent.output_tokens), (25, 2));
+    assert_eq!(
+        store.budget_spent(ids[0]).await.expect("spent"),
+        Usage::default(),
+        "no budget, nothing counted"
+    );
 }

@@ -30,7 +30,6 @@ use taskwire_agent::transcript::Transcript;
 use taskwire_agent::{SessionError, SessionHost, ToolCallState};
 use taskwire_bus::codec::decode;
 use taskwire_bus::messages::{self, ApprovalDecision, ChildSubmit, SessionSave};
-use taskwire_llm::Usage;
 use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb};
 use tokio_util::sync::CancellationToken;
 
@@ -465,10 +464,7 @@ async fn child_result(
             session_id: result.session_id,
             status: state.status.as_str().to_owned(),
             text,
-            usage: Usage {
-                input_tokens: result.usage.input_tokens,
-                output_tokens: result.usage.output_tokens,
-            },
+            usage: crate::cost::to_session(result.usage),
             changes_not_applied: None,
             deferred_patch: None,
         },

@@ -5,6 +5,7 @@
 //! publishes the result and only then acknowledges the message.
 //!
 //! - [`config`]: the settings, [`WorkerConfig`].
+//! - [`cost`]: usage and cost between the session and the wire; a request's budget.
 //! - [`task`]: one message, from decode to disposition.
 //! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
 //! - [`progress`]: ordered progress publishing.
@@ -22,6 +23,7 @@
 
 pub mod cancel;
 pub mod config;
+pub mod cost;
 pub mod error;
 pub mod health;
 pub mod host;
@@ -110,6 +112,11 @@ pub async fn run_with_provider(
         .map_or_else(WorkerId::generate, WorkerId::new);
     let readiness = health::Readiness::default();
     let metrics = metrics::Metrics::new();
+    // Priced first, so that the measured calls carry their cost.
+    let provider: Arc<dyn Provider> = Arc::new(taskwire_llm::PricedProvider::new(
+        provider,
+        config.models.clone(),
+    ));
     let provider: Arc<dyn Provider> =
         Arc::new(metrics::MeteredProvider::new(provider, metrics.clone()));
     let http_stop = CancellationToken::new();

@@ -1,7 +1,8 @@
 //! The worker's metrics, every name in this one file (`docs/metrics.md` lists them):
 //! sessions running against capacity, model calls (the OpenTelemetry GenAI names
 //! `gen_ai_client_operation_duration_seconds` and `gen_ai_client_token_usage`), model
-//! errors by kind, and tool calls by tool and outcome.
+//! errors by kind, what priced model calls cost by model, and tool calls by tool and
+//! outcome.
 //!
 //! Model calls are measured by [`MeteredProvider`], which wraps the worker's model
 //! provider; tool calls by [`MeteredTool`], which wraps each registered tool. Neither
@@ -57,6 +58,14 @@ struct ModelErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CostLabels {
+    gen_ai_request_model: String,
+}
+
+/// A counter of US dollars (fractions of a cent add up).
+type CostCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabels {
     tool: &'static str,
     outcome: &'static str,
@@ -85,6 +94,7 @@ struct Inner {
     model_duration: HistogramFamily<ModelLabels>,
     token_usage: HistogramFamily<TokenLabels>,
     model_errors: Family<ModelErrorLabels, Counter>,
+    model_cost: Family<CostLabels, CostCounter>,
     tool_calls: Family<ToolLabels, Counter>,
     tool_duration: HistogramFamily<ToolLabels>,
     models: Mutex<HashSet<String>>,
@@ -130,6 +140,13 @@ impl Metrics {
             "Model calls that failed, after the client's retries, by kind",
             model_errors.clone(),
         );
+        let model_cost = Family::<CostLabels, CostCounter>::default();
+        r.register_with_unit(
+            "taskwire_worker_model_cost",
+            "What model calls cost, in US dollars at the model catalogue's prices; calls of unpriced models are not counted",
+            Unit::Other("usd".to_owned()),
+            model_cost.clone(),
+        );
         let tool_calls = Family::<ToolLabels, Counter>::default();
         r.register(
             "taskwire_worker_tool_calls",
@@ -150,6 +167,7 @@ impl Metrics {
             model_duration,
             token_usage,
             model_errors,
+            model_cost,
             tool_calls,
             tool_duration,
             models: Mutex::new(HashSet::new()),
@@ -217,6 +235,20 @@ impl Metrics {
                     // Token counts stay far below 2^53: exact as f64.
                     #[allow(clippy::cast_precision_loss)]
                     self.0.token_usage.get_or_create(&labels).observe(n as f64);
+                }
+                // Set by the pricing provider this one wraps; unpriced calls add nothing.
+                let usage = response.usage;
+                if usage.unpriced_tokens == 0
+                    && usage.input_tokens.saturating_add(usage.output_tokens) > 0
+                {
+                    #[allow(clippy::cast_precision_loss)]
+                    let usd = usage.cost_picousd as f64 / 1e12;
+                    self.0
+                        .model_cost
+                        .get_or_create(&CostLabels {
+                            gen_ai_request_model: model.clone(),
+                        })
+                        .inc_by(usd);
                 }
             }
             Err(error) => {

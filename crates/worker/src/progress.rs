@@ -80,10 +80,7 @@ fn progress_message(
         SessionEvent::StepStarted { step } => Event::StepStarted(pb::StepStarted { step }),
         SessionEvent::StepFinished { step, usage } => Event::StepFinished(pb::StepFinished {
             step,
-            usage: Some(pb::Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            }),
+            usage: Some(crate::cost::to_wire(usage)),
         }),
         SessionEvent::TextDelta { text } => Event::TextDelta(pb::TextDelta { text }),
         SessionEvent::ToolCall {
@@ -135,10 +132,7 @@ fn progress_message(
         } => Event::Compaction(pb::Compaction {
             tokens_before,
             tokens_after,
-            usage: Some(pb::Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            }),
+            usage: Some(crate::cost::to_wire(usage)),
         }),
         // A child's tool call, shown in the parent's progress with the child's own
         // call id and the child's task id (seed 001, step 5).

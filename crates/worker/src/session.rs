@@ -212,6 +212,7 @@ pub async fn run<'a>(
             from_checkpoint,
             instructions: ctx.instructions.clone(),
             compaction,
+            budget: crate::cost::budget_of(request),
         };
         let (mut outcome, structured) = run_session_with_schema(
             params,
@@ -239,6 +240,7 @@ pub async fn run<'a>(
     .await;
     if let Some((_, usage)) = &title {
         outcome.usage += *usage;
+        outcome.own_usage += *usage;
     }
     let title = title.and_then(|(title, _)| title);
     sources.add_tool_calls(

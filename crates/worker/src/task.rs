@@ -13,7 +13,7 @@ use taskwire_bus::{Bus, Subjects};
 use taskwire_llm::Provider;
 use taskwire_protocol::{
     ErrorCode, Provenance, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus,
-    ToolCallSummary, Usage, WorkerId,
+    ToolCallSummary, WorkerId,
 };
 use tracing::Instrument;
 
@@ -292,6 +292,7 @@ fn empty_outcome() -> SessionOutcome {
         status: SessionStatus::Error,
         text: String::new(),
         usage: Default::default(),
+        own_usage: Default::default(),
         steps: 0,
         tool_calls: Vec::new(),
         messages: Vec::new(),
@@ -314,6 +315,7 @@ fn result_of(
     let status = match (outcome.status, stopped) {
         (SessionStatus::Completed, _) => TaskStatus::Completed,
         (SessionStatus::MaxSteps, _) => TaskStatus::MaxSteps,
+        (SessionStatus::BudgetExceeded, _) => TaskStatus::BudgetExceeded,
         (SessionStatus::Cancelled, Some(StopReason::Deadline)) => TaskStatus::DeadlineExceeded,
         (SessionStatus::Cancelled, _) => TaskStatus::Cancelled,
         (SessionStatus::Error, _) => TaskStatus::Error,
@@ -326,11 +328,15 @@ fn result_of(
     } else {
         status
     };
+    let code = match status {
+        TaskStatus::BudgetExceeded => "budget_exceeded",
+        _ => "session_error",
+    };
     let errors = outcome
         .error
         .map(|e| {
             vec![TaskError {
-                code: "session_error".into(),
+                code: code.into(),
                 message: e.message,
                 retryable: e.retryable,
             }]
@@ -355,10 +361,8 @@ fn result_of(
             })
             .collect(),
         errors,
-        usage: Usage {
-            input_tokens: outcome.usage.input_tokens,
-            output_tokens: outcome.usage.output_tokens,
-        },
+        usage: crate::cost::to_protocol(outcome.usage),
+        own_usage: crate::cost::to_protocol(outcome.own_usage),
         latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         steps: outcome.steps,
         session_id: Some(session_id),

@@ -240,13 +240,7 @@ mod tests {
     fn the_estimate_adds_a_quarter_token_per_byte_to_the_last_report() {
         let mut estimator = Estimator::default();
         assert_eq!(estimator.estimate(400), 100, "no report: bytes / 4");
-        estimator.reported(
-            Usage {
-                input_tokens: 250,
-                output_tokens: 9,
-            },
-            400,
-        );
+        estimator.reported(Usage::tokens(250, 9), 400);
         assert_eq!(estimator.estimate(800), 350);
         estimator.reported(Usage::default(), 800);
         assert_eq!(estimator.estimate(800), 200, "a zero report is no report");

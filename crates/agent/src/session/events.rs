@@ -123,6 +123,9 @@ pub enum SessionStatus {
     Completed,
     /// The step limit was reached; `text` is the model's summary. Resumable.
     MaxSteps,
+    /// The task tree spent its budget (`max_tokens` or `max_cost_usd`) before a model
+    /// call; `error` names the limit and `text` is the last thing said. Resumable.
+    BudgetExceeded,
     Cancelled,
     /// The model call failed; see [`SessionOutcome::error`].
     Error,
@@ -147,6 +150,9 @@ pub struct SessionOutcome {
     pub text: String,
     /// Summed over all model calls of this run, plus the usage of its child tasks.
     pub usage: Usage,
+    /// Summed over this run's own model calls only (children excluded).
+    #[serde(default)]
+    pub own_usage: Usage,
     /// Model calls started in this run.
     pub steps: u32,
     pub tool_calls: Vec<ToolCallSummary>,
@@ -171,6 +177,7 @@ impl SessionOutcome {
             status: SessionStatus::Error,
             text: String::new(),
             usage: Usage::default(),
+            own_usage: Usage::default(),
             steps: 0,
             tool_calls: Vec::new(),
             messages: history.to_messages(),

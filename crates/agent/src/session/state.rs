@@ -131,21 +131,9 @@ mod tests {
     #[test]
     fn child_usage_adds_up() {
         let state = SessionState::new();
-        state.add_child_usage(Usage {
-            input_tokens: 3,
-            output_tokens: 1,
-        });
-        state.add_child_usage(Usage {
-            input_tokens: 2,
-            output_tokens: 2,
-        });
-        assert_eq!(
-            state.child_usage(),
-            Usage {
-                input_tokens: 5,
-                output_tokens: 3
-            }
-        );
+        state.add_child_usage(Usage::tokens(3, 1));
+        state.add_child_usage(Usage::tokens(2, 2));
+        assert_eq!(state.child_usage(), Usage::tokens(5, 3));
     }
 
     #[test]

@@ -232,6 +232,11 @@ pub(crate) fn finish(
             "\n\n(the subagent stopped at its step limit before finishing; call task again \
              with this session_id to let it continue)",
         );
+    } else if result.status == "budget_exceeded" {
+        text.push_str(
+            "\n\n(the subagent stopped because the task tree spent its budget; it can be \
+             continued with this session_id once there is budget again)",
+        );
     }
     Ok(ToolOutput {
         title: description.to_owned(),

@@ -186,3 +186,41 @@ async fn the_workspace_is_made_ready_before_tools_run_and_a_failure_ends_the_ses
     );
     assert_eq!(model.requests().len(), 1, "the session ended there");
 }
+
+#[tokio::test]
+async fn a_spent_budget_ends_the_session_before_its_next_model_call_with_a_resumable_record() {
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([
+        Answer::Reply(ChatResponse {
+            usage: usage(60, 10),
+            ..match call("c1", "list", json!({})) {
+                Answer::Reply(r) => r,
+                _ => unreachable!("call() builds a reply"),
+            }
+        }),
+        text("never asked"),
+    ]);
+    let mut params = fx.params(builtin::explore(), 10);
+    params.budget = taskwire_agent::session::SessionBudget {
+        max_tokens: Some(100),
+        max_cost_picousd: None,
+        // The rest of the tree had spent 30 tokens when the task was submitted.
+        spent_elsewhere: usage(20, 10),
+    };
+    let outcome = fx.run(params, &model).await;
+
+    assert_eq!(outcome.status, SessionStatus::BudgetExceeded);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no call once the budget is spent"
+    );
+    assert_eq!(outcome.steps, 1);
+    let error = outcome.error.expect("the limit is named");
+    assert!(error.message.contains("max_tokens"), "{}", error.message);
+    assert!(!error.retryable);
+    assert_eq!(outcome.own_usage, usage(60, 10));
+    // Every call has its result: a later run can continue from the transcript.
+    let last = outcome.messages.last().expect("has messages");
+    assert_eq!(last.role, Role::Tool);
+}

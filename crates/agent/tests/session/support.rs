@@ -68,10 +68,7 @@ impl Provider for ScriptedModel {
 }
 
 pub(crate) fn usage(input: u64, output: u64) -> Usage {
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-    }
+    Usage::tokens(input, output)
 }
 
 pub(crate) fn text(text: &str) -> Answer {
@@ -142,6 +139,7 @@ impl Fixture {
             from_checkpoint: false,
             instructions: Vec::new(),
             compaction: None,
+            budget: Default::default(),
         }
     }
 

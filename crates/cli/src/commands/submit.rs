@@ -35,6 +35,12 @@ pub struct SubmitArgs {
     /// Most model steps the session may take [default: the agent's]
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
+    /// Most the task and all its descendants may spend, in US dollars at the workers' catalogue prices; when spent, running sessions end `budget_exceeded` (resumable) and no new child starts [default: the parent's, else no limit]
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
+    /// Most tokens (input and output) the task and all its descendants may use; as --max-cost-usd [default: the parent's, else no limit]
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
     /// Model to use [default: the agent's, else the worker's]
     #[arg(long)]
     pub model: Option<String>,
@@ -144,6 +150,8 @@ fn build_request(
         deadline: deadline.map(time::to_wire),
         model: args.model.clone(),
         max_steps: args.max_steps,
+        max_cost_usd: args.max_cost_usd,
+        max_tokens: args.max_tokens,
         parent_task_id: args.parent.clone().unwrap_or_default(),
         resume_token: args.session.clone().unwrap_or_default(),
         max_attempts: args.max_attempts,
@@ -225,6 +233,10 @@ mod tests {
             "build",
             "--max-steps",
             "5",
+            "--max-cost-usd",
+            "0.5",
+            "--max-tokens",
+            "20000",
             "--model",
             "m",
             "--input",
@@ -238,6 +250,8 @@ mod tests {
         assert_eq!(req.agent, "build");
         assert_eq!(req.prompt, "fix the bug");
         assert_eq!(req.max_steps, Some(5));
+        assert_eq!(req.max_cost_usd, Some(0.5));
+        assert_eq!(req.max_tokens, Some(20_000));
         assert_eq!(req.model.as_deref(), Some("m"));
         assert!(req.input.expect("input").fields.contains_key("path"));
         assert_eq!(req.deadline, None);

@@ -29,8 +29,23 @@ pub fn task(t: &pb::Task) -> Value {
         "created_at": timestamp(t.created_at.as_ref()),
         "updated_at": timestamp(t.updated_at.as_ref()),
         "deadline": timestamp(t.deadline.as_ref()),
+        "usage": usage(&t.usage.unwrap_or_default()),
+        "cost_usd": t.usage.and_then(|u| u.cost_usd),
+        "subtree": usage(&t.subtree_usage.unwrap_or_default()),
+        "max_cost_usd": t.max_cost_usd,
+        "max_tokens": t.max_tokens,
         "text": t.result.as_ref().map_or("", result_text),
         "result": t.result.as_ref().map(result),
+    })
+}
+
+/// Tokens and cost; `cost_usd` is `null` when no priced call is counted ("unpriced").
+pub fn usage(u: &pb::Usage) -> Value {
+    json!({
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cost_usd": u.cost_usd,
+        "unpriced_tokens": u.unpriced_tokens,
     })
 }
 
@@ -58,7 +73,7 @@ pub fn result(r: &pb::TaskResult) -> Value {
         "attempt": r.attempt,
         "text": result_text(r),
         "structured": r.output.as_ref().and_then(|o| o.structured.as_ref()).map(struct_to_json),
-        "usage": { "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens },
+        "usage": self::usage(&usage),
         "steps": metrics.steps,
         "latency_ms": metrics.latency_ms,
         "tool_calls": r.tool_calls.iter().map(|c| json!({
@@ -96,9 +111,7 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
     let (kind, fields) = match &p.event {
         Some(Event::StepStarted(e)) => ("step_started", json!({ "step": e.step })),
         Some(Event::StepFinished(e)) => {
-            let usage = e.usage.unwrap_or_default();
-            let usage =
-                json!({ "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens });
+            let usage = self::usage(&e.usage.unwrap_or_default());
             ("step_finished", json!({ "step": e.step, "usage": usage }))
         }
         Some(Event::ToolCall(e)) => (
@@ -265,6 +278,7 @@ mod tests {
                 usage: Some(pb::Usage {
                     input_tokens: 120,
                     output_tokens: 30,
+                    ..Default::default()
                 }),
                 metrics: Some(pb::Metrics {
                     latency_ms: 900,
@@ -305,7 +319,7 @@ mod tests {
         assert_eq!(v["created_at"], "2026-01-02T15:04:05.000Z");
         assert_eq!(
             v["result"]["usage"],
-            json!({"input_tokens": 120, "output_tokens": 30})
+            json!({"input_tokens": 120, "output_tokens": 30, "cost_usd": null, "unpriced_tokens": 0})
         );
         assert_eq!(v["result"]["steps"], 3);
         assert_eq!(v["result"]["tool_calls"][0]["state"], "completed");
@@ -314,6 +328,41 @@ mod tests {
         assert_eq!(v["attempts"][0]["status"], "error");
         assert_eq!(v["attempts"][0]["error"], "model unavailable");
         assert_eq!(v["attempts"][1]["finished_at"], Value::Null);
+    }
+
+    #[test]
+    fn task_json_has_its_own_cost_and_its_subtrees() {
+        let v = task(&pb::Task {
+            usage: Some(pb::Usage {
+                input_tokens: 300,
+                output_tokens: 30,
+                cost_usd: Some(0.00084),
+                unpriced_tokens: 0,
+            }),
+            subtree_usage: Some(pb::Usage {
+                input_tokens: 1300,
+                output_tokens: 530,
+                cost_usd: Some(0.00684),
+                unpriced_tokens: 0,
+            }),
+            max_tokens: Some(5000),
+            ..finished_task()
+        });
+        assert_eq!(v["cost_usd"], 0.00084);
+        assert_eq!(v["subtree"]["cost_usd"], 0.00684);
+        assert_eq!(v["subtree"]["input_tokens"], 1300);
+        assert_eq!(v["max_tokens"], 5000);
+        assert_eq!(v["max_cost_usd"], Value::Null);
+        let unpriced = task(&pb::Task {
+            usage: Some(pb::Usage {
+                input_tokens: 3,
+                output_tokens: 1,
+                cost_usd: None,
+                unpriced_tokens: 4,
+            }),
+            ..finished_task()
+        });
+        assert_eq!(unpriced["cost_usd"], Value::Null, "unpriced, not zero");
     }
 
     #[test]

@@ -5,7 +5,9 @@ use std::io::{self, Write};
 
 use taskwire_protocol::pb;
 
-use super::{agent_mode_name, result_text, status_name, timestamp, tool_call_state_name};
+use super::{
+    agent_mode_name, result_text, status_name, timestamp, tool_call_state_name, usage_line,
+};
 
 /// Prints progress events one line each. Text deltas, when shown, are written inline as
 /// they arrive (so the answer appears as it is generated), and the next line starts on a
@@ -205,7 +207,18 @@ pub fn task_summary(t: &pb::Task) -> String {
         ("updated", time(t.updated_at.as_ref())),
         ("deadline", time(t.deadline.as_ref())),
         ("prompt", truncate(first_line(&t.prompt), 100)),
+        ("usage", usage_line(&t.usage.unwrap_or_default())),
+        ("subtree", usage_line(&t.subtree_usage.unwrap_or_default())),
     ];
+    let budget: Vec<String> = t
+        .max_tokens
+        .map(|n| format!("max {n} tokens"))
+        .into_iter()
+        .chain(t.max_cost_usd.map(|usd| format!("max ${usd}")))
+        .collect();
+    if !budget.is_empty() {
+        rows.push(("budget", budget.join(", ")));
+    }
     if let Some(r) = &t.result {
         rows.push(("result", result_status_line(r)));
         if let Some(m) = r.metrics.filter(|m| m.latency_ms > 0) {
@@ -397,6 +410,7 @@ mod tests {
                 usage: Some(pb::Usage {
                     input_tokens: 120,
                     output_tokens: 30,
+                    ..Default::default()
                 }),
             }),
         ];
@@ -569,6 +583,7 @@ mod tests {
             usage: Some(pb::Usage {
                 input_tokens: 5,
                 output_tokens: 6,
+                ..Default::default()
             }),
             metrics: Some(pb::Metrics {
                 latency_ms: 1,

@@ -19,7 +19,8 @@ fn time(t: Option<&prost_types::Timestamp>) -> Value {
 
 fn usage(u: Option<&pb::Usage>) -> Value {
     let u = u.cloned().unwrap_or_default();
-    json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens})
+    // `cost_usd` is null for calls to models the catalogue has no price for.
+    json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd})
 }
 
 /// A task, with its result once finished.

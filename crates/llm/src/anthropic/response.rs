@@ -44,6 +44,8 @@ impl From<WireUsage> for Usage {
                 + usage.cache_creation_input_tokens.unwrap_or(0)
                 + usage.cache_read_input_tokens.unwrap_or(0),
             output_tokens: usage.output_tokens.unwrap_or(0),
+            cached_input_tokens: usage.cache_read_input_tokens.unwrap_or(0),
+            ..Self::default()
         }
     }
 }
@@ -161,8 +163,8 @@ mod tests {
         assert_eq!(
             answer.usage,
             Usage {
-                input_tokens: 112,
-                output_tokens: 3
+                cached_input_tokens: 100,
+                ..Usage::tokens(112, 3)
             }
         );
     }

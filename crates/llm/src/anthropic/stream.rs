@@ -306,13 +306,7 @@ mod tests {
             }]
         );
         assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            answer.usage,
-            Usage {
-                input_tokens: 25,
-                output_tokens: 17
-            }
-        );
+        assert_eq!(answer.usage, Usage::tokens(25, 17));
     }
 
     #[test]

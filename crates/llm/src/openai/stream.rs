@@ -199,13 +199,7 @@ mod tests {
         let answer = a.finish().expect("complete");
         assert_eq!(answer.text, "Hello");
         assert_eq!(answer.finish_reason, FinishReason::Stop);
-        assert_eq!(
-            answer.usage,
-            Usage {
-                input_tokens: 9,
-                output_tokens: 2
-            }
-        );
+        assert_eq!(answer.usage, Usage::tokens(9, 2));
     }
 
     #[test]

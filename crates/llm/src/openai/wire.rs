@@ -148,13 +148,30 @@ pub(super) struct WireUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// The breakdown of the prompt's tokens (OpenAI and compatible gateways).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(usage: WireUsage) -> Self {
+        let input_tokens = usage.prompt_tokens.unwrap_or(0);
         Self {
-            input_tokens: usage.prompt_tokens.unwrap_or(0),
+            input_tokens,
             output_tokens: usage.completion_tokens.unwrap_or(0),
+            // Part of the prompt's count, never more than it.
+            cached_input_tokens: usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0)
+                .min(input_tokens),
+            ..Self::default()
         }
     }
 }
@@ -394,7 +411,8 @@ mod tests {
         let response: Response = serde_json::from_value(json!({
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
                 "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15,
+                      "prompt_tokens_details": {"cached_tokens": 8}}
         }))
         .expect("decodes");
         let answer = response.into_chat_response().expect("has a choice");
@@ -411,8 +429,8 @@ mod tests {
         assert_eq!(
             answer.usage,
             Usage {
-                input_tokens: 12,
-                output_tokens: 3
+                cached_input_tokens: 8,
+                ..Usage::tokens(12, 3)
             }
         );
     }

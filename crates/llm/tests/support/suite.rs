@@ -109,13 +109,7 @@ pub async fn streams_text_in_several_deltas_and_reports_usage(make: MakeClient) 
     assert_eq!(answer.text, "the answer is forty-two");
     assert!(deltas.len() > 1, "text arrives in pieces: {deltas:?}");
     assert_eq!(deltas.concat(), answer.text);
-    assert_eq!(
-        answer.usage,
-        Usage {
-            input_tokens: 120,
-            output_tokens: 7
-        }
-    );
+    assert_eq!(answer.usage, Usage::tokens(120, 7));
     assert_eq!(answer.finish_reason, FinishReason::Stop);
     assert!(answer.tool_calls.is_empty());
     assert!(model.requests()[0].stream);
@@ -184,13 +178,7 @@ pub async fn non_streaming_returns_the_whole_answer(make: MakeClient) {
         }]
     );
     assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(
-        answer.usage,
-        Usage {
-            input_tokens: 30,
-            output_tokens: 4
-        }
-    );
+    assert_eq!(answer.usage, Usage::tokens(30, 4));
     let seen = &model.requests()[0];
     assert!(!seen.stream);
     assert_eq!(seen.raw["max_tokens"], 64, "the request's own limit");

@@ -258,6 +258,9 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     new_session,
                     inherited_permission,
                     workspace_patch,
+                    max_cost_usd: None,
+                    max_tokens: None,
+                    spent_elsewhere: None,
                     output_schema: String::new(),
                     expand_shell: false,
                     // Never validated: any text is carried as it is.
@@ -334,7 +337,9 @@ pub fn wire_task_result() -> BoxedStrategy<pb::TaskResult> {
                 usage: usage.map(|(input_tokens, output_tokens)| pb::Usage {
                     input_tokens,
                     output_tokens,
+                    ..Default::default()
                 }),
+                own_usage: None,
                 metrics: metrics.map(|(latency_ms, steps)| pb::Metrics { latency_ms, steps }),
                 session_id,
                 worker_id,

@@ -242,6 +242,8 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 expand_shell,
                 traceparent,
                 workspace_patch_ref,
+                budget: Default::default(),
+                spent_elsewhere: Default::default(),
             },
         )
         .boxed()
@@ -344,7 +346,9 @@ pub fn domain_task_result() -> BoxedStrategy<TaskResult> {
                 usage: Usage {
                     input_tokens,
                     output_tokens,
+                    ..Usage::default()
                 },
+                own_usage: Usage::default(),
                 latency_ms,
                 steps,
                 session_id,

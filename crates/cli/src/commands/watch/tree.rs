@@ -386,6 +386,7 @@ mod tests {
                 usage: Some(pb::Usage {
                     input_tokens: 10,
                     output_tokens: 5,
+                    ..Default::default()
                 }),
             }),
         ));
@@ -409,6 +410,7 @@ mod tests {
                 usage: Some(pb::Usage {
                     input_tokens: 20,
                     output_tokens: 10,
+                    ..Default::default()
                 }),
                 ..Default::default()
             },

@@ -14,7 +14,7 @@ function node(id) {
   let n = nodes.get(id);
   if (!n) {
     n = { id, parent: "", agent: "", description: "", status: "queued", worker: "",
-      start: null, end: null, tokens: 0, result: null, timeline: [], calls: new Map(),
+      start: null, end: null, tokens: 0, cost: null, result: null, timeline: [], calls: new Map(),
       current: null };
     nodes.set(id, n);
   }
@@ -34,6 +34,7 @@ function fromTask(t) {
 function setResult(n, r) {
   n.result = r; n.status = r.status; n.current = null;
   n.tokens = Math.max(n.tokens, tw.tokens(r.usage));
+  if (r.usage && r.usage.cost_usd !== null && r.usage.cost_usd !== undefined) n.cost = r.usage.cost_usd;
   if (r.worker) n.worker = r.worker;
   if (!n.end) n.end = Date.now();
   if (n.start === null && r.latency_ms) n.start = n.end - r.latency_ms;
@@ -104,7 +105,7 @@ function draw() {
 function nodeView(n) {
   const end = n.end || (tw.terminal(n.status) ? null : Date.now());
   const dur = n.start && end ? tw.duration(Math.max(0, end - n.start)) : "";
-  const meta = [n.worker ? "worker " + n.worker : "not claimed yet", dur, n.tokens + " tokens"]
+  const meta = [n.worker ? "worker " + n.worker : "not claimed yet", dur, n.tokens + " tokens", !n.result ? "" : n.cost === null ? "unpriced" : "$" + n.cost.toFixed(4)]
     .filter(Boolean).join(" · ");
   const div = tw.el("div", { class: "node" + (n.id === selected ? " selected" : ""),
       "data-task": n.id, "data-status": n.status, onclick: () => { selected = n.id; loadTranscript(); draw(); } },

@@ -1,0 +1,86 @@
+//! Usage of tasks and subtrees, and what a budgeted tree has spent.
+//!
+//! Each task row keeps its own usage (the sum of its recorded attempts' own model
+//! calls, descendants excluded; see `results`). A subtree's usage is the sum of those
+//! rows over the task and all its descendants, computed in one recursive query. A
+//! budget belongs to the topmost task of the chain of budgeted ancestors (a child
+//! inherits its parent's budget, so budgeted tasks form a connected top of the tree):
+//! its subtree's recorded usage is what the budget has spent.
+
+use std::collections::HashMap;
+
+use taskwire_protocol::{TaskId, Usage};
+
+use crate::{Store, StoreError};
+
+type UsageRow = (uuid::Uuid, i64, i64, i64, i64);
+
+fn usage_of(input: i64, output: i64, cost: i64, unpriced: i64) -> Usage {
+    let n = |v: i64| u64::try_from(v).unwrap_or_default();
+    Usage {
+        input_tokens: n(input),
+        output_tokens: n(output),
+        cost_picousd: n(cost),
+        unpriced_tokens: n(unpriced),
+    }
+}
+
+impl Store {
+    /// The usage of each task's whole subtree (it and every descendant), recorded
+    /// results only. Tasks not found are left out.
+    pub async fn subtree_usage(
+        &self,
+        tasks: &[TaskId],
+    ) -> Result<HashMap<TaskId, Usage>, StoreError> {
+        if tasks.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<uuid::Uuid> = tasks.iter().map(|t| t.as_uuid()).collect();
+        let rows: Vec<UsageRow> = sqlx::query_as(
+            "WITH RECURSIVE tree(top, task_id) AS ( \
+                 SELECT task_id, task_id FROM tasks WHERE task_id = ANY($1) \
+                 UNION ALL \
+                 SELECT tree.top, c.task_id FROM tasks c JOIN tree ON c.parent_task_id = tree.task_id) \
+             SELECT tree.top, SUM(t.own_input_tokens)::int8, SUM(t.own_output_tokens)::int8, \
+                    SUM(t.own_cost_picousd)::int8, SUM(t.own_unpriced_tokens)::int8 \
+             FROM tree JOIN tasks t ON t.task_id = tree.task_id GROUP BY tree.top",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("sum the usage of subtrees", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, i, o, c, u)| (TaskId::from_uuid(id), usage_of(i, o, c, u)))
+            .collect())
+    }
+
+    /// What the budget `task` runs under has spent so far: the recorded usage of the
+    /// subtree of its topmost budgeted ancestor (or itself). Zero when `task` has no
+    /// budget or does not exist.
+    pub async fn budget_spent(&self, task: TaskId) -> Result<Usage, StoreError> {
+        let top: Option<uuid::Uuid> = sqlx::query_scalar(
+            "WITH RECURSIVE up(task_id, parent_task_id, budgeted, level) AS ( \
+                 SELECT task_id, parent_task_id, \
+                        max_tokens IS NOT NULL OR max_cost_picousd IS NOT NULL, 0 \
+                 FROM tasks WHERE task_id = $1 \
+                 UNION ALL \
+                 SELECT p.task_id, p.parent_task_id, \
+                        p.max_tokens IS NOT NULL OR p.max_cost_picousd IS NOT NULL, up.level + 1 \
+                 FROM tasks p JOIN up ON p.task_id = up.parent_task_id WHERE up.budgeted) \
+             SELECT task_id FROM up WHERE budgeted ORDER BY level DESC LIMIT 1",
+        )
+        .bind(task.as_uuid())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("find the top of a budgeted tree", e))?;
+        let Some(top) = top.map(TaskId::from_uuid) else {
+            return Ok(Usage::default());
+        };
+        Ok(self
+            .subtree_usage(&[top])
+            .await?
+            .remove(&top)
+            .unwrap_or_default())
+    }
+}
