@@ -208,6 +208,9 @@ pub async fn list_events(
                 _ => match crate::ownership::task_by_id(&state, &caller, id).await {
                     Ok(rec) => {
                         let now = status.unwrap_or(rec.status.as_str());
+                        // A "finished" notice names the recorded status, sent again even
+                        // when an event named it already: a page may have added the row
+                        // in between, from a read older than the record.
                         seen.insert(id, (true, ""));
                         send_status(&tx, &mut seen, id, now).await;
                         continue;

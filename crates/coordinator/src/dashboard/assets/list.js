@@ -28,7 +28,11 @@ async function load() {
     if (!tasks.length) body.appendChild(tw.el("tr", {}, tw.el("td", { colspan: "6" }, "no tasks")));
   } catch (e) { tw.showError(e); return; }
   const filter = params.get("status");
+  // The last status each task's events named: a row read after a terminal event (its
+  // read may predate the recorded result) still shows where the task ended.
+  const latest = new Map();
   tw.events("/api/live", (ev) => {
+    latest.set(ev.task_id, ev.status);
     const tr = rows.get(ev.task_id);
     if (tr) {
       tr.querySelector(".st").replaceChildren(tw.status(ev.status));
@@ -37,7 +41,11 @@ async function load() {
       // A task that is new to this page: show it on top, read whole.
       tw.api("/api/tasks?" + new URLSearchParams(Object.assign(Object.fromEntries(params), { limit: "20" })))
         .then(({ tasks }) => { const t = tasks.find((x) => x.task_id === ev.task_id);
-          if (t && !rows.has(t.task_id)) body.prepend(row(t)); }).catch(() => {});
+          if (!t || rows.has(t.task_id)) return;
+          const tr = row(t);
+          const last = latest.get(t.task_id);
+          if (last && tw.terminal(last)) tr.querySelector(".st").replaceChildren(tw.status(last));
+          body.prepend(tr); }).catch(() => {});
     }
   }).catch(tw.showError);
 }
