@@ -228,3 +228,21 @@ pub fn free_addr() -> anyhow::Result<SocketAddr> {
         std::net::TcpListener::bind("127.0.0.1:0").context("failed to find a free port")?;
     Ok(listener.local_addr()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_says_how_to_build_it() {
+        let err = Taskwire::locate(Some(PathBuf::from("/nonexistent/taskwire")))
+            .err()
+            .expect("no binary there");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("cargo build --release -p taskwire-cli"),
+            "{text}"
+        );
+        assert!(text.contains("--taskwire-bin"), "{text}");
+    }
+}

@@ -125,3 +125,28 @@ pub async fn postgres_commits(url: &str, n: usize, connections: usize) -> anyhow
     }
     Ok(t0.elapsed())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskwire_test_support::{NatsServer, PrivatePostgres};
+
+    #[tokio::test]
+    async fn the_raw_phases_run_against_real_servers() {
+        let nats = NatsServer::start().expect("nats");
+        jetstream_rate(&nats.url(), 50).await.expect("raw rate");
+        let latencies = jetstream_latency(&nats.url(), 5).await.expect("latency");
+        assert_eq!(latencies.len(), 5);
+        let pg = PrivatePostgres::start().expect("postgres");
+        postgres_commits(&pg.url(), 10, 3).await.expect("commits");
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&pg.url())
+            .await
+            .expect("connect");
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM bench_commits")
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
+        assert_eq!(rows, 10);
+    }
+}
