@@ -182,8 +182,13 @@ fn server_meters(s: &Servers) -> anyhow::Result<[Meter; 2]> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // The program by its name, not the path it was built at.
     let command = std::env::args()
-        .map(|a| a.rsplit('/').next().unwrap_or_default().to_owned())
+        .enumerate()
+        .map(|(i, a)| match i {
+            0 => a.rsplit('/').next().unwrap_or_default().to_owned(),
+            _ => a,
+        })
         .collect::<Vec<_>>()
         .join(" ");
     let _ = rustls::crypto::ring::default_provider().install_default();
