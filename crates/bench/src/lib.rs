@@ -9,12 +9,14 @@
 //!
 //! - [`cluster`]: the `taskwire` processes, started as an operator would.
 //! - [`cpu`]: CPU time and resident sets of processes, from `/proc`.
+//! - [`figures`]: the table's rows, each figure with its ratio to the raw rates.
 //! - [`load`]: submits tasks over gRPC and times them as a client sees them.
 //! - [`raw`]: the servers' own rates: JetStream publish→pull→ack, Postgres commits.
 //! - [`report`]: the machine and the table, as a Markdown section.
 
 pub mod cluster;
 pub mod cpu;
+pub mod figures;
 pub mod load;
 pub mod raw;
 pub mod report;

@@ -15,9 +15,10 @@ use anyhow::Context;
 use clap::Parser;
 use taskwire_bench::cluster::{self, Client, Process, Taskwire};
 use taskwire_bench::cpu::{Meter, Readings};
-use taskwire_bench::load::{self, Batch, Events, quantile_ms};
+use taskwire_bench::figures::{self, Memory, Pass, Raw, Setup};
+use taskwire_bench::load::{self, Events};
 use taskwire_bench::raw;
-use taskwire_bench::report::{self, Row};
+use taskwire_bench::report;
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
 };
@@ -129,13 +130,6 @@ impl Stack {
     }
 }
 
-/// One throughput pass: the batch and the CPU per task of coordinator, workers,
-/// nats-server and Postgres.
-struct Pass {
-    batch: Batch,
-    cpu: Vec<f64>,
-}
-
 async fn pass(
     s: &Servers,
     stack: &mut Stack,
@@ -227,13 +221,12 @@ async fn main() -> anyhow::Result<()> {
     let before = Readings::take(std::slice::from_ref(&nats_meter))?;
     let js_time = raw::jetstream_rate(&s.nats.url(), n).await?;
     let js_cpu = before.per_unit_since(std::slice::from_ref(&nats_meter), n)?[0];
-    let mut js_latency = raw::jetstream_latency(&s.nats.url(), samples).await?;
+    let js_latency = raw::jetstream_latency(&s.nats.url(), samples).await?;
     let before = Readings::take(std::slice::from_ref(&pg_meter))?;
     let pg_time = raw::postgres_commits(&s.pg.url(), n, args.pg_connections as usize).await?;
     let pg_cpu = before.per_unit_since(std::slice::from_ref(&pg_meter), n)?[0];
     let js_rate = n as f64 / js_time.as_secs_f64();
     let pg_rate = n as f64 / pg_time.as_secs_f64();
-    let js_p50 = quantile_ms(&mut js_latency, 0.5);
 
     eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
     let events = Events::listen(&s.nats.url()).await?;
@@ -280,8 +273,14 @@ async fn main() -> anyhow::Result<()> {
     };
     loads.push(("at the end".to_owned(), report::load_average()));
 
-    let rows = rows(
-        &args,
+    let setup = Setup {
+        tasks: args.tasks,
+        submitters: args.submitters,
+        workers: args.workers,
+        pg_connections: args.pg_connections,
+    };
+    let rows = figures::rows(
+        &setup,
         &mut plain,
         &exported,
         &mut one,
@@ -289,7 +288,6 @@ async fn main() -> anyhow::Result<()> {
         Raw {
             js_rate,
             js_cpu,
-            js_p50,
             js_latency,
             pg_rate,
             pg_cpu,
@@ -320,13 +318,6 @@ async fn create_database(pg: &PrivatePostgres) -> anyhow::Result<()> {
         .execute(&mut conn)
         .await?;
     Ok(())
-}
-
-/// The worker's resident set before and while `--waiting-sessions` sessions wait.
-struct Memory {
-    idle: u64,
-    waiting: u64,
-    sessions: usize,
 }
 
 async fn waiting_sessions(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<Memory> {
@@ -362,164 +353,4 @@ async fn waiting_sessions(s: &Servers, events: &Events, args: &Args) -> anyhow::
         waiting,
         sessions,
     })
-}
-
-/// The raw servers' figures.
-struct Raw {
-    js_rate: f64,
-    js_cpu: f64,
-    js_p50: f64,
-    js_latency: Vec<Duration>,
-    pg_rate: f64,
-    pg_cpu: f64,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn rows(
-    args: &Args,
-    plain: &mut Pass,
-    exported: &Pass,
-    one: &mut [Duration],
-    watched: &mut [Duration],
-    mut raw: Raw,
-    spans: usize,
-    memory: Option<Memory>,
-) -> Vec<Row> {
-    let n = args.tasks as f64;
-    let rate = n / plain.batch.elapsed.as_secs_f64();
-    let x = |v: f64, base: f64| format!("{:.1}×", v / base);
-    let lat = |s: &mut [Duration]| (quantile_ms(s, 0.5), quantile_ms(s, 0.99));
-    let (js50, js99) = lat(&mut raw.js_latency);
-    let mut rows = vec![
-        Row::new(
-            "raw JetStream publish→pull→ack (file store)",
-            format!("{:.0} msgs/s", raw.js_rate),
-            "1",
-        ),
-        Row::new(
-            "raw JetStream publish→delivery, one at a time",
-            format!("p50 {js50:.2} ms, p99 {js99:.2} ms"),
-            "1",
-        ),
-        Row::new(
-            format!(
-                "raw Postgres single-row commits ({} connections)",
-                args.pg_connections
-            ),
-            format!("{:.0} commits/s", raw.pg_rate),
-            "1",
-        ),
-        Row::new(
-            format!(
-                "throughput, {} tasks from {} submitters",
-                args.tasks, args.submitters
-            ),
-            format!("{rate:.0} tasks/s"),
-            format!(
-                "{:.3} of raw JetStream, {:.2} of raw commits",
-                rate / raw.js_rate,
-                rate / raw.pg_rate
-            ),
-        ),
-    ];
-    let (a, b) = lat(&mut plain.batch.submit_to_start);
-    rows.push(Row::new(
-        "submit→start under load",
-        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
-        format!("p50 {} raw delivery", x(a, raw.js_p50)),
-    ));
-    let (a, b) = lat(&mut plain.batch.submit_to_result);
-    rows.push(Row::new(
-        "submit→result under load",
-        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
-        format!("p50 {} raw delivery", x(a, raw.js_p50)),
-    ));
-    let (a, b) = lat(one);
-    rows.push(Row::new(
-        "submit→result, one at a time",
-        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
-        format!("p50 {} raw delivery", x(a, raw.js_p50)),
-    ));
-    let (a, b) = lat(watched);
-    rows.push(Row::new(
-        "`Submit` then `Watch` to the result, one at a time",
-        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
-        format!("p50 {} raw delivery", x(a, raw.js_p50)),
-    ));
-    let c = &plain.cpu;
-    let orchestration = c[0] + c[1];
-    rows.push(Row::new(
-        "CPU per task: coordinator",
-        format!("{:.0} µs", c[0]),
-        "-",
-    ));
-    rows.push(Row::new(
-        format!(
-            "CPU per task: worker{}",
-            if args.workers > 1 { "s" } else { "" }
-        ),
-        format!("{:.0} µs", c[1]),
-        "-",
-    ));
-    rows.push(Row::new(
-        "CPU per task: orchestration (coordinator + workers)",
-        format!("{orchestration:.0} µs"),
-        "target ≤ 100 µs",
-    ));
-    rows.push(Row::new(
-        "CPU per task: nats-server",
-        format!("{:.0} µs", c[2]),
-        format!(
-            "{:.1}× its {:.1} µs per raw message",
-            c[2] / raw.js_cpu,
-            raw.js_cpu
-        ),
-    ));
-    rows.push(Row::new(
-        "CPU per task: Postgres",
-        format!("{:.0} µs", c[3]),
-        format!(
-            "{:.1}× its {:.1} µs per raw commit",
-            c[3] / raw.pg_cpu,
-            raw.pg_cpu
-        ),
-    ));
-    let e = &exported.cpu;
-    let e_rate = n / exported.batch.elapsed.as_secs_f64();
-    let e_orch = e[0] + e[1];
-    rows.push(Row::new(
-        "with trace export: throughput",
-        format!("{e_rate:.0} tasks/s"),
-        format!("{:.2} of the pass without", e_rate / rate),
-    ));
-    rows.push(Row::new(
-        "with trace export: orchestration CPU per task",
-        format!(
-            "{e_orch:.0} µs (coordinator {:.0}, workers {:.0}; {spans} spans received)",
-            e[0], e[1]
-        ),
-        format!(
-            "{:+.1}% (target ≤ +10%)",
-            (e_orch / orchestration - 1.0) * 100.0
-        ),
-    ));
-    if let Some(m) = memory {
-        let per = m.waiting.saturating_sub(m.idle) as f64 / m.sessions as f64 / 1024.0;
-        rows.push(Row::new(
-            format!(
-                "worker memory per session waiting on the model ({} sessions)",
-                m.sessions
-            ),
-            format!(
-                "{per:.0} KiB (RSS {:.0} → {:.0} MiB)",
-                m.idle as f64 / 1048576.0,
-                m.waiting as f64 / 1048576.0
-            ),
-            format!(
-                "{:.0} MiB for 10,000 (target < 500 MB)",
-                per * 10_000.0 / 1024.0
-            ),
-        ));
-    }
-    rows
 }
