@@ -34,13 +34,21 @@ pub async fn jetstream_rate(url: &str, n: usize) -> anyhow::Result<Duration> {
         }
         anyhow::Ok(Instant::now())
     });
-    let mut acks = Vec::with_capacity(n);
+    // Acks are awaited as they come: a publish waits while too many are unawaited.
+    let (acks, mut pending) = tokio::sync::mpsc::unbounded_channel();
+    let acker = tokio::spawn(async move {
+        while let Some(ack) = pending.recv().await {
+            let ack: jetstream::context::PublishAckFuture = ack;
+            ack.await?;
+        }
+        anyhow::Ok(())
+    });
     for i in 0..n {
-        acks.push(js.publish("bench.raw", format!("m{i}").into()).await?);
+        let ack = js.publish("bench.raw", format!("m{i}").into()).await?;
+        acks.send(ack).context("the ack task stopped")?;
     }
-    for ack in acks {
-        ack.await?;
-    }
+    drop(acks);
+    acker.await??;
     let end = consume.await??;
     Ok(end - t0)
 }
