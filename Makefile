@@ -33,8 +33,10 @@ check-deploy: ## Dockerfile, compose file and Helm chart, checked statically
 setup: ## system packages and Rust for a fresh Debian machine
 	scripts/setup.sh
 
-bench: ## end-to-end throughput of 1,000 no-op tasks (release build)
-	scripts/with-services.sh $(CARGO) run --release --locked -p taskwire-bench -- --tasks 1000
+# BENCH_ARGS for the issue's figure: --tasks 10000 --worker-concurrency 256 --submitters 64 --waiting-sessions 10000
+bench: ## taskwire processes end to end against raw JetStream and Postgres; writes docs/performance.md (release build)
+	$(CARGO) build --release --locked -p taskwire-cli
+	$(CARGO) run --release --locked -p taskwire-bench --bin taskwire-bench -- $(BENCH_ARGS)
 
 bench-sandbox: ## the command sandbox's cost per command and per running command (release build)
 	$(CARGO) run --release --locked -p taskwire-bench --bin sandbox -- --runs 200 --concurrent 100

@@ -5,17 +5,14 @@
 //! the processes stop; and the processes' JSON log lines name the spans they were
 //! written in.
 
-mod collector;
-
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use taskwire_e2e::PATIENCE;
 use taskwire_e2e::process::{Process, Taskwire, WorkerOptions, free_addr, wait_serving};
 use taskwire_protocol::pb;
+use taskwire_test_support::otlp::{Collector, Received};
 use taskwire_test_support::{NatsServer, ScriptedModel, ScriptedReply, SeenRequest, TestDatabase};
-
-use self::collector::{Collector, Received};
 
 const PARENT: &str = "parent: survey the coast";
 const CHILDREN: [&str; 2] = ["child: survey the north", "child: survey the south"];

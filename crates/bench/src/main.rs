@@ -1,393 +1,360 @@
-//! `taskwire-bench`: end-to-end throughput and latency of no-op agent tasks.
+//! `taskwire-bench`: throughput, latency, CPU per task and memory per waiting session of
+//! real `taskwire` processes, with the same servers' raw JetStream and Postgres rates
+//! measured in the same run (see the crate docs and `docs/performance.md`).
 //!
-//! Starts its own nats-server, a fresh Postgres database (the server from
-//! `TASKWIRE_TEST_DATABASE_URL`), the scripted model answering at once over HTTP, one
-//! coordinator and one worker in this process. Submits `--tasks` tasks concurrently over
-//! gRPC and times each from its submit to the moment its result is recorded (the
-//! coordinator's "finished" notice). For scale it then runs the same number of messages
-//! through raw JetStream (publish to a WorkQueue stream, pull, ack) on the same server.
-//!
-//! Then, one call at a time over one connection, the latency of `Get` and of a whole
-//! `Watch` of a finished task: responses of several HTTP/2 frames, which a socket
-//! without `TCP_NODELAY` holds back for the client's delayed ACK (~40 ms each).
-//!
-//! Usage: `taskwire-bench [--tasks N] [--worker-concurrency N] [--submitters N]
-//! [--samples N]`
+//! Phases: (1) the raw rates; (2) `--tasks` no-op tasks from `--submitters` concurrent
+//! gRPC callers, with the CPU each process used; (3) one task at a time, by its
+//! finished notice and by `Submit` then `Watch`; (4) the same load again with trace
+//! export on to an OTLP receiver in this process; (5) a worker's resident set with
+//! `--waiting-sessions` sessions waiting on a model that does not answer yet.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::StreamExt;
-use taskwire_protocol::pb;
-use taskwire_protocol::pb::task_service_client::TaskServiceClient;
-use taskwire_test_support::{NatsServer, ScriptedModel, TestDatabase};
-use tokio_util::sync::CancellationToken;
+use clap::Parser;
+use taskwire_bench::cluster::{self, Client, Process, Taskwire};
+use taskwire_bench::cpu::{Meter, Readings};
+use taskwire_bench::figures::{self, Memory, Pass, Raw, Setup};
+use taskwire_bench::load::{self, Events};
+use taskwire_bench::raw;
+use taskwire_bench::report;
+use taskwire_test_support::{
+    Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
+};
 
-/// The same allocator as the `taskwire` binary, so the figures are the product's.
+/// The same allocator as the `taskwire` binary, so the client side behaves alike.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Prompts containing this wait for the model's gate: the sessions of the memory phase.
+const WAITING: &str = "bench-waiting-session";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "taskwire-bench",
+    about = "taskwire end to end on real processes, as ratios to raw JetStream and Postgres"
+)]
 struct Args {
-    tasks: usize,
-    worker_concurrency: usize,
-    submitters: usize,
-    /// Calls in each one-at-a-time latency measurement.
-    samples: usize,
+    /// No-op tasks in each throughput pass.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    tasks: u32,
+    /// Worker processes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    workers: u32,
+    /// Sessions each worker runs at once (`taskwire worker --concurrency`).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    worker_concurrency: u32,
+    /// Concurrent gRPC submitters in the throughput passes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    submitters: u32,
+    /// Tasks in each one-at-a-time latency measurement.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    samples: u32,
+    /// Sessions held waiting on the model in the memory phase (0 skips it).
+    #[arg(long, default_value_t = 1000)]
+    waiting_sessions: u32,
+    /// Connections committing at once in the raw Postgres phase.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pg_connections: u32,
+    /// The `taskwire` binary [default: `taskwire` next to this executable].
+    #[arg(long)]
+    taskwire_bin: Option<PathBuf>,
+    /// Where the table is written (its section replaced).
+    #[arg(long, default_value = "docs/performance.md")]
+    docs: PathBuf,
+    /// Print the table only.
+    #[arg(long)]
+    no_docs: bool,
 }
 
-const USAGE: &str = "usage: taskwire-bench [--tasks N (1000)] [--worker-concurrency N (256)] \
-                     [--submitters N (64)] [--samples N (100)]";
+/// The servers and the model, shared by every phase.
+struct Servers {
+    nats: NatsServer,
+    pg: PrivatePostgres,
+    model: ScriptedModel,
+    gate: Gate,
+    taskwire: Taskwire,
+}
 
-/// The parsed flags, or `None` for `--help`.
-fn args() -> anyhow::Result<Option<Args>> {
-    let mut a = Args {
-        tasks: 1000,
-        worker_concurrency: 256,
-        submitters: 64,
-        samples: 100,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Ok(None);
-        }
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--tasks" => a.tasks = value.parse()?,
-            "--worker-concurrency" => a.worker_concurrency = value.parse()?,
-            "--submitters" => a.submitters = value.parse()?,
-            "--samples" => a.samples = value.parse()?,
-            other => anyhow::bail!("unknown flag {other}\n{USAGE}"),
-        }
+/// A coordinator and its workers.
+struct Stack {
+    coordinator: Process,
+    workers: Vec<Process>,
+    client: Client,
+}
+
+impl Stack {
+    async fn start(
+        s: &Servers,
+        workers: u32,
+        concurrency: u32,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let addr = cluster::free_addr()?;
+        let db = s.pg.url_for("taskwire");
+        let mut coordinator =
+            s.taskwire
+                .coordinator("coordinator", &db, &s.nats.url(), addr, env)?;
+        let client = cluster::wait_serving(&mut coordinator, addr).await?;
+        let workers = (0..workers)
+            .map(|i| {
+                s.taskwire.worker(
+                    &format!("worker-{i}"),
+                    &s.nats.url(),
+                    &s.model.base_url(),
+                    concurrency as usize,
+                    env,
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            coordinator,
+            workers,
+            client,
+        })
     }
-    anyhow::ensure!(a.samples > 0, "--samples must be at least 1");
-    Ok(Some(a))
+
+    fn meters(&self) -> [Meter; 2] {
+        [
+            Meter::Pids(vec![self.coordinator.pid()]),
+            Meter::Pids(self.workers.iter().map(Process::pid).collect()),
+        ]
+    }
+
+    fn stop(self) {
+        for w in self.workers {
+            w.stop();
+        }
+        self.coordinator.stop();
+    }
+}
+
+async fn pass(
+    s: &Servers,
+    stack: &mut Stack,
+    events: &Events,
+    args: &Args,
+    label: &str,
+) -> anyhow::Result<Pass> {
+    // Warm up connections, pools, the model client and the database.
+    let warm = args.tasks.min(500) as usize;
+    events
+        .batch(
+            &stack.client,
+            &format!("{label} warm-up"),
+            warm,
+            args.submitters as usize,
+        )
+        .await?;
+    let mut meters = stack.meters().to_vec();
+    meters.extend(server_meters(s)?);
+    let before = Readings::take(&meters)?;
+    let n = args.tasks as usize;
+    let batch = events
+        .batch(
+            &stack.client,
+            &format!("{label} no-op"),
+            n,
+            args.submitters as usize,
+        )
+        .await?;
+    let cpu = before.per_unit_since(&meters, n)?;
+    stack.coordinator.check_running()?;
+    for w in &mut stack.workers {
+        w.check_running()?;
+    }
+    Ok(Pass { batch, cpu })
+}
+
+fn server_meters(s: &Servers) -> anyhow::Result<[Meter; 2]> {
+    let nats = s.nats.pid().context("nats-server is not running")?;
+    let pg = s.pg.postmaster_pid().context("postgres is not running")?;
+    Ok([Meter::Pids(vec![nats]), Meter::Tree(pg)])
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Some(args) = args()? else {
-        println!("{USAGE}");
-        return Ok(());
-    };
+    let args = Args::parse();
+    // The program by its name, not the path it was built at.
+    let command = std::env::args()
+        .enumerate()
+        .map(|(i, a)| match i {
+            0 => a.rsplit('/').next().unwrap_or_default().to_owned(),
+            _ => a,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut loads = vec![("at the start".to_owned(), report::load_average())];
+    let taskwire = Taskwire::locate(args.taskwire_bin.clone())?;
     let nats = NatsServer::start()?;
-    let db = TestDatabase::create().await?;
-    let model = ScriptedModel::echo().await;
-    let workspace = tempfile_dir()?;
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let shutdown = CancellationToken::new();
-    let coordinator = tokio::spawn(taskwire_coordinator::serve(
-        taskwire_coordinator::CoordinatorConfig {
-            database_url: db.url().to_owned(),
-            nats_url: nats.url(),
-            listen: addr,
-            http_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            db_max_connections: 24,
-            ..Default::default()
-        },
-        listener,
-        shutdown.clone(),
-    ));
-    let mut worker_config = taskwire_worker::WorkerConfig {
-        nats_url: nats.url(),
-        concurrency: args.worker_concurrency,
-        workspace: workspace.clone(),
-        ..Default::default()
-    };
-    worker_config.model.base_url = model.base_url();
-    worker_config.model.stream = false;
-    let worker = tokio::spawn(taskwire_worker::run(worker_config, shutdown.clone()));
-
-    let endpoint = format!("http://{addr}");
-    let client = loop {
-        if let Ok(mut c) = TaskServiceClient::connect(endpoint.clone()).await
-            && c.list_agents(pb::ListAgentsRequest::default())
-                .await
-                .is_ok()
+    // Commits are durable, as in production: the raw rate and taskwire's both pay fsync.
+    let pg = PrivatePostgres::start_with_settings(&[("fsync", "on")])?;
+    let gate = Gate::new();
+    let model_gate = gate.clone();
+    let model = ScriptedModel::start(move |req| {
+        let reply = ScriptedReply::text("done");
+        if req
+            .first_user_message()
+            .is_some_and(|m| m.contains(WAITING))
         {
-            break c;
+            reply.with_gate(&model_gate)
+        } else {
+            reply
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    })
+    .await;
+    let s = Servers {
+        nats,
+        pg,
+        model,
+        gate,
+        taskwire,
     };
+    create_database(&s.pg).await?;
+    let n = args.tasks as usize;
+    let samples = args.samples as usize;
 
-    // Warm up connections, the model client and the database.
-    run_tasks(&client, &nats.url(), 50, args.submitters).await?;
-    let (elapsed, finished) = run_tasks(&client, &nats.url(), args.tasks, args.submitters).await?;
-    let mut latencies: Vec<Duration> = finished.iter().map(|(_, l)| *l).collect();
-    latencies.sort();
-    let tw_rate = args.tasks as f64 / elapsed.as_secs_f64();
-    let raw = raw_jetstream(&nats.url(), args.tasks).await?;
-    let raw_rate = args.tasks as f64 / raw.as_secs_f64();
+    eprintln!("phase 1: raw jetstream and postgres");
+    let [nats_meter, pg_meter] = server_meters(&s)?;
+    let before = Readings::take(std::slice::from_ref(&nats_meter))?;
+    let js_time = raw::jetstream_rate(&s.nats.url(), n).await?;
+    let js_cpu = before.per_unit_since(std::slice::from_ref(&nats_meter), n)?[0];
+    let js_latency = raw::jetstream_latency(&s.nats.url(), samples).await?;
+    let before = Readings::take(std::slice::from_ref(&pg_meter))?;
+    let pg_time = raw::postgres_commits(&s.pg.url(), n, args.pg_connections as usize).await?;
+    let pg_cpu = before.per_unit_since(std::slice::from_ref(&pg_meter), n)?[0];
+    let js_rate = n as f64 / js_time.as_secs_f64();
+    let pg_rate = n as f64 / pg_time.as_secs_f64();
 
-    println!("tasks:                    {}", args.tasks);
-    println!(
-        "taskwire end to end:      {:.0} ms  ({tw_rate:.0} tasks/s)",
-        elapsed.as_secs_f64() * 1e3
-    );
-    println!("  submit→result p50:      {:.1} ms", pct(&latencies, 0.50));
-    println!("  submit→result p99:      {:.1} ms", pct(&latencies, 0.99));
-    println!(
-        "raw jetstream pub+pull+ack: {:.0} ms  ({raw_rate:.0} msgs/s)",
-        raw.as_secs_f64() * 1e3
-    );
-    println!(
-        "ratio taskwire/raw time:  {:.1}x",
-        elapsed.as_secs_f64() / raw.as_secs_f64()
-    );
-    // Idle latency: one task at a time, against one message at a time through JetStream.
-    let samples = args.samples;
-    let mut idle = Vec::with_capacity(samples);
+    eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
+    let events = Events::listen(&s.nats.url()).await?;
+    let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &[]).await?;
+    let mut plain = pass(&s, &mut stack, &events, &args, "plain").await?;
+    loads.push((
+        "after the throughput pass".to_owned(),
+        report::load_average(),
+    ));
+
+    eprintln!("phase 3: {samples} tasks one at a time");
+    let mut one = Vec::with_capacity(samples);
     for _ in 0..samples {
-        let (_, l) = run_tasks(&client, &nats.url(), 1, 1).await?;
-        idle.extend(l.into_iter().map(|(_, l)| l));
+        one.extend(
+            events
+                .batch(&stack.client, "single", 1, 1)
+                .await?
+                .submit_to_result,
+        );
     }
-    idle.sort();
-    let mut raw_idle = raw_jetstream_latency(&nats.url(), samples).await?;
-    raw_idle.sort();
-    println!("one task at a time ({samples}):");
-    println!("  submit→result p50:      {:.2} ms", pct(&idle, 0.50));
-    println!("  submit→result p99:      {:.2} ms", pct(&idle, 0.99));
-    println!(
-        "  raw jetstream publish→delivery p50: {:.2} ms",
-        pct(&raw_idle, 0.50)
-    );
-    let (finished_id, _) = finished.first().context("no task finished")?;
-    let mut gets = get_latency(&client, finished_id, samples).await?;
-    gets.sort();
-    let mut watches = watch_latency(&client, finished_id, samples).await?;
-    watches.sort();
-    println!("one call at a time on a finished task ({samples}):");
-    println!("  Get p50:                {:.2} ms", pct(&gets, 0.50));
-    println!("  Get p99:                {:.2} ms", pct(&gets, 0.99));
-    println!("  Watch to its end p50:   {:.2} ms", pct(&watches, 0.50));
-    println!("  Watch to its end p99:   {:.2} ms", pct(&watches, 0.99));
-    println!("model requests served:    {}", model.request_count());
+    let mut watched = load::watch_latency(&stack.client, samples).await?;
+    stack.stop();
 
-    shutdown.cancel();
-    let _ = worker.await;
-    let _ = coordinator.await;
-    let _ = std::fs::remove_dir_all(&workspace);
+    eprintln!("phase 4: {n} tasks with trace export");
+    let collector = Collector::start().await?;
+    let endpoint = collector.endpoint();
+    let otel = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ];
+    let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &otel).await?;
+    let exported = pass(&s, &mut stack, &events, &args, "exported").await?;
+    stack.stop();
+    let spans = collector.span_count();
+
+    let memory = if args.waiting_sessions > 0 {
+        eprintln!(
+            "phase 5: {} sessions waiting on the model",
+            args.waiting_sessions
+        );
+        Some(waiting_sessions(&s, &events, &args).await?)
+    } else {
+        None
+    };
+    loads.push(("at the end".to_owned(), report::load_average()));
+
+    let setup = Setup {
+        tasks: args.tasks,
+        submitters: args.submitters,
+        workers: args.workers,
+        pg_connections: args.pg_connections,
+    };
+    let rows = figures::rows(
+        &setup,
+        &mut plain,
+        &exported,
+        &mut one,
+        &mut watched,
+        Raw {
+            js_rate,
+            js_cpu,
+            js_latency,
+            pg_rate,
+            pg_cpu,
+        },
+        spans,
+        memory,
+    );
+    let notes = vec![format!(
+        "Processes: {} worker(s) with `--concurrency {}`, logs at `warn`, no titles; the model answers at once; \
+         nats-server with the file store and Postgres with `fsync=on`, both private to the run. \
+         CPU is user+system time from `/proc/<pid>/stat` over the measured pass (Postgres: postmaster and backends), divided by its tasks.",
+        args.workers, args.worker_concurrency
+    )];
+    let section = report::section(&command, &loads, &rows, &notes);
+    println!("{section}");
+    if !args.no_docs {
+        report::write(&args.docs, &section)?;
+        eprintln!("wrote {}", args.docs.display());
+    }
     Ok(())
 }
 
-/// `n` calls of `Get` on `task_id`, one at a time; the latency of each.
-async fn get_latency(
-    client: &TaskServiceClient<tonic::transport::Channel>,
-    task_id: &str,
-    n: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let mut client = client.clone();
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        let task = client
-            .get(pb::GetRequest {
-                task_id: task_id.to_owned(),
-            })
-            .await?
-            .into_inner();
-        out.push(t.elapsed());
-        anyhow::ensure!(task.result.is_some(), "task {task_id} is not finished");
-    }
-    Ok(out)
-}
-
-/// `n` whole `Watch` streams of `task_id` (replayed progress, the result, the end), one
-/// at a time; the latency of each.
-async fn watch_latency(
-    client: &TaskServiceClient<tonic::transport::Channel>,
-    task_id: &str,
-    n: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let mut client = client.clone();
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        let mut stream = client
-            .watch(pb::WatchRequest {
-                task_id: task_id.to_owned(),
-            })
-            .await?
-            .into_inner();
-        let mut events = 0;
-        while stream.message().await?.is_some() {
-            events += 1;
-        }
-        out.push(t.elapsed());
-        anyhow::ensure!(events > 0, "the watch of {task_id} was empty");
-    }
-    Ok(out)
-}
-
-/// Submits `n` tasks from `submitters` concurrent callers; returns the time from the
-/// first submit to the last recorded result, and each task's id and submit→result
-/// latency.
-async fn run_tasks(
-    client: &TaskServiceClient<tonic::transport::Channel>,
-    nats_url: &str,
-    n: usize,
-    submitters: usize,
-) -> anyhow::Result<(Duration, Vec<(String, Duration)>)> {
-    let nats = async_nats::connect(nats_url).await?;
-    let mut finished = nats.subscribe("taskwire.finished.*").await?;
-    nats.flush().await?;
-    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let t0 = Instant::now();
-    let collector = tokio::spawn(async move {
-        let mut done = HashMap::with_capacity(n);
-        while done.len() < n {
-            match tokio::time::timeout(Duration::from_secs(60), finished.next()).await {
-                Ok(Some(msg)) => {
-                    let id = msg
-                        .subject
-                        .as_str()
-                        .rsplit('.')
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
-                    done.insert(id, Instant::now());
-                }
-                _ => break,
-            }
-        }
-        done
-    });
-    futures::stream::iter(0..n)
-        .for_each_concurrent(submitters, |i| {
-            let mut client = client.clone();
-            let started = started.clone();
-            async move {
-                let t = Instant::now();
-                let r = client
-                    .submit(pb::SubmitRequest {
-                        agent: "general".into(),
-                        prompt: format!("no-op task {i}"),
-                        ..Default::default()
-                    })
-                    .await;
-                match r {
-                    Ok(r) => {
-                        started
-                            .lock()
-                            .expect("lock")
-                            .insert(r.into_inner().task_id, t);
-                    }
-                    Err(e) => eprintln!("submit failed: {e}"),
-                }
-            }
-        })
-        .await;
-    let done = collector.await?;
-    let elapsed = done
-        .values()
-        .max()
-        .map_or(Duration::ZERO, |last| *last - t0);
-    let started = started.lock().expect("lock");
-    anyhow::ensure!(done.len() == n, "only {} of {n} tasks finished", done.len());
-    let latencies = done
-        .iter()
-        .filter_map(|(id, end)| started.get(id).map(|s| (id.clone(), *end - *s)))
-        .collect();
-    Ok((elapsed, latencies))
-}
-
-/// Publish→delivery latency of single messages through a WorkQueue stream and a
-/// waiting pull consumer, one at a time.
-async fn raw_jetstream_latency(url: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
-    use async_nats::jetstream::{self, consumer, stream};
-    let client = async_nats::connect(url).await?;
-    let js = jetstream::new(client);
-    let s = js
-        .create_stream(stream::Config {
-            name: "BENCH_LATENCY".into(),
-            subjects: vec!["bench.latency".into()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            ..Default::default()
-        })
+/// The Postgres database taskwire uses, beside the raw phase's `postgres`.
+async fn create_database(pg: &PrivatePostgres) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&pg.url()).await?;
+    sqlx::query("CREATE DATABASE taskwire")
+        .execute(&mut conn)
         .await?;
-    let c: consumer::PullConsumer = s
-        .create_consumer(consumer::pull::Config {
-            durable_name: Some("latency".into()),
-            ..Default::default()
-        })
-        .await?;
-    let mut messages = c.messages().await?;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let t = Instant::now();
-        js.publish("bench.latency", format!("m{i}").into()).await?;
-        let m = messages
-            .next()
-            .await
-            .context("stream ended")?
-            .map_err(|e| anyhow::anyhow!(e))?;
-        out.push(t.elapsed());
-        m.ack().await.map_err(|e| anyhow::anyhow!(e))?;
-    }
-    Ok(out)
+    Ok(())
 }
 
-/// Publishes `n` messages to a WorkQueue stream (pipelined) while a pull consumer takes
-/// and acks them; returns the time from the first publish to the last ack.
-async fn raw_jetstream(url: &str, n: usize) -> anyhow::Result<Duration> {
-    use async_nats::jetstream::{self, consumer, stream};
-    let client = async_nats::connect(url).await?;
-    let js = jetstream::new(client);
-    let s = js
-        .create_stream(stream::Config {
-            name: "BENCH_RAW".into(),
-            subjects: vec!["bench.raw".into()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            ..Default::default()
-        })
-        .await?;
-    let c: consumer::PullConsumer = s
-        .create_consumer(consumer::pull::Config {
-            durable_name: Some("raw".into()),
-            ..Default::default()
-        })
-        .await?;
-    let t0 = Instant::now();
-    let consume = tokio::spawn(async move {
-        let mut messages = c.messages().await?;
-        let mut seen = 0;
-        while seen < n {
-            let m = messages
-                .next()
-                .await
-                .context("stream ended")?
-                .map_err(|e| anyhow::anyhow!(e))?;
-            m.ack().await.map_err(|e| anyhow::anyhow!(e))?;
-            seen += 1;
-        }
-        anyhow::Ok(Instant::now())
-    });
-    let mut acks = Vec::with_capacity(n);
-    for i in 0..n {
-        acks.push(js.publish("bench.raw", format!("m{i}").into()).await?);
+async fn waiting_sessions(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<Memory> {
+    let sessions = args.waiting_sessions as usize;
+    let mut stack = Stack::start(s, 1, args.waiting_sessions, &[]).await?;
+    events.batch(&stack.client, "memory warm-up", 50, 8).await?;
+    let worker = Meter::Pids(vec![stack.workers[0].pid()]);
+    let idle = worker.rss()?;
+    let target = s.model.request_count() + sessions;
+    let finished = events.finished_count();
+    Events::submit_only(&stack.client, WAITING, sessions, args.submitters as usize).await?;
+    let deadline =
+        Instant::now() + Duration::from_secs(120) + Duration::from_millis(sessions as u64 * 10);
+    while s.model.request_count() < target {
+        stack.workers[0].check_running()?;
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {} of {sessions} sessions reached the model",
+            sessions + s.model.request_count() - target
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for a in acks {
-        a.await?;
+    // Let the last requests' buffers settle before reading.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let waiting = worker.rss()?;
+    s.gate.open();
+    // A slow end is a finding of the run, not a reason to lose its figures.
+    if let Err(e) = events
+        .until_finished(finished + sessions, Duration::from_secs(60))
+        .await
+    {
+        eprintln!("waiting sessions after the model answered: {e:#}");
     }
-    let end = consume.await??;
-    Ok(end - t0)
-}
-
-fn pct(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
-}
-
-fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("taskwire-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    stack.stop();
+    Ok(Memory {
+        idle,
+        waiting,
+        sessions,
+    })
 }

@@ -4,6 +4,7 @@
 //! - [`nats`]: starts a `nats-server` with JetStream on a free port and a temp store.
 //! - [`postgres`]: creates a fresh Postgres database per test and drops it afterwards.
 //! - [`private_postgres`]: a Postgres server of one test's own, which it may stop and start.
+//! - [`otlp`]: an OTLP/gRPC trace receiver that keeps the spans processes export.
 //! - [`model`]: a scripted model served over real HTTP that speaks the OpenAI-compatible
 //!   chat-completions and the Anthropic Messages wire formats (streaming and not), so
 //!   provider clients are tested for real.
@@ -14,12 +15,14 @@
 pub mod files;
 pub mod model;
 pub mod nats;
+pub mod otlp;
 pub mod postgres;
 pub mod private_postgres;
 pub mod tls;
 
 pub use model::{Gate, ScriptedModel, ScriptedReply, SeenRequest};
 pub use nats::NatsServer;
+pub use otlp::Collector;
 pub use postgres::TestDatabase;
 pub use private_postgres::PrivatePostgres;
 

@@ -63,6 +63,11 @@ impl NatsServer {
         self.port
     }
 
+    /// The server's process id, while it runs (the benchmark reads its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)

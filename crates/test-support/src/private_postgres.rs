@@ -25,6 +25,8 @@ pub struct PrivatePostgres {
     port: u16,
     /// Run the Postgres programs through `su postgres` (the test runs as root).
     as_postgres_user: bool,
+    /// `-c name=value` settings given after the defaults, so they win.
+    settings: Vec<String>,
     running: bool,
 }
 
@@ -32,6 +34,16 @@ impl PrivatePostgres {
     /// Initialises a cluster (user `postgres`, trust authentication, `fsync=off`) and
     /// starts it on a free port; returns once it accepts connections.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_with_settings(&[])
+    }
+
+    /// [`PrivatePostgres::start`] with server settings (`("fsync", "on")`) that override
+    /// the defaults, kept across [`start_again`](Self::start_again).
+    pub fn start_with_settings(settings: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let settings = settings
+            .iter()
+            .map(|(name, value)| format!(" -c {name}={value}"))
+            .collect();
         let bin = pg_bin()?;
         let dir = tempfile::Builder::new()
             .prefix("taskwire-pg-")
@@ -52,6 +64,7 @@ impl PrivatePostgres {
             dir,
             port: 0,
             as_postgres_user,
+            settings,
             running: false,
         };
         let data = pg.data_dir();
@@ -108,9 +121,10 @@ impl PrivatePostgres {
     /// connections.
     pub fn start_again(&mut self) -> anyhow::Result<()> {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200{}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.settings.concat()
         );
         let pg_ctl = self.bin.join("pg_ctl");
         let data = self.data_dir();
@@ -138,6 +152,13 @@ impl PrivatePostgres {
             }
             Err(e) => Err(e.context(format!("server log:\n{}", self.log_tail(20)))),
         }
+    }
+
+    /// The postmaster's process id (the first line of `postmaster.pid`), while it runs:
+    /// the parent of every backend, for the benchmark's CPU accounting.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
     }
 
     /// The last `lines` lines of the server log, for failure messages.

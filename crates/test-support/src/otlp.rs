@@ -1,6 +1,6 @@
-//! An OTLP trace receiver in the test: the OTLP/gRPC `TraceService` on a port of
-//! 127.0.0.1 chosen by the system, keeping every span it is sent with the resource
-//! (the process) that sent it.
+//! An OTLP trace receiver: the OTLP/gRPC `TraceService` on a port of 127.0.0.1 chosen
+//! by the system, keeping every span it is sent with the resource (the process) that
+//! sent it. Tests of trace export read the spans; the benchmark counts them.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -140,6 +140,11 @@ impl Collector {
     /// Every span received so far.
     pub fn spans(&self) -> Vec<Received> {
         self.store.0.lock().expect("collector lock").clone()
+    }
+
+    /// How many spans were received so far.
+    pub fn span_count(&self) -> usize {
+        self.store.0.lock().expect("collector lock").len()
     }
 }
 

@@ -1,0 +1,197 @@
+//! The table's rows: every figure of a run, with its ratio to the raw servers' rates.
+
+use std::time::Duration;
+
+use crate::load::{Batch, quantile_ms};
+use crate::report::Row;
+
+/// What the run was asked to do.
+#[derive(Debug)]
+pub struct Setup {
+    pub tasks: u32,
+    pub submitters: u32,
+    pub workers: u32,
+    pub pg_connections: u32,
+}
+
+/// One throughput pass: the batch and the CPU per task (µs) of coordinator, workers,
+/// nats-server and Postgres, in that order.
+#[derive(Debug)]
+pub struct Pass {
+    pub batch: Batch,
+    pub cpu: Vec<f64>,
+}
+
+/// The worker's resident set before and while `--waiting-sessions` sessions wait.
+#[derive(Debug)]
+pub struct Memory {
+    pub idle: u64,
+    pub waiting: u64,
+    pub sessions: usize,
+}
+
+/// The raw servers' figures.
+#[derive(Debug)]
+pub struct Raw {
+    /// JetStream publish→pull→ack, messages per second.
+    pub js_rate: f64,
+    /// nats-server's CPU per raw message, µs.
+    pub js_cpu: f64,
+    /// Publish→delivery of single messages.
+    pub js_latency: Vec<Duration>,
+    /// Single-row commits per second.
+    pub pg_rate: f64,
+    /// Postgres's CPU per raw commit, µs.
+    pub pg_cpu: f64,
+}
+
+/// The rows of the table, in the order of the run.
+#[allow(clippy::too_many_arguments)]
+pub fn rows(
+    args: &Setup,
+    plain: &mut Pass,
+    exported: &Pass,
+    one: &mut [Duration],
+    watched: &mut [Duration],
+    mut raw: Raw,
+    spans: usize,
+    memory: Option<Memory>,
+) -> Vec<Row> {
+    let n = args.tasks as f64;
+    let rate = n / plain.batch.elapsed.as_secs_f64();
+    let x = |v: f64, base: f64| format!("{:.1}×", v / base);
+    let lat = |s: &mut [Duration]| (quantile_ms(s, 0.5), quantile_ms(s, 0.99));
+    let (js50, js99) = lat(&mut raw.js_latency);
+    let mut rows = vec![
+        Row::new(
+            "raw JetStream publish→pull→ack (file store)",
+            format!("{:.0} msgs/s", raw.js_rate),
+            "1",
+        ),
+        Row::new(
+            "raw JetStream publish→delivery, one at a time",
+            format!("p50 {js50:.2} ms, p99 {js99:.2} ms"),
+            "1",
+        ),
+        Row::new(
+            format!(
+                "raw Postgres single-row commits ({} connections)",
+                args.pg_connections
+            ),
+            format!("{:.0} commits/s", raw.pg_rate),
+            "1",
+        ),
+        Row::new(
+            format!(
+                "throughput, {} tasks from {} submitters",
+                args.tasks, args.submitters
+            ),
+            format!("{rate:.0} tasks/s"),
+            format!(
+                "{:.3} of raw JetStream, {:.2} of raw commits",
+                rate / raw.js_rate,
+                rate / raw.pg_rate
+            ),
+        ),
+    ];
+    let (a, b) = lat(&mut plain.batch.submit_to_start);
+    rows.push(Row::new(
+        "submit→start under load",
+        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
+        format!("p50 {} raw delivery", x(a, js50)),
+    ));
+    let (a, b) = lat(&mut plain.batch.submit_to_result);
+    rows.push(Row::new(
+        "submit→result under load",
+        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
+        format!("p50 {} raw delivery", x(a, js50)),
+    ));
+    let (a, b) = lat(one);
+    rows.push(Row::new(
+        "submit→result, one at a time",
+        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
+        format!("p50 {} raw delivery", x(a, js50)),
+    ));
+    let (a, b) = lat(watched);
+    rows.push(Row::new(
+        "`Submit` then `Watch` to the result, one at a time",
+        format!("p50 {a:.1} ms, p99 {b:.1} ms"),
+        format!("p50 {} raw delivery", x(a, js50)),
+    ));
+    let c = &plain.cpu;
+    let orchestration = c[0] + c[1];
+    rows.push(Row::new(
+        "CPU per task: coordinator",
+        format!("{:.0} µs", c[0]),
+        "-",
+    ));
+    rows.push(Row::new(
+        format!(
+            "CPU per task: worker{}",
+            if args.workers > 1 { "s" } else { "" }
+        ),
+        format!("{:.0} µs", c[1]),
+        "-",
+    ));
+    rows.push(Row::new(
+        "CPU per task: orchestration (coordinator + workers)",
+        format!("{orchestration:.0} µs"),
+        "target ≤ 100 µs",
+    ));
+    rows.push(Row::new(
+        "CPU per task: nats-server",
+        format!("{:.0} µs", c[2]),
+        format!(
+            "{:.1}× its {:.1} µs per raw message",
+            c[2] / raw.js_cpu,
+            raw.js_cpu
+        ),
+    ));
+    rows.push(Row::new(
+        "CPU per task: Postgres",
+        format!("{:.0} µs", c[3]),
+        format!(
+            "{:.1}× its {:.1} µs per raw commit",
+            c[3] / raw.pg_cpu,
+            raw.pg_cpu
+        ),
+    ));
+    let e = &exported.cpu;
+    let e_rate = n / exported.batch.elapsed.as_secs_f64();
+    let e_orch = e[0] + e[1];
+    rows.push(Row::new(
+        "with trace export: throughput",
+        format!("{e_rate:.0} tasks/s"),
+        format!("{:.2} of the pass without", e_rate / rate),
+    ));
+    rows.push(Row::new(
+        "with trace export: orchestration CPU per task",
+        format!(
+            "{e_orch:.0} µs (coordinator {:.0}, workers {:.0}; {spans} spans received)",
+            e[0], e[1]
+        ),
+        format!(
+            "{:+.1}% (target ≤ +10%)",
+            (e_orch / orchestration - 1.0) * 100.0
+        ),
+    ));
+    if let Some(m) = memory {
+        let per = m.waiting.saturating_sub(m.idle) as f64 / m.sessions as f64 / 1024.0;
+        rows.push(Row::new(
+            format!(
+                "worker memory per session waiting on the model ({} sessions)",
+                m.sessions
+            ),
+            format!(
+                "{per:.0} KiB (RSS {:.0} → {:.0} MiB)",
+                m.idle as f64 / 1048576.0,
+                m.waiting as f64 / 1048576.0
+            ),
+            format!(
+                "{:.0} MiB for 10,000 (target < 500 MB)",
+                per * 10_000.0 / 1024.0
+            ),
+        ));
+    }
+    rows
+}

@@ -1,0 +1,22 @@
+//! `taskwire-bench`: taskwire's cost measured on real processes, as ratios to what the
+//! same Postgres and NATS servers do without it.
+//!
+//! The binary (`src/main.rs`, `make bench`) starts a private nats-server and a private
+//! Postgres, a `taskwire coordinator` and `taskwire worker` processes, and the scripted
+//! model in its own process (the model is not taskwire), then runs its phases and
+//! writes the table to `docs/performance.md`. `src/bin/sandbox.rs` (`make
+//! bench-sandbox`) measures the command sandbox.
+//!
+//! - [`cluster`]: the `taskwire` processes, started as an operator would.
+//! - [`cpu`]: CPU time and resident sets of processes, from `/proc`.
+//! - [`figures`]: the table's rows, each figure with its ratio to the raw rates.
+//! - [`load`]: submits tasks over gRPC and times them as a client sees them.
+//! - [`raw`]: the servers' own rates: JetStream publish→pull→ack, Postgres commits.
+//! - [`report`]: the machine and the table, as a Markdown section.
+
+pub mod cluster;
+pub mod cpu;
+pub mod figures;
+pub mod load;
+pub mod raw;
+pub mod report;
