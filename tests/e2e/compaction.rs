@@ -190,19 +190,12 @@ async fn a_session_longer_than_the_window_completes_from_summaries_of_its_old_tu
     }
 
     // A task resuming the session starts from the last summary, not the chunks.
-    let mut client = cluster.client().await.expect("client");
-    let resumed = client
-        .submit(pb::SubmitRequest {
-            agent: "general".into(),
-            prompt: "which chunks did you read?".into(),
-            resume_token: result.session_id.clone(),
-            ..Default::default()
-        })
+    let resumed = cluster
+        .resume("general", "which chunks did you read?", &result.session_id)
         .await
-        .expect("submit resume")
-        .into_inner();
+        .expect("submit resume");
     let task = cluster
-        .wait_finished(&resumed.task_id)
+        .wait_finished(&resumed)
         .await
         .expect("resumed finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");

@@ -207,20 +207,11 @@ async fn a_tree_that_spends_its_max_tokens_ends_budget_exceeded_and_a_later_task
     assert_eq!(children[0].max_tokens, Some(1000), "inherited");
 
     // The partial session is resumable: a later task continues it.
-    let next = client
-        .submit(pb::SubmitRequest {
-            agent: "general".into(),
-            prompt: "continue".into(),
-            resume_token: result.session_id.clone(),
-            ..Default::default()
-        })
+    let next = cluster
+        .resume("general", "continue", &result.session_id)
         .await
-        .expect("submit resume")
-        .into_inner();
-    let task = cluster
-        .wait_finished(&next.task_id)
-        .await
-        .expect("finished");
+        .expect("submit resume");
+    let task = cluster.wait_finished(&next).await.expect("finished");
     assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
     assert_eq!(
         task.result.expect("result").output.expect("output").text,

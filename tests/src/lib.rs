@@ -239,6 +239,37 @@ impl Cluster {
             .tasks)
     }
 
+    /// The one child of `parent`, once it is finished; an error when `parent` has
+    /// another number of children.
+    pub async fn only_child_finished(&self, parent: &str) -> anyhow::Result<pb::Task> {
+        let children = self.children(parent).await?;
+        let [child] = children.as_slice() else {
+            bail!("{parent} has {} children, not one", children.len());
+        };
+        self.wait_finished(&child.task_id).await
+    }
+
+    /// Submits `prompt` to `agent` continuing session `session_id` (`resume_token`);
+    /// returns the task id.
+    pub async fn resume(
+        &self,
+        agent: &str,
+        prompt: &str,
+        session_id: &str,
+    ) -> anyhow::Result<String> {
+        let r = self
+            .client()
+            .await?
+            .submit(pb::SubmitRequest {
+                agent: agent.into(),
+                prompt: prompt.into(),
+                resume_token: session_id.into(),
+                ..Default::default()
+            })
+            .await?;
+        Ok(r.into_inner().task_id)
+    }
+
     /// Reads a whole `Watch` stream (progress events, then the result).
     pub async fn watch(&self, task_id: &str) -> anyhow::Result<Vec<pb::WatchEvent>> {
         let mut stream = self

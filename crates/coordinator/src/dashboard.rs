@@ -79,6 +79,18 @@ pub(crate) fn request<T>(principal: &Principal, message: T) -> tonic::Request<T>
     request
 }
 
+/// `Get` of `task_id` as the caller (another tenant's task is not found).
+async fn get_task(
+    api: &TaskApi,
+    caller: &Principal,
+    task_id: String,
+) -> Result<pb::Task, ApiError> {
+    Ok(api
+        .get(request(caller, pb::GetRequest { task_id }))
+        .await?
+        .into_inner())
+}
+
 /// An API error as an HTTP response: the gRPC code's HTTP equivalent and
 /// `{"error": message}`.
 pub struct ApiError(pub tonic::Status);
@@ -230,10 +242,7 @@ async fn tree(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (api, caller) = d.caller(&headers)?;
-    let root = api
-        .get(request(&caller, pb::GetRequest { task_id: id }))
-        .await?
-        .into_inner();
+    let root = get_task(api, &caller, id).await?;
     let mut tasks = vec![root];
     let mut next = 0;
     while next < tasks.len() && tasks.len() < MAX_TREE_TASKS {
@@ -253,16 +262,7 @@ async fn tree(
             .tasks;
         // `List` leaves out attempts (and so the worker): read each child whole.
         for child in children.into_iter().rev() {
-            let full = api
-                .get(request(
-                    &caller,
-                    pb::GetRequest {
-                        task_id: child.task_id,
-                    },
-                ))
-                .await?
-                .into_inner();
-            tasks.push(full);
+            tasks.push(get_task(api, &caller, child.task_id).await?);
         }
     }
     Ok(Json(json!({
@@ -276,10 +276,7 @@ async fn transcript(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (api, caller) = d.caller(&headers)?;
-    let task = api
-        .get(request(&caller, pb::GetRequest { task_id: id }))
-        .await?
-        .into_inner();
+    let task = get_task(api, &caller, id).await?;
     let transcript = api.transcript(&task).await?;
     Ok(Json(json!({ "transcript": transcript })))
 }
