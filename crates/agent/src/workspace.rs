@@ -38,6 +38,17 @@ impl Workspace {
         })
     }
 
+    /// A workspace at `root`, a canonical directory that need not exist yet: it must
+    /// exist before a tool resolves a path in it, which the session makes sure of
+    /// through [`SessionHost::ensure_workspace`](crate::SessionHost::ensure_workspace)
+    /// before its first tool call. No file system access.
+    pub fn planned(root: PathBuf) -> Self {
+        debug_assert!(root.is_absolute(), "a workspace root is canonical");
+        Self {
+            root: Arc::new(root),
+        }
+    }
+
     /// The canonical root.
     pub fn root(&self) -> &Path {
         &self.root

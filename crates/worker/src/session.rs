@@ -18,7 +18,6 @@ use taskwire_agent::{AgentSpec, CompactionPolicy, SessionHost, SessionOutcome, S
 use taskwire_bus::messages::SessionSave;
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::{SessionId, TaskId, TaskRequest};
-use taskwire_workspaces::WorkspaceError;
 
 use crate::cancel::StopHandle;
 use crate::host::WorkerHost;
@@ -34,8 +33,6 @@ pub enum StartError {
     Invalid(String),
     /// The coordinator could not be reached to load the transcript: try again later.
     Unavailable(String),
-    /// The task's workspace could not be reserved.
-    Workspace(WorkspaceError),
 }
 
 /// A session that ran to its end.
@@ -109,8 +106,7 @@ pub async fn run<'a>(
     let history_was_empty = history.messages.is_empty();
     let title_model = model.clone();
     let workspace = TaskFiles::reserve(ctx, request, claim, earlier).await?;
-    let tools_workspace = taskwire_agent::Workspace::new(workspace.root())
-        .map_err(|e| StartError::Invalid(format!("unusable workspace: {e}")))?;
+    let tools_workspace = taskwire_agent::Workspace::planned(workspace.root().to_owned());
     // The files are made when first needed: now, when the first message or the
     // system prompt reads some (inputs naming files, project instructions).
     if needs_files_at_start(ctx, request) {

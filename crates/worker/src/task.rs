@@ -189,19 +189,6 @@ async fn run_claimed(
             }
             (result, Some(workspace))
         }
-        Err(StartError::Workspace(e)) => {
-            tracing::warn!(task.id = %task_id, error = %e, "failed to reserve the workspace");
-            let mut outcome = empty_outcome();
-            outcome.error = Some(taskwire_agent::SessionError {
-                message: format!("failed to prepare the task's workspace: {e}"),
-                retryable: e.is_retryable(),
-            });
-            let mut result = ended(outcome);
-            for error in &mut result.errors {
-                error.code = "workspace_failed".into();
-            }
-            (result, None)
-        }
         Err(StartError::Unavailable(reason)) => {
             let delivered = msg.info().map_or(1, |i| i.delivered);
             tracing::warn!(task.id = %task_id, reason = %reason, "session could not start, retrying later");

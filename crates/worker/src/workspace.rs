@@ -52,7 +52,7 @@ pub struct TaskFiles<'a> {
 
 impl<'a> TaskFiles<'a> {
     /// Checks the task's context refs, reads the changes it starts from when they came
-    /// by reference, and reserves the attempt's directory.
+    /// by reference, and names the attempt's directory (made when first needed).
     pub async fn reserve(
         ctx: &'a Context,
         request: &'a TaskRequest,
@@ -66,11 +66,7 @@ impl<'a> TaskFiles<'a> {
             None => request.workspace_patch.clone(),
         };
         let name = format!("{}-{}", request.task_id, claim.attempt);
-        let root = ctx
-            .workspaces
-            .reserve(&name)
-            .await
-            .map_err(StartError::Workspace)?;
+        let root = ctx.workspaces.path_of(&name);
         Ok(Self {
             ctx,
             request,
@@ -172,11 +168,11 @@ impl<'a> TaskFiles<'a> {
         }
     }
 
-    /// Removes the workspace (unless kept), after the attempt's result is recorded.
+    /// Removes the workspace (unless kept), after the attempt's result is recorded. A
+    /// workspace never made has nothing to remove.
     pub async fn remove(self) {
-        match self.made.into_inner() {
-            Some(workspace) => workspace.remove().await,
-            None => self.ctx.workspaces.release(&self.name).await,
+        if let Some(workspace) = self.made.into_inner() {
+            workspace.remove().await;
         }
     }
 }

@@ -139,29 +139,13 @@ impl Workspaces {
         &self.inner.base
     }
 
-    /// The directory of workspace `name` (unique per task attempt, e.g.
-    /// `<task>-<attempt>`), created empty: a session can be given its path before
-    /// [`Workspaces::prepare`] fills it, or without it ever being filled.
-    pub async fn reserve(&self, name: &str) -> Result<PathBuf, WorkspaceError> {
-        let (root, git_dir) = self.paths(name);
-        // Left by an earlier run of this worker that stopped before removing it.
-        remove_dirs(&[&root, &git_dir]).await?;
-        tokio::fs::create_dir_all(&root)
-            .await
-            .map_err(|e| WorkspaceError::io("create", &root, e))?;
-        Ok(root)
-    }
-
-    /// Removes workspace `name` when it was reserved but never prepared (a prepared
-    /// one is removed through its [`TaskWorkspace`]), unless workspaces are kept.
-    pub async fn release(&self, name: &str) {
-        if self.inner.keep {
-            return;
-        }
-        let (root, git_dir) = self.paths(name);
-        if let Err(e) = remove_dirs(&[&root, &git_dir]).await {
-            tracing::warn!(error = %e, "failed to remove a workspace");
-        }
+    /// The directory workspace `name` (unique per task attempt, e.g. `<task>-<attempt>`)
+    /// is made in by [`Workspaces::prepare`]: a canonical path, given to a session before
+    /// its files exist. Nothing is created here, so a task that never needs files costs
+    /// no file system work (what an earlier run of this worker left is removed when the
+    /// worker opens its workspaces).
+    pub fn path_of(&self, name: &str) -> PathBuf {
+        self.paths(name).0
     }
 
     fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
@@ -170,10 +154,10 @@ impl Workspaces {
         (self.inner.tasks.join(name), git_dir)
     }
 
-    /// Makes the workspace `name` from `source` (in its reserved directory, which must
-    /// be empty, or a new one), then applies `inherited` (the parent's changes, a
+    /// Makes the workspace `name` from `source` (in [`Workspaces::path_of`], which must
+    /// not exist or be empty), then applies `inherited` (the parent's changes, a
     /// patch relative to the source) as its starting point. On failure the directory
-    /// is left empty.
+    /// is removed.
     pub async fn prepare(
         &self,
         name: &str,
@@ -186,7 +170,6 @@ impl Workspaces {
             .await;
         if made.is_err() {
             let _ = remove_dirs(&[&root, &git_dir]).await;
-            let _ = tokio::fs::create_dir_all(&root).await;
         }
         made
     }
@@ -449,6 +432,8 @@ fn setup(dir: &Path, owner: &str) -> Result<(PathBuf, PathBuf, File), WorkspaceE
     }
     let tasks = all_tasks.join(owner);
     std::fs::create_dir_all(&tasks).map_err(|e| WorkspaceError::io("create", &tasks, e))?;
+    // Canonical, so that the paths of workspaces not made yet are canonical too.
+    let tasks = std::fs::canonicalize(&tasks).map_err(|e| WorkspaceError::io("open", &tasks, e))?;
     Ok((cache, tasks, lock))
 }
 

@@ -465,32 +465,34 @@ async fn changes_that_do_not_apply_are_a_clear_error() {
 }
 
 #[tokio::test]
-async fn a_reserved_workspace_is_empty_until_prepared_and_released_without_a_trace() {
+async fn a_workspace_path_is_canonical_and_nothing_is_made_until_prepared() {
     let setup = Setup::new();
     let base = setup.git_base();
     let workspaces = setup.open(&base, "w1", false).await;
-    let root = workspaces.reserve("t-1").await.expect("reserved");
-    assert!(root.is_dir());
-    assert_eq!(std::fs::read_dir(&root).expect("readable").count(), 0);
-    workspaces.release("t-1").await;
-    assert!(!root.exists(), "released");
+    let root = workspaces.path_of("t-1");
+    assert!(!root.exists(), "not made before it is prepared");
+    assert_eq!(
+        std::fs::canonicalize(root.parent().expect("a parent")).expect("the tasks directory"),
+        root.parent().expect("a parent"),
+        "canonical"
+    );
 
-    let root = workspaces.reserve("t-2").await.expect("reserved");
+    let root = workspaces.path_of("t-2");
     let ws = workspaces
         .prepare("t-2", Source::Base, "")
         .await
-        .expect("prepared in its reserved directory");
+        .expect("prepared at its path");
     assert_eq!(ws.root(), root);
     assert_eq!(read(&root, "a.txt"), "one\ntwo\nthree\nuncommitted\n");
 
-    // A failed prepare leaves the reserved directory empty for another try.
-    let root = workspaces.reserve("t-3").await.expect("reserved");
+    // A failed prepare leaves nothing behind, and the next try works.
+    let root = workspaces.path_of("t-3");
     let err = workspaces
         .prepare("t-3", Source::Base, "not a patch")
         .await
         .expect_err("a bad patch");
     assert!(matches!(err, WorkspaceError::DoesNotApply { .. }), "{err}");
-    assert_eq!(std::fs::read_dir(&root).expect("readable").count(), 0);
+    assert!(!root.exists(), "removed after the failure");
     workspaces
         .prepare("t-3", Source::Base, "")
         .await
