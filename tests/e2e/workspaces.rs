@@ -324,7 +324,7 @@ async fn keep_workspaces_keeps_a_finished_tasks_workspace() {
 }
 
 #[tokio::test]
-async fn a_task_that_calls_no_tool_never_copies_the_base() {
+async fn a_task_that_calls_no_tool_never_makes_its_workspace() {
     let mut cluster = start(ScriptedModel::echo().await, 0, 1)
         .await
         .expect("cluster");
@@ -335,16 +335,21 @@ async fn a_task_that_calls_no_tool_never_copies_the_base() {
     let result = result_of(&task);
     assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
     assert_eq!(result.patch, "");
-    // Kept as it was left: the directory the session was given, never filled.
-    let workspace = cluster.task_workspace(&id).expect("its directory");
-    assert_eq!(
-        std::fs::read_dir(&workspace).expect("readable").count(),
-        0,
-        "no copy was made"
-    );
-    assert!(
-        !workspace.with_extension("git").exists(),
-        "no repository either"
-    );
+    // Even with workspaces kept, there is nothing to keep: the directory the session
+    // was given was never made, and no repository either.
+    assert_eq!(cluster.task_workspace(&id), None, "no copy was made");
+    let dirs: Vec<_> = std::fs::read_dir(cluster.workspaces.path().join("tasks"))
+        .expect("the tasks directory")
+        .flatten()
+        .filter(|worker| worker.path().is_dir())
+        .flat_map(|worker| {
+            std::fs::read_dir(worker.path())
+                .expect("readable")
+                .flatten()
+        })
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(id.as_str()))
+        .collect();
+    assert_eq!(dirs, Vec::<String>::new(), "no repository either");
     cluster.shutdown().await;
 }

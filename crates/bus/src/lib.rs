@@ -19,6 +19,7 @@
 //!   `task_lookup`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
 //!   `approval_timeout`).
 //! - [`publish`]: typed publishes of every envelope and notice.
+//! - [`progress`]: progress events coalesced into one message, and read back one by one.
 //! - [`server`]: [`WorkerRequests`], implemented by the coordinator, and [`serve`],
 //!   the one loop that answers workers.
 //! - [`headers`]: header names and [`headers::build`], the one place headers are made
@@ -31,7 +32,8 @@
 //! Streams:
 //! - `<P>_TASKS` (WorkQueue, bounded): `TaskRequest`s, one durable pull consumer per queue
 //!   shared by all workers of that queue.
-//! - `<P>_EVENTS` (Limits, max age): `TaskProgress` per task subject, kept for `Watch` replay.
+//! - `<P>_EVENTS` (Limits, max age): `TaskProgress` per task subject (several events per
+//!   message, see [`progress`]), kept for `Watch` replay.
 //! - `<P>_RESULTS` (WorkQueue): `TaskResult`s for the coordinator's aggregator.
 //! - `<P>_DLQ` (WorkQueue): `DeadLetter`s reported by workers, recorded by the coordinator.
 //! - `OBJ_<P>_PATCHES` (Limits, max age, max bytes): the object store bucket
@@ -55,6 +57,7 @@ pub mod messages;
 pub mod methods;
 pub mod patches;
 pub mod permissions;
+pub mod progress;
 pub mod publish;
 pub mod replies;
 pub mod server;

@@ -92,14 +92,8 @@ pub fn init(
         }
         None => (None, None),
     };
-    // Only taskwire's own spans carry task fields: the libraries' spans (h2, hyper,
-    // tonic, sqlx, at trace level many per request) are left disabled unless the log
-    // filter asks for them, so they cost nothing.
-    let own_spans = Targets::new()
-        .with_target("taskwire", LevelFilter::TRACE)
-        .with_default(LevelFilter::OFF);
     tracing_subscriber::registry()
-        .with(json::TaskFieldsLayer.with_filter(own_spans))
+        .with(json::TaskFieldsLayer)
         .with(logs.with_filter(filter))
         .with(otel)
         .try_init()

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
 use futures::StreamExt;
-use taskwire_bus::codec::decode;
 use taskwire_protocol::{TaskId, pb};
 use tokio::sync::mpsc;
 use tonic::Status;
@@ -81,11 +80,13 @@ async fn stream_inner(
                 if let Ok(info) = msg.info() {
                     last_seen = info.stream_sequence;
                 }
-                match decode::<pb::TaskProgress>(&msg.payload) {
-                    Ok(p) => {
-                        let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Progress(p)) };
-                        if tx.send(Ok(ev)).await.is_err() {
-                            return Ok(()); // the client went away
+                match taskwire_bus::progress::decode_events(&msg.payload) {
+                    Ok(events) => {
+                        for p in events {
+                            let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Progress(p)) };
+                            if tx.send(Ok(ev)).await.is_err() {
+                                return Ok(()); // the client went away
+                            }
                         }
                     }
                     Err(e) => tracing::warn!(task.id = %task_id, error = %e, "skipping malformed progress event"),

@@ -389,7 +389,7 @@ async fn follow_child(
     loop {
         tokio::select! {
             Some(Ok(msg)) = async { match events.as_mut() { Some(e) => e.next().await, None => None } } => {
-                if let Ok(p) = decode::<pb::TaskProgress>(&msg.payload) {
+                for p in taskwire_bus::progress::decode_events(&msg.payload).unwrap_or_default() {
                     match p.event {
                         Some(pb::task_progress::Event::ToolCall(t)) => {
                             let state = match t.state() {

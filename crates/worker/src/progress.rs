@@ -2,8 +2,11 @@
 //!
 //! The session loop reports events synchronously; they go through a channel to one
 //! publisher task per attempt, which numbers them (`seq`, monotonic per attempt) and
-//! publishes them pipelined. [`ProgressPublisher::finish`] waits until every event is
-//! stored, so the result is never published before the progress it summarises.
+//! publishes them pipelined. Events that come within [`COALESCE_WINDOW`] of the first
+//! one not yet sent go together in one message ([`taskwire_bus::progress`]): a step's
+//! start, its text and its end usually make one message, not three.
+//! [`ProgressPublisher::finish`] waits until every event is stored, so the result is
+//! never published before the progress it summarises.
 
 use taskwire_agent::{SessionEvent, SessionObserver, ToolCallState};
 use taskwire_bus::Bus;
@@ -40,9 +43,18 @@ impl ProgressPublisher {
         let handle = tokio::spawn(async move {
             let mut seq = 0u64;
             let mut acks = Vec::new();
-            while let Some(event) = rx.recv().await {
-                seq += 1;
-                let msg = progress_message(task_id, trace_id, attempt, seq, event);
+            while let Some(first) = rx.recv().await {
+                let events = gather(&mut rx, first).await;
+                let batch = events
+                    .into_iter()
+                    .map(|event| {
+                        seq += 1;
+                        progress_message(task_id, trace_id, attempt, seq, event)
+                    })
+                    .collect();
+                let Some(msg) = taskwire_bus::progress::coalesce(batch) else {
+                    continue;
+                };
                 match bus.send_progress(task_id, &msg).await {
                     Ok(ack) => acks.push(ack),
                     Err(e) => {
@@ -66,6 +78,35 @@ impl ProgressPublisher {
         drop(sink);
         self.handle.await.unwrap_or_default()
     }
+}
+
+/// How long the first event not yet sent waits for others to go with it.
+pub const COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
+/// Most events in one message (a long text stream still goes out every few
+/// milliseconds, in messages well under NATS's payload limit).
+const MAX_COALESCED: usize = 64;
+
+/// `first` and the events that follow it within [`COALESCE_WINDOW`] (at most
+/// [`MAX_COALESCED`]); sooner when the session ends (the channel closes).
+async fn gather(
+    rx: &mut mpsc::UnboundedReceiver<SessionEvent>,
+    first: SessionEvent,
+) -> Vec<SessionEvent> {
+    let mut events = vec![first];
+    let until = tokio::time::Instant::now() + COALESCE_WINDOW;
+    while events.len() < MAX_COALESCED {
+        match rx.try_recv() {
+            Ok(event) => events.push(event),
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                match tokio::time::timeout_at(until, rx.recv()).await {
+                    Ok(Some(event)) => events.push(event),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+    }
+    events
 }
 
 fn progress_message(
@@ -164,6 +205,7 @@ fn progress_message(
         seq,
         at: Some(time::to_wire(chrono::Utc::now())),
         event: Some(event),
+        following: Vec::new(),
     }
 }
 

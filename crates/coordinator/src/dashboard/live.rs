@@ -189,7 +189,8 @@ pub async fn list_events(
         loop {
             let (id, status) = tokio::select! {
                 Some(msg) = progress.next() => {
-                    let Ok(p) = taskwire_bus::codec::decode::<pb::TaskProgress>(&msg.payload) else { continue };
+                    // The last of the message's events names the task's status now.
+                    let Some(p) = taskwire_bus::progress::decode_events(&msg.payload).ok().and_then(|mut e| e.pop()) else { continue };
                     let Ok(id) = p.task_id.parse::<TaskId>() else { continue };
                     (id, Some(super::json::status(p.status)))
                 }
