@@ -2,9 +2,10 @@
 //!
 //! The session loop reports events synchronously; they go through a channel to one
 //! publisher task per attempt, which numbers them (`seq`, monotonic per attempt) and
-//! publishes them pipelined. Events that come within [`COALESCE_WINDOW`] of the first
-//! one not yet sent go together in one message ([`taskwire_bus::progress`]): a step's
-//! start, its text and its end usually make one message, not three.
+//! publishes them, each message once the one before is stored. Events that come
+//! within [`COALESCE_WINDOW`] of the first one not yet sent, or while the message
+//! before is being stored, go together in one message ([`taskwire_bus::progress`]): a
+//! step's start, its text and its end usually make one message, not three.
 //! [`ProgressPublisher::finish`] waits until every event is stored, so the result is
 //! never published before the progress it summarises.
 
@@ -42,7 +43,6 @@ impl ProgressPublisher {
         let (tx, mut rx) = mpsc::unbounded_channel::<SessionEvent>();
         let handle = tokio::spawn(async move {
             let mut seq = 0u64;
-            let mut acks = Vec::new();
             while let Some(first) = rx.recv().await {
                 let events = gather(&mut rx, first).await;
                 let batch = events
@@ -55,18 +55,19 @@ impl ProgressPublisher {
                 let Some(msg) = taskwire_bus::progress::coalesce(batch) else {
                     continue;
                 };
-                match bus.send_progress(task_id, &msg).await {
-                    Ok(ack) => acks.push(ack),
-                    Err(e) => {
-                        tracing::warn!(task.id = %task_id, error = %e, "failed to publish progress")
-                    }
-                }
-                // Bound the acks held in memory for chatty sessions.
-                if acks.len() >= 256 {
-                    await_acks(task_id, std::mem::take(&mut acks)).await;
+                // Each message's ack is awaited before the next is sent: an ack not
+                // awaited holds one of the connection's in-flight publish permits
+                // (5,000, shared by every session of the worker), so sessions waiting
+                // with unawaited acks would leave none for the others. Events that come
+                // meanwhile wait in the channel and go in the next message.
+                let stored = match bus.send_progress(task_id, &msg).await {
+                    Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(error) = stored {
+                    tracing::warn!(task.id = %task_id, error = %error, "progress event not stored");
                 }
             }
-            await_acks(task_id, acks).await;
             seq
         });
         (ProgressSink { tx }, Self { handle })
@@ -224,21 +225,62 @@ fn approval(
     })
 }
 
-/// Waits for publish acks together: when a connection drop lost some, the wait is one
-/// ack timeout, not one per event.
-async fn await_acks(task_id: TaskId, acks: Vec<async_nats::jetstream::context::PublishAckFuture>) {
-    for result in futures::future::join_all(acks.into_iter().map(|a| a.into_future())).await {
-        if let Err(e) = result {
-            tracing::warn!(task.id = %task_id, error = %e, "progress event not stored");
-        }
-    }
-}
-
 fn wire_state(state: ToolCallState) -> pb::ToolCallState {
     match state {
         ToolCallState::Pending => pb::ToolCallState::Pending,
         ToolCallState::Running => pb::ToolCallState::Running,
         ToolCallState::Completed => pb::ToolCallState::Completed,
         ToolCallState::Error => pb::ToolCallState::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use taskwire_bus::streams::{BusConfig, ensure_streams};
+    use taskwire_bus::{Bus, Subjects};
+    use taskwire_protocol::{TaskId, TraceId};
+    use taskwire_test_support::NatsServer;
+
+    use super::*;
+
+    /// More sessions than the connection's 5,000 in-flight publish acks, each with an
+    /// event stored before its model call and more after it: every one finishes.
+    #[tokio::test]
+    async fn more_waiting_sessions_than_in_flight_acks_all_finish() {
+        let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+        let client = async_nats::connect(nats.url()).await.expect("connects");
+        let subjects = Subjects::new("progresstest");
+        let bus = Bus::new(client, subjects.clone());
+        let config = BusConfig {
+            subjects,
+            ..BusConfig::default()
+        };
+        ensure_streams(bus.js(), &config).await.expect("streams");
+        let sessions: Vec<_> = (0..5_100)
+            .map(|_| {
+                let (sink, publisher) = ProgressPublisher::start(
+                    bus.clone(),
+                    TaskId::generate(),
+                    TraceId::generate(),
+                    1,
+                );
+                sink.on_event(SessionEvent::StepStarted { step: 1 });
+                (sink, publisher)
+            })
+            .collect();
+        // All of them wait on their model, then answer.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let finished = futures::future::join_all(sessions.into_iter().map(|(sink, publisher)| {
+            sink.on_event(SessionEvent::TextDelta {
+                text: "done".into(),
+            });
+            publisher.finish(sink)
+        }));
+        let published = tokio::time::timeout(Duration::from_secs(60), finished)
+            .await
+            .expect("every session's progress is stored");
+        assert!(published.iter().all(|&n| n == 2), "two events each");
     }
 }
