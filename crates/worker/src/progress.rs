@@ -37,13 +37,15 @@ impl ProgressPublisher {
         attempt: u32,
     ) -> (ProgressSink, Self) {
         let (tx, mut rx) = mpsc::unbounded_channel::<SessionEvent>();
+        // The task waits on the channel for most of its life: a publish and the wait
+        // for acks are boxed, so that it holds room for them only while they run.
         let handle = tokio::spawn(async move {
             let mut seq = 0u64;
             let mut acks = Vec::new();
             while let Some(event) = rx.recv().await {
                 seq += 1;
                 let msg = progress_message(task_id, trace_id, attempt, seq, event);
-                match bus.send_progress(task_id, &msg).await {
+                match Box::pin(bus.send_progress(task_id, &msg)).await {
                     Ok(ack) => acks.push(ack),
                     Err(e) => {
                         tracing::warn!(task.id = %task_id, error = %e, "failed to publish progress")
@@ -51,10 +53,10 @@ impl ProgressPublisher {
                 }
                 // Bound the acks held in memory for chatty sessions.
                 if acks.len() >= 256 {
-                    await_acks(task_id, std::mem::take(&mut acks)).await;
+                    Box::pin(await_acks(task_id, std::mem::take(&mut acks))).await;
                 }
             }
-            await_acks(task_id, acks).await;
+            Box::pin(await_acks(task_id, acks)).await;
             seq
         });
         (ProgressSink { tx }, Self { handle })
