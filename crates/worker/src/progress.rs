@@ -13,13 +13,15 @@ use tokio::sync::mpsc;
 
 /// The observer handed to the session loop.
 pub struct ProgressSink {
-    tx: mpsc::UnboundedSender<SessionEvent>,
+    /// Boxed: a channel allocates room for a block of its items when it is made, and
+    /// the session holds it for its whole life, mostly waiting on the model.
+    tx: mpsc::UnboundedSender<Box<SessionEvent>>,
 }
 
 impl SessionObserver for ProgressSink {
     fn on_event(&self, event: SessionEvent) {
         // A closed channel means the attempt is over; late events are dropped.
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(Box::new(event));
     }
 }
 
@@ -36,7 +38,7 @@ impl ProgressPublisher {
         trace_id: TraceId,
         attempt: u32,
     ) -> (ProgressSink, Self) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<SessionEvent>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Box<SessionEvent>>();
         // The task waits on the channel for most of its life: a publish and the wait
         // for acks are boxed, so that it holds room for them only while they run.
         let handle = tokio::spawn(async move {
@@ -44,7 +46,7 @@ impl ProgressPublisher {
             let mut acks = Vec::new();
             while let Some(event) = rx.recv().await {
                 seq += 1;
-                let msg = progress_message(task_id, trace_id, attempt, seq, event);
+                let msg = progress_message(task_id, trace_id, attempt, seq, *event);
                 match Box::pin(bus.send_progress(task_id, &msg)).await {
                     Ok(ack) => acks.push(ack),
                     Err(e) => {
