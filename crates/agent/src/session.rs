@@ -155,9 +155,10 @@ async fn run(
         .collect();
     let tool_defs: Vec<_> = offered
         .iter()
-        .map(|tool| tool.definition_for(host))
+        .map(|tool| tools.definition_for(*tool, host))
         .collect();
     let offers_task = offered.iter().any(|tool| tool.name() == TASK_TOOL);
+    let tools_bytes = compaction::tools_bytes(&tool_defs);
 
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
@@ -264,7 +265,7 @@ async fn run(
                 state,
             );
         }
-        let mut bytes = compaction::request_bytes(&request.messages, &tool_defs);
+        let mut bytes = compaction::request_bytes(&request.messages, tools_bytes);
         if let Some(policy) = &compaction {
             let compacted = tokio::select! {
                 biased;
@@ -287,7 +288,7 @@ async fn run(
                     request.messages.truncate(1);
                     request.messages.extend(totals.record.to_messages());
                     estimator.reset();
-                    bytes = compaction::request_bytes(&request.messages, &tool_defs);
+                    bytes = compaction::request_bytes(&request.messages, tools_bytes);
                     observer.on_event(event);
                 }
             }
@@ -487,7 +488,7 @@ async fn compact(
     totals.usage += usage;
     compaction::record_compaction(&mut totals.record, end, summary, tokens_before);
     let tokens_after =
-        compaction::tokens_of(compaction::request_bytes(&totals.record.to_messages(), &[]));
+        compaction::tokens_of(compaction::request_bytes(&totals.record.to_messages(), 0));
     Ok(Some(SessionEvent::Compacted {
         tokens_before,
         tokens_after,

@@ -28,7 +28,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use taskwire_llm::ToolDef;
+use taskwire_llm::{ToolDef, ToolSchema};
 use tokio_util::sync::CancellationToken;
 
 pub use self::bash::{BashTool, CommandSandbox, Enforced, NETWORK_PERMISSION};
@@ -133,19 +133,34 @@ pub trait Tool: Send + Sync {
     /// Runs the call.
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 
-    /// The definition offered to the model.
+    /// The definition offered to the model; a [`ToolRegistry`] makes it once, when the
+    /// tool is registered.
     fn definition(&self) -> ToolDef {
         ToolDef {
-            name: self.name().to_owned(),
-            description: self.description().to_owned(),
-            parameters: self.parameters(),
+            name: self.name().into(),
+            description: self.description().into(),
+            parameters: ToolSchema::new(&self.parameters()),
         }
     }
 
-    /// The definition offered in a session with this host; tools whose description
+    /// The definition offered in a session with this host, given the tool's own
+    /// (`definition`, shared: cloning it copies nothing); tools whose description
     /// depends on the fleet (the `task` tool lists the subagents) override it.
-    fn definition_for(&self, _host: &dyn SessionHost) -> ToolDef {
-        self.definition()
+    fn definition_for(&self, definition: &ToolDef, _host: &dyn SessionHost) -> ToolDef {
+        definition.clone()
+    }
+}
+
+/// A registered tool and its definition, made once.
+struct Registered {
+    tool: Box<dyn Tool>,
+    definition: ToolDef,
+}
+
+impl Registered {
+    fn new(tool: Box<dyn Tool>) -> Self {
+        let definition = tool.definition();
+        Self { tool, definition }
     }
 }
 
@@ -154,13 +169,13 @@ pub trait Tool: Send + Sync {
 pub struct ToolRegistry {
     // A handful of tools: a vector keeps registration order for stable tool lists
     // (and stable prompt caching upstream) and is as fast as a map at this size.
-    tools: Vec<Box<dyn Tool>>,
+    tools: Vec<Registered>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.tools.iter().map(|tool| tool.name()))
+            .entries(self.iter().map(|tool| tool.name()))
             .finish()
     }
 }
@@ -198,8 +213,12 @@ impl ToolRegistry {
 
     /// Adds `tool`, replacing a tool of the same name.
     pub fn register(&mut self, tool: impl Tool + 'static) {
-        let tool: Box<dyn Tool> = Box::new(tool);
-        match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
+        let tool = Registered::new(Box::new(tool));
+        match self
+            .tools
+            .iter_mut()
+            .find(|t| t.tool.name() == tool.tool.name())
+        {
             Some(slot) => *slot = tool,
             None => self.tools.push(tool),
         }
@@ -207,22 +226,33 @@ impl ToolRegistry {
 
     /// Every tool replaced by `wrap(tool)`, in the same order: decorates them all (the
     /// worker measures each tool's calls this way).
-    pub fn wrap_each(self, wrap: impl FnMut(Box<dyn Tool>) -> Box<dyn Tool>) -> Self {
+    pub fn wrap_each(self, mut wrap: impl FnMut(Box<dyn Tool>) -> Box<dyn Tool>) -> Self {
         Self {
-            tools: self.tools.into_iter().map(wrap).collect(),
+            tools: self
+                .tools
+                .into_iter()
+                .map(|registered| Registered::new(wrap(registered.tool)))
+                .collect(),
         }
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
-        self.tools
-            .iter()
-            .find(|tool| tool.name() == name)
-            .map(|tool| tool.as_ref())
+        self.iter().find(|tool| tool.name() == name)
     }
 
     /// All tools in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &dyn Tool> {
-        self.tools.iter().map(|tool| tool.as_ref())
+        self.tools.iter().map(|registered| registered.tool.as_ref())
+    }
+
+    /// The definition `tool` is offered with in a session with `host`
+    /// ([`Tool::definition_for`]), from the one made when it was registered; a tool
+    /// from elsewhere has its definition made now.
+    pub fn definition_for(&self, tool: &dyn Tool, host: &dyn SessionHost) -> ToolDef {
+        match self.tools.iter().find(|t| t.tool.name() == tool.name()) {
+            Some(registered) => tool.definition_for(&registered.definition, host),
+            None => tool.definition_for(&tool.definition(), host),
+        }
     }
 
     /// The tools `agent` may be offered: named by its allow-list (wildcards and `!`

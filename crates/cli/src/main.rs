@@ -18,6 +18,13 @@ const BLOCKING_WORK_GRACE: Duration = Duration::from_secs(2);
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // With transparent huge pages on (`always`, as many distributions ship), the
+    // kernel backs mimalloc's arenas with 2 MiB pages, so memory freed and reused in
+    // small pieces stays resident a whole huge page at a time: it measured about a
+    // fifth more memory per session waiting on the model (see `taskwire-bench`). A
+    // kernel that refuses it leaves the process as it was.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let mut cli = Cli::parse();
     // reqwest (the worker's model client) is built without a crypto provider so that
     // ring stays the only one; it must be installed before any client is built. An

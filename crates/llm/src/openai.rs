@@ -82,7 +82,7 @@ impl Provider for OpenAiClient {
         let span = crate::spans::chat("openai", request, self.transport.endpoint());
         let answer = self
             .transport
-            .chat::<StreamAssembler>(&body, on_delta)
+            .chat::<StreamAssembler>(crate::transport::body(body), on_delta)
             .instrument(span.clone())
             .await;
         crate::spans::end(&span, &answer);

@@ -12,6 +12,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
+use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::header::{self, HeaderMap, HeaderValue};
@@ -169,15 +170,19 @@ impl Transport {
     }
 
     /// Posts `body` until an attempt succeeds, fails for good, or the retries run out.
+    /// Every attempt sends the same buffer: a retry copies nothing.
     pub(crate) async fn chat<D: Decoder>(
         &self,
-        body: &[u8],
+        body: Bytes,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
         let mut retry = 0;
         loop {
             let mut delivered = false;
-            let error = match self.attempt::<D>(body, on_delta, &mut delivered).await {
+            let error = match self
+                .attempt::<D>(body.clone(), on_delta, &mut delivered)
+                .await
+            {
                 Ok(answer) => return Ok(answer),
                 Err(error) => error,
             };
@@ -206,7 +211,7 @@ impl Transport {
     /// which the attempt must not be repeated.
     async fn attempt<D: Decoder>(
         &self,
-        body: &[u8],
+        body: Bytes,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
         delivered: &mut bool,
     ) -> Result<ChatResponse, LlmError> {
@@ -220,7 +225,7 @@ impl Transport {
             .post(&self.endpoint)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)
-            .body(body.to_vec())
+            .body(body)
             .send()
             .await
             .map_err(|e| self.request_error(e))?;
@@ -321,6 +326,13 @@ impl Transport {
             message,
         }
     }
+}
+
+/// An encoded request as the body every attempt sends, without the spare capacity
+/// encoding left: it is held for as long as the model takes to answer.
+pub(crate) fn body(mut encoded: Vec<u8>) -> Bytes {
+    encoded.shrink_to_fit();
+    Bytes::from(encoded)
 }
 
 /// A header value carrying a secret, marked sensitive so HTTP-level debug output hides

@@ -1,6 +1,9 @@
 //! Provider-neutral chat types.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,12 +63,63 @@ impl Message {
 }
 
 /// A tool the model may call, described by a JSON Schema for its arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Tools do not change while a process runs, so a definition is made once and shared:
+/// cloning one copies no text, and the schema is held already encoded, so that a
+/// request neither copies nor re-encodes it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
-    pub name: String,
-    pub description: String,
+    pub name: Arc<str>,
+    pub description: Arc<str>,
     /// JSON Schema (`{"type":"object","properties":{...}}`).
-    pub parameters: serde_json::Value,
+    pub parameters: ToolSchema,
+}
+
+/// A tool's JSON Schema, encoded once as compact JSON text and shared between clones;
+/// it is written into request bodies as it is.
+#[derive(Clone)]
+pub struct ToolSchema(Arc<RawValue>);
+
+impl ToolSchema {
+    /// Encodes `schema`.
+    pub fn new(schema: &serde_json::Value) -> Self {
+        // Encoding a `Value` cannot fail: its keys are strings and its numbers finite.
+        let raw = serde_json::value::to_raw_value(schema).expect("a json value always encodes");
+        Self(Arc::from(raw))
+    }
+
+    /// The schema as compact JSON text.
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The schema as a raw JSON value, for request bodies.
+    pub fn raw(&self) -> &RawValue {
+        &self.0
+    }
+
+    /// Whether the schema is JSON `null` (a tool defined without one).
+    pub fn is_null(&self) -> bool {
+        self.json() == "null"
+    }
+}
+
+impl From<serde_json::Value> for ToolSchema {
+    fn from(schema: serde_json::Value) -> Self {
+        Self::new(&schema)
+    }
+}
+
+impl PartialEq for ToolSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
+    }
+}
+
+impl std::fmt::Debug for ToolSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.json())
+    }
 }
 
 /// A tool call made by the model. `arguments` is the raw JSON text the model produced;
@@ -160,4 +214,39 @@ pub struct ChatResponse {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamDelta {
     Text(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_is_written_into_a_body_as_its_value_would_be() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "number", "minimum": 0.5}},
+            "required": ["path"],
+        });
+        let encoded = serde_json::to_string(&schema).expect("value encodes");
+        let shared = ToolSchema::new(&schema);
+        assert_eq!(shared.json(), encoded);
+        assert_eq!(
+            serde_json::to_string(shared.raw()).expect("raw value encodes"),
+            encoded
+        );
+        assert!(ToolSchema::new(&serde_json::Value::Null).is_null());
+    }
+
+    #[test]
+    fn a_cloned_definition_shares_its_text() {
+        let tool = ToolDef {
+            name: "grep".into(),
+            description: "search files".into(),
+            parameters: serde_json::json!({"type": "object"}).into(),
+        };
+        let copy = tool.clone();
+        assert!(Arc::ptr_eq(&tool.description, &copy.description));
+        assert!(std::ptr::eq(tool.parameters.json(), copy.parameters.json()));
+        assert_eq!(tool, copy);
+    }
 }

@@ -263,7 +263,9 @@ pub async fn run_with_provider(
             handlers.spawn(async move {
                 let _held = held;
                 let disposition = task::handle(&ctx, &msg).await;
-                outcome::settle(&msg, &disposition).await;
+                // Boxed, like every step a session is not waiting in: the task
+                // holds room only for what is under way (see `task::handle`).
+                Box::pin(outcome::settle(&msg, &disposition)).await;
                 drop(slot);
             });
         }

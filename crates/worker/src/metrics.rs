@@ -350,8 +350,8 @@ impl Tool for MeteredTool {
     fn definition(&self) -> ToolDef {
         self.inner.definition()
     }
-    fn definition_for(&self, host: &dyn SessionHost) -> ToolDef {
-        self.inner.definition_for(host)
+    fn definition_for(&self, definition: &ToolDef, host: &dyn SessionHost) -> ToolDef {
+        self.inner.definition_for(definition, host)
     }
 
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {

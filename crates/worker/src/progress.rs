@@ -17,13 +17,15 @@ use tokio::sync::mpsc;
 
 /// The observer handed to the session loop.
 pub struct ProgressSink {
-    tx: mpsc::UnboundedSender<SessionEvent>,
+    /// Boxed: a channel allocates room for a block of its items when it is made, and
+    /// the session holds it for its whole life, mostly waiting on the model.
+    tx: mpsc::UnboundedSender<Box<SessionEvent>>,
 }
 
 impl SessionObserver for ProgressSink {
     fn on_event(&self, event: SessionEvent) {
         // A closed channel means the attempt is over; late events are dropped.
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(Box::new(event));
     }
 }
 
@@ -40,7 +42,9 @@ impl ProgressPublisher {
         trace_id: TraceId,
         attempt: u32,
     ) -> (ProgressSink, Self) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<SessionEvent>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Box<SessionEvent>>();
+        // The task waits on the channel for most of its life: a publish and the wait
+        // for acks are boxed, so that it holds room for them only while they run.
         let handle = tokio::spawn(async move {
             let mut seq = 0u64;
             while let Some(first) = rx.recv().await {
@@ -49,7 +53,7 @@ impl ProgressPublisher {
                     .into_iter()
                     .map(|event| {
                         seq += 1;
-                        progress_message(task_id, trace_id, attempt, seq, event)
+                        progress_message(task_id, trace_id, attempt, seq, *event)
                     })
                     .collect();
                 let Some(msg) = taskwire_bus::progress::coalesce(batch) else {
@@ -60,10 +64,13 @@ impl ProgressPublisher {
                 // (5,000, shared by every session of the worker), so sessions waiting
                 // with unawaited acks would leave none for the others. Events that come
                 // meanwhile wait in the channel and go in the next message.
-                let stored = match bus.send_progress(task_id, &msg).await {
-                    Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
+                let stored = Box::pin(async {
+                    match bus.send_progress(task_id, &msg).await {
+                        Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                })
+                .await;
                 if let Err(error) = stored {
                     tracing::warn!(task.id = %task_id, error = %error, "progress event not stored");
                 }
@@ -90,9 +97,9 @@ const MAX_COALESCED: usize = 64;
 /// `first` and the events that follow it within [`COALESCE_WINDOW`] (at most
 /// [`MAX_COALESCED`]); sooner when the session ends (the channel closes).
 async fn gather(
-    rx: &mut mpsc::UnboundedReceiver<SessionEvent>,
-    first: SessionEvent,
-) -> Vec<SessionEvent> {
+    rx: &mut mpsc::UnboundedReceiver<Box<SessionEvent>>,
+    first: Box<SessionEvent>,
+) -> Vec<Box<SessionEvent>> {
     let mut events = vec![first];
     let until = tokio::time::Instant::now() + COALESCE_WINDOW;
     while events.len() < MAX_COALESCED {

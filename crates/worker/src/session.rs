@@ -51,6 +51,9 @@ pub struct Ran<'a> {
 }
 
 /// Runs the attempt's session to its end, or says why it could not start.
+///
+/// The steps around the model loop are boxed (see [`crate::task::handle`]): a session
+/// waiting on the model holds no room for them.
 pub async fn run<'a>(
     ctx: &'a Context,
     request: &'a TaskRequest,
@@ -102,16 +105,15 @@ pub async fn run<'a>(
         transcript: mut history,
         from_checkpoint,
         workspace: earlier,
-    } = history(ctx, request, claim, session_id).await?;
+    } = Box::pin(history(ctx, request, claim, session_id)).await?;
     let history_was_empty = history.messages.is_empty();
     let title_model = model.clone();
-    let workspace = TaskFiles::reserve(ctx, request, claim, earlier).await?;
+    let workspace = Box::pin(TaskFiles::reserve(ctx, request, claim, earlier)).await?;
     let tools_workspace = taskwire_agent::Workspace::planned(workspace.root().to_owned());
     // The files are made when first needed: now, when the first message or the
     // system prompt reads some (inputs naming files, project instructions).
     if needs_files_at_start(ctx, request) {
-        workspace
-            .get()
+        Box::pin(workspace.get())
             .await
             .map_err(|e| StartError::Unavailable(format!("failed to make the workspace: {e}")))?;
     }
@@ -167,7 +169,7 @@ pub async fn run<'a>(
             } else {
                 request.prompt.len()
             };
-            let expanded = expand_commands(
+            let expanded = Box::pin(expand_commands(
                 &target[..own],
                 &tools_workspace,
                 &agent,
@@ -175,7 +177,7 @@ pub async fn run<'a>(
                 &host,
                 &sink,
                 stop,
-            )
+            ))
             .await;
             for (command, output) in &expanded.ran {
                 sources.add("command", command, output);
@@ -192,7 +194,14 @@ pub async fn run<'a>(
                 prompt: subtask_prompt.unwrap_or_default(),
                 command: (!part.command.is_empty()).then(|| part.command.clone()),
             };
-            let done = run_subtask(&part, "call_subtask", &host, &sink, stop.token()).await;
+            let done = Box::pin(run_subtask(
+                &part,
+                "call_subtask",
+                &host,
+                &sink,
+                stop.token(),
+            ))
+            .await;
             history.messages.extend(done.messages);
             subtask_usage = done.usage;
             prompt.clear(); // the subtask part is the user's message
@@ -229,9 +238,11 @@ pub async fn run<'a>(
         (ctx.titles && request.parent_task_id.is_none() && history_was_empty && !from_checkpoint)
             .then(|| title_source(request))
             .flatten();
+    // Handed down through two more async functions: boxed once, not copied into each.
+    let run = Box::pin(run);
     let ((mut outcome, structured), title) = run_beside_title(
         supervise(run, request.deadline, stop),
-        title_source.map(|source| write_title(ctx, &title_model, source, stop)),
+        title_source.map(|source| Box::pin(write_title(ctx, &title_model, source, stop))),
     )
     .await;
     if let Some((_, usage)) = &title {
@@ -249,20 +260,20 @@ pub async fn run<'a>(
     if sources.dropped() > 0 {
         tracing::debug!(task.id = %request.task_id, dropped = sources.dropped(), "provenance list full");
     }
-    publisher.finish(sink).await;
+    Box::pin(publisher.finish(sink)).await;
     // A retried attempt goes on from this transcript, so it needs these files too.
     let state = match outcome.error.as_ref().filter(|e| e.retryable) {
-        Some(_) => workspace.state().await.ok(),
+        Some(_) => Box::pin(workspace.state()).await.ok(),
         None => None,
     };
-    let transcript = transcript_for_result(
+    let transcript = Box::pin(transcript_for_result(
         ctx,
         request,
         claim,
         session_id,
         &outcome.transcript,
         state.as_ref(),
-    )
+    ))
     .await;
     Ok(Ran {
         outcome,

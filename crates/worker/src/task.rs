@@ -62,10 +62,17 @@ pub struct Context {
 pub use taskwire_bus::messages::Claim;
 
 /// Runs one task message to its disposition.
+///
+/// A session spends most of its life waiting on the model, and a waiting task holds
+/// room for the largest future any of its steps may run: so the steps before and
+/// after the session (the claim, the result's patch and publish, the workspace's
+/// removal) and the session itself are boxed, each allocated only while it runs, and
+/// a future handed down through several async functions is boxed once rather than
+/// copied into each of their states.
 pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     let request = match decode::<TaskRequest>(&msg.payload) {
         Ok(r) => r,
-        Err(e) => return dead_letter(ctx, msg, &e.to_string(), None).await,
+        Err(e) => return Box::pin(dead_letter(ctx, msg, &e.to_string(), None)).await,
     };
     let task_id = request.task_id;
     let delivered = msg.info().map_or(1, |i| i.delivered);
@@ -77,7 +84,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     let later = Disposition::Retry {
         delay: Some(not_now_delay(delivered)),
     };
-    let claim = match ctx.bus.claim(&claim).await {
+    let claim = match Box::pin(ctx.bus.claim(&claim)).await {
         Ok(ClaimVerdict::Granted(claim)) => claim,
         Ok(ClaimVerdict::Busy { .. }) => {
             tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
@@ -90,7 +97,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
         // No such task, or a request the coordinator cannot read: it never will run.
         Err(e) if matches!(e.code(), ErrorCode::NotFound | ErrorCode::InvalidArgument) => {
             let reason = format!("claim refused: {e}");
-            return dead_letter(ctx, msg, &reason, Some(task_id)).await;
+            return Box::pin(dead_letter(ctx, msg, &reason, Some(task_id))).await;
         }
         Err(e) => {
             tracing::warn!(task.id = %task_id, error = %e, "claim failed, retrying later");
@@ -100,7 +107,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
     let span = crate::spans::invoke_agent(&request, claim.attempt, &ctx.worker_id, session_id);
     with_heartbeat(
-        run_claimed(ctx, msg, request, claim, session_id).instrument(span),
+        Box::pin(run_claimed(ctx, msg, request, claim, session_id).instrument(span)),
         msg,
         ctx.ack_wait,
     )
@@ -135,7 +142,7 @@ async fn run_claimed(
     let guard = ctx.running.register(task_id);
     let stop = guard.handle.clone();
 
-    let ran = crate::session::run(ctx, &request, claim, session_id, &stop).await;
+    let ran = Box::pin(crate::session::run(ctx, &request, claim, session_id, &stop)).await;
     drop(guard);
 
     if stop.reason() == Some(StopReason::Shutdown) {
@@ -177,7 +184,7 @@ async fn run_claimed(
                     });
                 }
             }
-            match workspace.result_patch().await {
+            match Box::pin(workspace.result_patch()).await {
                 Ok((patch, patch_ref)) => {
                     result.patch = patch;
                     result.patch_ref = patch_ref;
@@ -216,11 +223,11 @@ async fn run_claimed(
             None,
         ),
     };
-    let disposition = publish_result(ctx, &result).await;
+    let disposition = Box::pin(publish_result(ctx, &result)).await;
     // After the result is recorded (or will be again by another attempt, which makes
     // a workspace of its own).
     if let Some(workspace) = workspace {
-        workspace.remove().await;
+        Box::pin(workspace.remove()).await;
     }
     match disposition {
         Disposition::Done if result.retry_scheduled => {

@@ -33,9 +33,11 @@ use crate::transcript::{Part, Transcript};
 #[derive(Debug)]
 pub struct Background {
     children: Mutex<Vec<Child>>,
-    starts: mpsc::UnboundedSender<Start>,
+    /// Boxed: a channel allocates room for a block of its items when it is made, and
+    /// most sessions start no child in the background.
+    starts: mpsc::UnboundedSender<Box<Start>>,
     /// Taken by [`drive`] when the session starts.
-    receiver: Mutex<Option<mpsc::UnboundedReceiver<Start>>>,
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<Box<Start>>>>,
     /// Bumped whenever a child finishes, for those waiting on it.
     changed: watch::Sender<u64>,
 }
@@ -109,7 +111,7 @@ impl Background {
         request.background = true;
         let (started, answer) = oneshot::channel();
         self.starts
-            .send(Start { request, started })
+            .send(Box::new(Start { request, started }))
             .map_err(|_| "background tasks are not available in this session".to_owned())?;
         answer
             .await
@@ -427,13 +429,13 @@ pub(crate) async fn drive(
 
 /// Runs one background child to its end and records the result.
 async fn follow(
-    start: Start,
+    start: Box<Start>,
     state: &SessionState,
     host: &dyn SessionHost,
     observer: &dyn SessionObserver,
     cancel: CancellationToken,
 ) {
-    let Start { request, started } = start;
+    let Start { request, started } = *start;
     let background = &state.background;
     let call_id = request.call_id.clone();
     let agent = request.subagent_type.clone();

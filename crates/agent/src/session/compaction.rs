@@ -96,8 +96,9 @@ pub(super) fn tokens_of(bytes: usize) -> u64 {
     u64::try_from(bytes.div_ceil(4)).unwrap_or(u64::MAX)
 }
 
-/// The bytes a request sends: message texts, tool calls and the tools offered.
-pub(super) fn request_bytes(messages: &[Message], tools: &[ToolDef]) -> usize {
+/// The bytes a request sends: message texts, tool calls, and `tools_bytes` for the
+/// tools offered ([`tools_bytes`], measured once: they do not change in a session).
+pub(super) fn request_bytes(messages: &[Message], tools_bytes: usize) -> usize {
     let messages: usize = messages
         .iter()
         .map(|m| {
@@ -108,11 +109,16 @@ pub(super) fn request_bytes(messages: &[Message], tools: &[ToolDef]) -> usize {
                     .sum::<usize>()
         })
         .sum();
-    let tools: usize = tools
+    messages + tools_bytes
+}
+
+/// The bytes the definitions of `tools` add to a request: names, descriptions and
+/// schemas, read from the schemas' encoded text.
+pub(super) fn tools_bytes(tools: &[ToolDef]) -> usize {
+    tools
         .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-        .sum();
-    messages + tools
+        .map(|t| t.name.len() + t.description.len() + t.parameters.json().len())
+        .sum()
 }
 
 /// Where the record splits: the messages to summarise end before the trailing user

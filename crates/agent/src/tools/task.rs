@@ -100,15 +100,20 @@ impl Tool for TaskTool {
         !host.subagents().is_empty()
     }
 
-    fn definition_for(&self, host: &dyn SessionHost) -> taskwire_llm::ToolDef {
+    fn definition_for(
+        &self,
+        definition: &taskwire_llm::ToolDef,
+        host: &dyn SessionHost,
+    ) -> taskwire_llm::ToolDef {
         let agents: Vec<String> = host
             .subagents()
             .iter()
             .map(|(name, description)| format!("- {name}: {description}"))
             .collect();
-        let mut definition = self.definition();
-        definition.description = DESCRIPTION.replace("{agents}", &agents.join("\n"));
-        definition
+        taskwire_llm::ToolDef {
+            description: DESCRIPTION.replace("{agents}", &agents.join("\n")).into(),
+            ..definition.clone()
+        }
     }
 
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {

@@ -256,11 +256,7 @@ pub(crate) fn without_metadata(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
 }
 
 pub(crate) fn tool_names(request: &ChatRequest) -> Vec<&str> {
-    request
-        .tools
-        .iter()
-        .map(|tool| tool.name.as_str())
-        .collect()
+    request.tools.iter().map(|tool| &*tool.name).collect()
 }
 
 pub(crate) fn tool_result<'m>(messages: &'m [Message], call_id: &str) -> &'m str {

@@ -32,7 +32,7 @@ async fn two_task_calls_run_concurrently_and_both_reports_reach_the_model() {
     let offered = requests[0]
         .tools
         .iter()
-        .find(|tool| tool.name == "task")
+        .find(|tool| &*tool.name == "task")
         .expect("task is offered when the host has subagents");
     assert!(
         offered
@@ -196,7 +196,7 @@ async fn a_hidden_subagent_is_not_listed_but_runs_when_named() {
     let offered = requests[0]
         .tools
         .iter()
-        .find(|tool| tool.name == "task")
+        .find(|tool| &*tool.name == "task")
         .expect("task is offered");
     assert!(!offered.description.contains("scout"), "hidden: not listed");
     assert_eq!(

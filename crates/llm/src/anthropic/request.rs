@@ -19,9 +19,10 @@
 //!   together, and the API's advice is to set one of them.
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::types::{ChatRequest, Role};
+use crate::types::{ChatRequest, Role, ToolSchema};
 
 /// Key under which arguments that are not a JSON object are sent as text.
 const RAW_ARGUMENTS_KEY: &str = "_raw";
@@ -72,12 +73,12 @@ enum Block<'a> {
 struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: &'a Value,
+    input_schema: &'a RawValue,
 }
 
 /// Schema for a tool defined without one; the API requires an object schema.
-static EMPTY_SCHEMA: std::sync::LazyLock<Value> =
-    std::sync::LazyLock::new(|| json!({"type": "object", "properties": {}}));
+static EMPTY_SCHEMA: std::sync::LazyLock<ToolSchema> =
+    std::sync::LazyLock::new(|| ToolSchema::new(&json!({"type": "object", "properties": {}})));
 
 impl<'a> MessagesRequest<'a> {
     /// Encodes `request`; `default_max_tokens` applies when the request sets none,
@@ -150,9 +151,9 @@ impl<'a> MessagesRequest<'a> {
                     name: &tool.name,
                     description: &tool.description,
                     input_schema: if tool.parameters.is_null() {
-                        &EMPTY_SCHEMA
+                        EMPTY_SCHEMA.raw()
                     } else {
-                        &tool.parameters
+                        tool.parameters.raw()
                     },
                 })
                 .collect(),
@@ -210,7 +211,7 @@ mod tests {
             tools: vec![ToolDef {
                 name: "grep".into(),
                 description: "search".into(),
-                parameters: json!({"type": "object"}),
+                parameters: json!({"type": "object"}).into(),
             }],
             temperature: Some(0.5),
             ..Default::default()
@@ -350,7 +351,7 @@ mod tests {
             tools: vec![ToolDef {
                 name: "now".into(),
                 description: "the time".into(),
-                parameters: Value::Null,
+                parameters: Value::Null.into(),
             }],
             ..Default::default()
         };

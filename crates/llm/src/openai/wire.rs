@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::types::{
     ChatRequest, ChatResponse, FinishReason, Message, Role, ToolCall, ToolDef, Usage,
@@ -71,7 +72,7 @@ struct WireTool<'a> {
 struct WireFunction<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a Value,
+    parameters: &'a RawValue,
 }
 
 impl<'a> Request<'a> {
@@ -135,7 +136,7 @@ impl<'a> From<&'a ToolDef> for WireTool<'a> {
             function: WireFunction {
                 name: &tool.name,
                 description: &tool.description,
-                parameters: &tool.parameters,
+                parameters: tool.parameters.raw(),
             },
         }
     }
@@ -363,7 +364,7 @@ mod tests {
             tools: vec![ToolDef {
                 name: "grep".into(),
                 description: "search".into(),
-                parameters: json!({"type": "object"}),
+                parameters: json!({"type": "object"}).into(),
             }],
             temperature: Some(0.5),
             top_p: None,

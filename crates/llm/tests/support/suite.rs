@@ -82,7 +82,7 @@ pub fn grep_tool() -> ToolDef {
     ToolDef {
         name: "grep".into(),
         description: "search files".into(),
-        parameters: json!({"type": "object", "properties": {"pattern": {"type": "string"}}}),
+        parameters: json!({"type": "object", "properties": {"pattern": {"type": "string"}}}).into(),
     }
 }
 
