@@ -102,8 +102,10 @@ pub async fn run_session(
     let state = SessionState::new();
     // Background children run while the loop does; they end with it.
     let children = cancel.child_token();
-    let session = run(params, provider, tools, host, observer, cancel, &state);
-    let driver = background::drive(&state, host, observer, children.clone());
+    // Boxed: handed on into the `select!` below, each would otherwise take its room
+    // twice in this function's state, for as long as the session runs.
+    let session = Box::pin(run(params, provider, tools, host, observer, cancel, &state));
+    let driver = Box::pin(background::drive(&state, host, observer, children.clone()));
     let outcome = async {
         tokio::select! {
             biased;
