@@ -151,14 +151,8 @@ async fn run(
     };
 
     // The model is offered only these; `Turn` executes only these, whatever it calls.
-    let offered: Vec<&dyn Tool> = tools
-        .available_to(&agent, permissions)
-        .filter(|tool| tool.available(host))
-        .collect();
-    let tool_defs: Vec<_> = offered
-        .iter()
-        .map(|tool| tools.definition_for(*tool, host))
-        .collect();
+    let (offered, tool_defs): (Vec<&dyn Tool>, Vec<_>) =
+        tools.offered_to(&agent, permissions, host).unzip();
     let offers_task = offered.iter().any(|tool| tool.name() == TASK_TOOL);
     let tools_bytes = compaction::tools_bytes(&tool_defs);
 

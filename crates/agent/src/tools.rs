@@ -245,16 +245,6 @@ impl ToolRegistry {
         self.tools.iter().map(|registered| registered.tool.as_ref())
     }
 
-    /// The definition `tool` is offered with in a session with `host`
-    /// ([`Tool::definition_for`]), from the one made when it was registered; a tool
-    /// from elsewhere has its definition made now.
-    pub fn definition_for(&self, tool: &dyn Tool, host: &dyn SessionHost) -> ToolDef {
-        match self.tools.iter().find(|t| t.tool.name() == tool.name()) {
-            Some(registered) => tool.definition_for(&registered.definition, host),
-            None => tool.definition_for(&tool.definition(), host),
-        }
-    }
-
     /// The tools `agent` may be offered: named by its allow-list (wildcards and `!`
     /// exclusions allowed; a tool [`Tool::listed_with`] another is named with it) and
     /// not disabled outright by `permissions`, the session's rules (the agent's own
@@ -264,7 +254,35 @@ impl ToolRegistry {
         agent: &'a AgentSpec,
         permissions: Permissions<'a>,
     ) -> impl Iterator<Item = &'a dyn Tool> {
-        self.iter().filter(move |tool| {
+        self.registered_for(agent, permissions)
+            .map(|registered| registered.tool.as_ref())
+    }
+
+    /// The tools offered to `agent` in a session with `host`: those it may be offered
+    /// ([`ToolRegistry::available_to`]) that the host can serve
+    /// ([`Tool::available`]), each with its definition for the session
+    /// ([`Tool::definition_for`], from the one made when it was registered).
+    pub fn offered_to<'a>(
+        &'a self,
+        agent: &'a AgentSpec,
+        permissions: Permissions<'a>,
+        host: &'a dyn SessionHost,
+    ) -> impl Iterator<Item = (&'a dyn Tool, ToolDef)> {
+        self.registered_for(agent, permissions)
+            .filter(move |registered| registered.tool.available(host))
+            .map(move |registered| {
+                let tool = registered.tool.as_ref();
+                (tool, tool.definition_for(&registered.definition, host))
+            })
+    }
+
+    fn registered_for<'a>(
+        &'a self,
+        agent: &'a AgentSpec,
+        permissions: Permissions<'a>,
+    ) -> impl Iterator<Item = &'a Registered> {
+        self.tools.iter().filter(move |registered| {
+            let tool = &registered.tool;
             agent.lists_tool(tool.listed_with().unwrap_or(tool.name()))
                 && !permissions.is_disabled(tool.permission())
         })

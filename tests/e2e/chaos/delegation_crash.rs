@@ -237,6 +237,15 @@ async fn children_running(fleet: &Fleet, parent: &str, worker_a: &mut Process) -
     worker_c
 }
 
+/// Waits until `worker` says it re-attached to two running children.
+async fn reattached(worker: &Process, what: &str) {
+    eventually(what, || {
+        Ok((worker.stderr().matches("re-attached to child task").count() >= 2).then_some(()))
+    })
+    .await
+    .expect("re-attached");
+}
+
 async fn results_in_watch(cluster: &Cluster, task_id: &str) -> usize {
     cluster
         .watch(task_id)
@@ -265,16 +274,7 @@ async fn a_parent_killed_while_its_children_run_re_attaches_to_them_and_complete
     let worker_b = fleet.worker("worker-b", 1).await;
 
     worker_a.kill();
-    eventually("worker-b to re-attach to both children", || {
-        Ok((worker_b
-            .stderr()
-            .matches("re-attached to child task")
-            .count()
-            >= 2)
-            .then_some(()))
-    })
-    .await
-    .expect("re-attached");
+    reattached(&worker_b, "worker-b to re-attach to both children").await;
     for child in fleet.children(&parent).await {
         assert_eq!(
             child.status(),
@@ -323,16 +323,11 @@ async fn a_parent_killed_while_its_background_children_run_re_attaches_to_them_a
     let worker_b = fleet.worker("worker-b", 1).await;
 
     worker_a.kill();
-    eventually("worker-b to re-attach to both background children", || {
-        Ok((worker_b
-            .stderr()
-            .matches("re-attached to child task")
-            .count()
-            >= 2)
-            .then_some(()))
-    })
-    .await
-    .expect("re-attached");
+    reattached(
+        &worker_b,
+        "worker-b to re-attach to both background children",
+    )
+    .await;
     children_gate.open();
 
     let done = cluster.wait_finished(&parent).await.expect("finished");
@@ -365,16 +360,7 @@ async fn a_parent_released_by_a_draining_worker_re_attaches_to_its_children_and_
         .await
         .expect("worker-a drains and exits");
     assert!(stopped.success(), "{}", worker_a.tail(20));
-    eventually("worker-b to re-attach to both children", || {
-        Ok((worker_b
-            .stderr()
-            .matches("re-attached to child task")
-            .count()
-            >= 2)
-            .then_some(()))
-    })
-    .await
-    .expect("re-attached");
+    reattached(&worker_b, "worker-b to re-attach to both children").await;
     children_gate.open();
 
     let done = cluster.wait_finished(&parent).await.expect("finished");
