@@ -13,6 +13,7 @@
 //! - [`load`]: submits tasks over gRPC and times them as a client sees them.
 //! - [`raw`]: the servers' own rates: JetStream publish→pull→ack, Postgres commits.
 //! - [`report`]: the machine and the table, as a Markdown section.
+//! - [`statements`]: `--statements`, Postgres's statements per task.
 
 pub mod cluster;
 pub mod cpu;
@@ -20,3 +21,4 @@ pub mod figures;
 pub mod load;
 pub mod raw;
 pub mod report;
+pub mod statements;

@@ -19,6 +19,7 @@ use taskwire_bench::figures::{self, Memory, Pass, Raw, Setup};
 use taskwire_bench::load::{self, Events};
 use taskwire_bench::raw;
 use taskwire_bench::report;
+use taskwire_bench::statements;
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
 };
@@ -66,6 +67,10 @@ struct Args {
     /// Print the table only.
     #[arg(long)]
     no_docs: bool,
+    /// Also print Postgres's statements per task in the plain pass (from
+    /// `pg_stat_statements`, loaded for the run).
+    #[arg(long)]
+    statements: bool,
 }
 
 /// The servers and the model, shared by every phase.
@@ -147,6 +152,9 @@ async fn pass(
             args.submitters as usize,
         )
         .await?;
+    if args.statements {
+        statements::reset(&s.pg.url_for("taskwire")).await?;
+    }
     let mut meters = stack.meters().to_vec();
     meters.extend(server_meters(s)?);
     let before = Readings::take(&meters)?;
@@ -190,7 +198,11 @@ async fn main() -> anyhow::Result<()> {
     let taskwire = Taskwire::locate(args.taskwire_bin.clone())?;
     let nats = NatsServer::start()?;
     // Commits are durable, as in production: the raw rate and taskwire's both pay fsync.
-    let pg = PrivatePostgres::start_with_settings(&[("fsync", "on")])?;
+    let mut settings = vec![("fsync", "on")];
+    if args.statements {
+        settings.extend(statements::SETTINGS);
+    }
+    let pg = PrivatePostgres::start_with_settings(&settings)?;
     let gate = Gate::new();
     let model_gate = gate.clone();
     let model = ScriptedModel::start(move |req| {
@@ -232,6 +244,9 @@ async fn main() -> anyhow::Result<()> {
     let events = Events::listen(&s.nats.url()).await?;
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &[]).await?;
     let mut plain = pass(&s, &mut stack, &events, &args, "plain").await?;
+    if args.statements {
+        println!("{}", statements::report(&s.pg.url_for("taskwire"), n).await?);
+    }
     loads.push((
         "after the throughput pass".to_owned(),
         report::load_average(),

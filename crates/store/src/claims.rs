@@ -36,23 +36,24 @@ impl Store {
             .begin()
             .await
             .map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
+        // A task past its deadline expires first; one whose budget is spent is dead-
+        // lettered. The candidates are found by primary key alone (a materialized CTE,
+        // so no status index is intersected with it); usually there are none.
         sqlx::query(sql(format!(
-            "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
-             WHERE task_id = ANY($1) AND status IN {LIVE} AND deadline IS NOT NULL AND deadline <= now()"
+            "WITH due AS MATERIALIZED ( \
+                 SELECT task_id, deadline IS NOT NULL AND deadline <= now() AS expired FROM tasks \
+                 WHERE task_id = ANY($1) \
+                   AND ((deadline IS NOT NULL AND deadline <= now()) OR attempt - attempt_base >= max_attempts)) \
+             UPDATE tasks t SET updated_at = now(), finished_at = now(), \
+                    status = CASE WHEN due.expired THEN 'deadline_exceeded' ELSE 'dead_lettered' END, \
+                    last_error = CASE WHEN due.expired THEN t.last_error \
+                                      ELSE COALESCE(t.last_error, 'attempts exhausted') END \
+             FROM due WHERE t.task_id = due.task_id AND t.status IN {LIVE}"
         )))
         .bind(&ids)
         .execute(&mut *tx)
         .await
-        .map_err(|e| StoreError::from_sqlx("expire claimed tasks", e))?;
-        sqlx::query(sql(format!(
-            "UPDATE tasks SET status = 'dead_lettered', updated_at = now(), finished_at = now(), \
-                    last_error = COALESCE(last_error, 'attempts exhausted') \
-             WHERE task_id = ANY($1) AND status IN {LIVE} AND attempt - attempt_base >= max_attempts"
-        )))
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("dead-letter exhausted tasks", e))?;
+        .map_err(|e| StoreError::from_sqlx("expire or dead-letter claimed tasks", e))?;
         let limit = max_running_per_tenant.map(|l| i64::from(l.max(1)));
         if limit.is_some() {
             // Serialise claims per tenant, so concurrent batches cannot both take the
@@ -66,6 +67,25 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("lock tenants for a claim", e))?;
         }
+        // The session check looks a task's session up by `tasks_session` alone (`OFFSET
+        // 0` keeps its status test out of the index scan): otherwise the planner may
+        // intersect it with `tasks_live`, reading every live task's entry, and the dead
+        // entries of earlier row versions, for each task claimed.
+        // Without a limit the running tasks are not counted at all (one statement per
+        // case, so the plan of one never carries the other's work).
+        let (limited, admitted) = match limit {
+            Some(_) => (
+                "busy AS ( \
+                     SELECT tenant, count(*) AS n FROM tasks \
+                     WHERE status = 'running' AND tenant IN (SELECT tenant FROM fresh) GROUP BY tenant),",
+                "SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh LEFT JOIN busy USING (tenant) \
+                 WHERE COALESCE(busy.n, 0) + fresh.rn <= $3",
+            ),
+            None => (
+                "",
+                "SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh WHERE $3::bigint IS NULL",
+            ),
+        };
         let granted = sqlx::query(sql(format!(
             "WITH c AS (SELECT * FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id)), \
              queued AS ( \
@@ -73,18 +93,16 @@ impl Store {
                         row_number() OVER (PARTITION BY COALESCE(t.session_id, t.task_id) \
                                            ORDER BY t.created_at, t.task_id) AS in_session \
                  FROM tasks t JOIN c ON t.task_id = c.task_id WHERE t.status = 'queued' \
-                   AND NOT EXISTS (SELECT 1 FROM tasks o WHERE o.session_id = t.session_id \
-                                   AND o.task_id <> t.task_id AND o.status IN ('running', 'awaiting_approval'))), \
+                   AND NOT EXISTS (SELECT 1 FROM (SELECT o.task_id, o.status FROM tasks o \
+                                                  WHERE o.session_id = t.session_id OFFSET 0) o \
+                                   WHERE o.task_id <> t.task_id AND o.status IN ('running', 'awaiting_approval'))), \
              fresh AS ( \
                  SELECT task_id, worker_id, tenant, queued_since, \
                         row_number() OVER (PARTITION BY tenant ORDER BY created_at, task_id) AS rn \
                  FROM queued WHERE in_session = 1), \
-             busy AS ( \
-                 SELECT tenant, count(*) AS n FROM tasks \
-                 WHERE status = 'running' AND tenant IN (SELECT tenant FROM fresh) GROUP BY tenant), \
+             {limited} \
              allowed AS ( \
-                 SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh LEFT JOIN busy USING (tenant) \
-                 WHERE $3::bigint IS NULL OR COALESCE(busy.n, 0) + fresh.rn <= $3 \
+                 {admitted} \
                  UNION ALL \
                  SELECT c.task_id, c.worker_id, NULL::timestamptz FROM c JOIN tasks t ON t.task_id = c.task_id \
                  WHERE t.status IN ('running', 'awaiting_approval')) \
@@ -125,18 +143,28 @@ impl Store {
                 },
             );
         }
-        if !g_ids.is_empty() {
+        // Only a task claimed before (epoch above 1) can have an attempt to supersede.
+        let (again_ids, again_epochs): (Vec<uuid::Uuid>, Vec<i64>) = g_ids
+            .iter()
+            .zip(&g_epochs)
+            .filter(|(_, epoch)| **epoch > 1)
+            .map(|(id, epoch)| (*id, *epoch))
+            .unzip();
+        if !again_ids.is_empty() {
             sqlx::query(
                 "UPDATE attempts a SET status = 'abandoned', finished_at = now(), retryable = true, \
                         error = 'redelivered: the worker stopped responding' \
                  FROM UNNEST($1::uuid[], $2::bigint[]) AS g(task_id, epoch) \
-                 WHERE a.task_id = g.task_id AND a.status = 'running' AND a.claim_epoch < g.epoch",
+                 WHERE a.task_id = ANY($1) AND a.task_id = g.task_id AND a.status = 'running' \
+                   AND a.claim_epoch < g.epoch",
             )
-            .bind(&g_ids)
-            .bind(&g_epochs)
+            .bind(&again_ids)
+            .bind(&again_epochs)
             .execute(&mut *tx)
             .await
             .map_err(|e| StoreError::from_sqlx("close superseded attempts", e))?;
+        }
+        if !g_ids.is_empty() {
             sqlx::query(
                 "INSERT INTO attempts (task_id, attempt, claim_epoch, worker_id, status) \
                  SELECT g.task_id, g.attempt, g.epoch, g.worker_id, 'running' \

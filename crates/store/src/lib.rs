@@ -81,10 +81,17 @@ impl Store {
                 .await
                 .map_err(|e| StoreError::from_sqlx("create the database", e))?;
         }
+        // JIT compilation pays off for long analytic queries, not for these: a statement
+        // whose estimate crosses `jit_above_cost` (a subtree walk on a large table) would
+        // spend hundreds of milliseconds compiling to save microseconds.
+        let options = url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .map_err(|e| StoreError::from_sqlx("parse the database url", e))?
+            .options([("jit", "off")]);
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
+            .connect_with(options)
             .await
             .map_err(|e| StoreError::from_sqlx("connect to postgres", e))?;
         migrator()

@@ -32,12 +32,15 @@ impl Store {
         }
         let ids: Vec<uuid::Uuid> = ended.iter().map(|t| t.as_uuid()).collect();
         // The walk goes through finished descendants too: a live grandchild under a
-        // finished child is as orphaned as a live child.
+        // finished child is as orphaned as a live child. It starts from the children
+        // (`tasks_parent`, which holds child tasks only), so tasks without children,
+        // most of them, cost one index probe each and never a scan of the table.
         let rows: Vec<(uuid::Uuid, String)> = sqlx::query_as(sql(format!(
             "WITH RECURSIVE tree AS ( \
                  SELECT c.task_id, p.task_id AS ended, p.status AS ended_status, 1 AS depth \
-                 FROM tasks p JOIN tasks c ON c.parent_task_id = p.task_id \
-                 WHERE p.task_id = ANY($1) AND p.status NOT IN {LIVE} \
+                 FROM tasks c JOIN tasks p ON p.task_id = c.parent_task_id \
+                 WHERE c.parent_task_id = ANY($1) AND c.parent_task_id IS NOT NULL \
+                   AND p.status NOT IN {LIVE} \
                  UNION ALL \
                  SELECT c.task_id, tree.ended, tree.ended_status, tree.depth + 1 \
                  FROM tasks c JOIN tree ON c.parent_task_id = tree.task_id) \

@@ -1,0 +1,65 @@
+//! `--statements`: what taskwire asks of Postgres per task, from `pg_stat_statements`.
+//!
+//! With the option, the run's Postgres loads the extension; the counters are reset
+//! after the plain pass's warm-up and read after it, so each statement's calls, time,
+//! rows and WAL are divided by the pass's tasks. The table is printed, not written to
+//! the docs: it explains a figure, it is not one.
+
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use sqlx::{Connection, PgConnection, Row};
+
+/// The server settings that load the extension.
+pub const SETTINGS: [(&str, &str); 2] = [
+    ("shared_preload_libraries", "pg_stat_statements"),
+    ("pg_stat_statements.track", "all"),
+];
+
+/// Creates the extension in the database at `url` and clears its counters.
+pub async fn reset(url: &str) -> anyhow::Result<()> {
+    let mut conn = PgConnection::connect(url).await?;
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(&mut conn)
+        .await
+        .context("failed to create pg_stat_statements")?;
+    sqlx::query("SELECT pg_stat_statements_reset()")
+        .execute(&mut conn)
+        .await?;
+    Ok(())
+}
+
+/// The statements run since [`reset`], most time first, per task of a pass of `tasks`.
+pub async fn report(url: &str, tasks: usize) -> anyhow::Result<String> {
+    let mut conn = PgConnection::connect(url).await?;
+    let rows = sqlx::query(
+        "SELECT calls, total_exec_time, rows, wal_bytes::float8 AS wal, query \
+         FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' \
+         ORDER BY total_exec_time DESC LIMIT 40",
+    )
+    .fetch_all(&mut conn)
+    .await?;
+    let n = tasks as f64;
+    let mut out = String::from(
+        "| calls/task | µs/task | rows/task | WAL B/task | statement |\n|---:|---:|---:|---:|---|\n",
+    );
+    for r in rows {
+        let calls: i64 = r.get("calls");
+        let ms: f64 = r.get("total_exec_time");
+        let rows: i64 = r.get("rows");
+        let wal: f64 = r.get("wal");
+        let query: String = r.get("query");
+        let query = query.split_whitespace().collect::<Vec<_>>().join(" ");
+        let query: String = query.chars().take(140).collect();
+        let _ = writeln!(
+            out,
+            "| {:.2} | {:.1} | {:.2} | {:.0} | `{}` |",
+            calls as f64 / n,
+            ms * 1000.0 / n,
+            rows as f64 / n,
+            wal / n,
+            query.replace('|', "\\|"),
+        );
+    }
+    Ok(out)
+}
