@@ -353,3 +353,47 @@ async fn a_task_that_calls_no_tool_never_makes_its_workspace() {
     assert_eq!(dirs, Vec::<String>::new(), "no repository either");
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_whose_workspace_is_not_made_yet_is_told_its_bases_files() {
+    let mut cluster = start(ScriptedModel::echo().await, 0, 1)
+        .await
+        .expect("cluster");
+    git_base(&cluster);
+    cluster.add_worker("w", 1);
+    let system_prompt = |cluster: &Cluster, prompt: &str| {
+        cluster
+            .model
+            .requests()
+            .into_iter()
+            .find(|r| r.first_user_message() == Some(prompt))
+            .and_then(|r| r.messages.into_iter().find(|m| m.role == "system"))
+            .map(|m| m.content)
+            .expect("the task's model request")
+    };
+    let id = submit(&cluster, "just answer", vec![]).await;
+    cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(cluster.task_workspace(&id), None, "no workspace was made");
+    let prompt = system_prompt(&cluster, "just answer");
+    assert!(
+        prompt.contains("is the workspace a git repository: yes"),
+        "a workspace made from a git base is a clone: {prompt}"
+    );
+    assert!(!prompt.contains("<instructions"), "{prompt}");
+
+    // A project file committed to the base reaches the sessions that start after it
+    // (the base is looked at again once a second at most).
+    let base = cluster.workspace.path();
+    std::fs::write(base.join("AGENTS.md"), "Answer in haiku.\n").expect("write");
+    git(base, &["add", "AGENTS.md"]);
+    git(base, &["commit", "-q", "-m", "instructions"]);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let id = submit(&cluster, "answer again", vec![]).await;
+    cluster.wait_finished(&id).await.expect("finished");
+    let prompt = system_prompt(&cluster, "answer again");
+    assert!(
+        prompt.contains("<instructions file=\"AGENTS.md\">\nAnswer in haiku.\n</instructions>"),
+        "{prompt}"
+    );
+    cluster.shutdown().await;
+}

@@ -220,21 +220,38 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
 }
 
 fn match_whole(pattern: &str, text: &str) -> bool {
-    // Greedy two-pointer match with backtracking to the last `*`: linear in practice,
-    // no regex compilation per rule.
-    let pattern: Vec<char> = pattern.chars().collect();
-    let text: Vec<char> = text.chars().collect();
+    // Most rules are a plain name or `*`, checked for every tool of every session:
+    // those need no scan at all.
+    if pattern == "*" {
+        return true;
+    }
+    if !pattern.contains(['*', '?']) {
+        return pattern == text;
+    }
+    // `?` is one character: bytes stand for characters when both are ASCII.
+    if pattern.is_ascii() && text.is_ascii() {
+        match_units(pattern.as_bytes(), text.as_bytes(), b'*', b'?')
+    } else {
+        let pattern: Vec<char> = pattern.chars().collect();
+        let text: Vec<char> = text.chars().collect();
+        match_units(&pattern, &text, '*', '?')
+    }
+}
+
+/// Greedy two-pointer match with backtracking to the last `star`: linear in practice,
+/// no regex compilation per rule.
+fn match_units<T: Copy + Eq>(pattern: &[T], text: &[T], star: T, any: T) -> bool {
     let (mut p, mut t) = (0, 0);
-    // Position after the last `*` seen, and the text position it is currently
+    // Position after the last `star` seen, and the text position it is currently
     // assumed to absorb up to.
     let mut backtrack: Option<(usize, usize)> = None;
     while t < text.len() {
         match pattern.get(p) {
-            Some('*') => {
+            Some(&c) if c == star => {
                 p += 1;
                 backtrack = Some((p, t));
             }
-            Some(&c) if c == '?' || c == text[t] => {
+            Some(&c) if c == any || c == text[t] => {
                 p += 1;
                 t += 1;
             }
@@ -248,7 +265,7 @@ fn match_whole(pattern: &str, text: &str) -> bool {
             },
         }
     }
-    pattern[p..].iter().all(|&c| c == '*')
+    pattern[p..].iter().all(|&c| c == star)
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ use crate::agent::AgentSpec;
 use crate::error::SessionError;
 use crate::host::SessionHost;
 use crate::permission::{PermissionLayer, Permissions};
+use crate::system_prompt::WorkspaceFacts;
 use crate::tools::{Tool, ToolContext, ToolRegistry};
 use crate::transcript::{Part, Transcript, TranscriptMessage};
 use crate::workspace::Workspace;
@@ -77,6 +78,9 @@ pub struct SessionParams {
     /// that have no result, with their ids (so `task` calls find the children they
     /// started), and counts the steps already taken against `max_steps`.
     pub from_checkpoint: bool,
+    /// What the workspace's files are as the system prompt tells them; `None` looks
+    /// them up at its root when the session starts.
+    pub workspace_facts: Option<WorkspaceFacts>,
     /// Instruction files added to the system prompt after the project's `AGENTS.md`,
     /// as paths relative to the workspace root (see [`crate::system_prompt`]).
     pub instructions: Vec<String>,
@@ -137,6 +141,7 @@ async fn run(
         workspace,
         inherited_permission,
         from_checkpoint,
+        workspace_facts,
         instructions,
         compaction,
         budget,
@@ -158,9 +163,11 @@ async fn run(
 
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let facts = workspace_facts.unwrap_or_else(|| WorkspaceFacts::of(workspace.root()));
     messages.push(Message::system(crate::system_prompt::build(
         &agent,
         &workspace,
+        facts,
         &instructions,
         &today,
     )));

@@ -17,9 +17,40 @@ pub const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// Most bytes of one instruction file put into the prompt.
 pub const MAX_INSTRUCTION_BYTES: usize = 32 * 1024;
 
-/// The whole system prompt for `agent` in `workspace`, with `extra` instruction files
-/// (paths relative to the workspace root) and today's date as `YYYY-MM-DD`.
-pub fn build(agent: &AgentSpec, workspace: &Workspace, extra: &[String], today: &str) -> String {
+/// What the environment block and the project instructions depend on in the workspace's
+/// files: a few `stat`s, which a caller that knows them already (a workspace not made
+/// yet, whose files will be its base's) passes instead of having them looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceFacts {
+    /// The workspace is a git repository (`.git` at its root).
+    pub git: bool,
+    /// The project instruction file at its root, the first of [`PROJECT_FILES`] found.
+    pub project_file: Option<&'static str>,
+}
+
+impl WorkspaceFacts {
+    /// The facts of the directory at `root` (blocking: up to three `stat`s).
+    pub fn of(root: &Path) -> Self {
+        Self {
+            git: root.join(".git").exists(),
+            project_file: PROJECT_FILES
+                .iter()
+                .copied()
+                .find(|name| root.join(name).is_file()),
+        }
+    }
+}
+
+/// The whole system prompt for `agent` in `workspace`, whose files are as `facts` say,
+/// with `extra` instruction files (paths relative to the workspace root) and today's
+/// date as `YYYY-MM-DD`.
+pub fn build(
+    agent: &AgentSpec,
+    workspace: &Workspace,
+    facts: WorkspaceFacts,
+    extra: &[String],
+    today: &str,
+) -> String {
     let root = workspace.root();
     let mut prompt = format!(
         "{}\n\n<env>\nworkspace root: {}\nplatform: {}\ntoday's date: {today}\n\
@@ -28,16 +59,9 @@ pub fn build(agent: &AgentSpec, workspace: &Workspace, extra: &[String], today: 
         agent.prompt.trim_end(),
         root.display(),
         std::env::consts::OS,
-        if root.join(".git").exists() {
-            "yes"
-        } else {
-            "no"
-        },
+        if facts.git { "yes" } else { "no" },
     );
-    let project = PROJECT_FILES
-        .iter()
-        .find(|name| root.join(name).is_file())
-        .map(|name| (*name).to_owned());
+    let project = facts.project_file.map(str::to_owned);
     for name in project.iter().chain(extra) {
         match read_instructions(workspace, name) {
             Ok(text) => {
@@ -100,27 +124,36 @@ mod tests {
     #[test]
     fn the_environment_block_names_root_platform_date_and_git() {
         let (dir, ws) = workspace();
-        let prompt = build(&agent(), &ws, &[], "2026-11-24");
+        let prompt = build(
+            &agent(),
+            &ws,
+            WorkspaceFacts::of(ws.root()),
+            &[],
+            "2026-11-24",
+        );
         assert!(prompt.starts_with("You are general.\n\n<env>"), "{prompt}");
         assert!(prompt.contains(&format!("workspace root: {}", ws.root().display())));
         assert!(prompt.contains(&format!("platform: {}", std::env::consts::OS)));
         assert!(prompt.contains("today's date: 2026-11-24"));
         assert!(prompt.contains("git repository: no"));
         std::fs::create_dir(dir.path().join(".git")).expect("mkdir");
-        assert!(build(&agent(), &ws, &[], "d").contains("git repository: yes"));
+        assert!(
+            build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d")
+                .contains("git repository: yes")
+        );
     }
 
     #[test]
     fn agents_md_is_included_and_claude_md_only_without_it() {
         let (dir, ws) = workspace();
         std::fs::write(dir.path().join("CLAUDE.md"), "claude rules").expect("write");
-        let prompt = build(&agent(), &ws, &[], "d");
+        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d");
         assert!(
             prompt.contains("<instructions file=\"CLAUDE.md\">\nclaude rules\n</instructions>"),
             "{prompt}"
         );
         std::fs::write(dir.path().join("AGENTS.md"), "agents rules").expect("write");
-        let prompt = build(&agent(), &ws, &[], "d");
+        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d");
         assert!(prompt.contains("agents rules"));
         assert!(!prompt.contains("claude rules"), "{prompt}");
     }
@@ -138,7 +171,7 @@ mod tests {
             "../escape.md".to_owned(),
             "missing.md".to_owned(),
         ];
-        let prompt = build(&agent(), &ws, &extra, "d");
+        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &extra, "d");
         assert!(prompt.contains("<instructions file=\"docs/style.md\">\nuse tabs"));
         assert!(!prompt.contains("secret outside"), "{prompt}");
         assert_eq!(prompt.matches("<instructions").count(), 1, "{prompt}");
@@ -149,7 +182,7 @@ mod tests {
         let (dir, ws) = workspace();
         let text = "é".repeat(MAX_INSTRUCTION_BYTES); // two bytes each
         std::fs::write(dir.path().join("AGENTS.md"), &text).expect("write");
-        let prompt = build(&agent(), &ws, &[], "d");
+        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d");
         assert!(prompt.contains(&format!(
             "[AGENTS.md cut at {MAX_INSTRUCTION_BYTES} of {} bytes]",
             text.len()

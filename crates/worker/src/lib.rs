@@ -186,6 +186,7 @@ pub async fn run_with_provider(
         provider,
         tools,
         workspaces,
+        base_facts: Default::default(),
         default_model: config.model.default_model.clone(),
         ack_wait: config.ack_wait,
         running: running.clone(),

@@ -25,6 +25,7 @@ use crate::progress::{ProgressPublisher, ProgressSink};
 use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
 use crate::workspace::TaskFiles;
+use taskwire_agent::system_prompt::WorkspaceFacts;
 
 /// Why a session could not start.
 #[derive(Debug)]
@@ -111,12 +112,17 @@ pub async fn run<'a>(
     let workspace = Box::pin(TaskFiles::reserve(ctx, request, claim, earlier)).await?;
     let tools_workspace = taskwire_agent::Workspace::planned(workspace.root().to_owned());
     // The files are made when first needed: now, when the first message or the
-    // system prompt reads some (inputs naming files, project instructions).
-    if needs_files_at_start(ctx, request) {
+    // system prompt reads some (inputs naming files, project instructions). Until then
+    // the system prompt tells them as the base's, which the workspace will copy.
+    let base_facts = ctx.base_facts.of(ctx.workspaces.base());
+    let workspace_facts = if needs_files_at_start(ctx, request, base_facts) {
         Box::pin(workspace.get())
             .await
             .map_err(|e| StartError::Unavailable(format!("failed to make the workspace: {e}")))?;
-    }
+        None
+    } else {
+        Some(base_facts)
+    };
     // What the task brought along goes into its first user message; a ref the task
     // cannot have (outside the workspace) fails it before anything runs.
     let inputs = inputs_of(request);
@@ -215,6 +221,7 @@ pub async fn run<'a>(
             workspace: tools_workspace,
             inherited_permission: inherited,
             from_checkpoint,
+            workspace_facts,
             instructions: ctx.instructions.clone(),
             compaction,
             budget: crate::cost::budget_of(request),
@@ -396,8 +403,7 @@ async fn expand_commands(
 /// Whether the session reads files before its first tool call: inputs that name
 /// workspace files, configured instruction files, a named repository (its own
 /// `AGENTS.md`), or project instructions in the base.
-fn needs_files_at_start(ctx: &Context, request: &TaskRequest) -> bool {
-    let base = ctx.workspaces.base();
+fn needs_files_at_start(ctx: &Context, request: &TaskRequest, base: WorkspaceFacts) -> bool {
     request.prompt.contains('@')
         || !ctx.instructions.is_empty()
         || request
@@ -408,9 +414,7 @@ fn needs_files_at_start(ctx: &Context, request: &TaskRequest) -> bool {
             .attachments
             .iter()
             .any(|a| a.data.is_empty() && !a.uri.is_empty())
-        || taskwire_agent::system_prompt::PROJECT_FILES
-            .iter()
-            .any(|name| base.join(name).exists())
+        || base.project_file.is_some()
 }
 
 /// The task's inputs as the agent crate takes them.

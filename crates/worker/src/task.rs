@@ -42,6 +42,9 @@ pub struct Context {
     pub provider: Arc<dyn Provider>,
     pub tools: ToolRegistry,
     pub workspaces: taskwire_workspaces::Workspaces,
+    /// The base's files as the system prompt of a session tells them before its
+    /// workspace is made.
+    pub base_facts: crate::workspace::BaseFacts,
     pub default_model: String,
     pub ack_wait: Duration,
     pub running: Running,

@@ -338,3 +338,37 @@ mod tests {
         );
     }
 }
+
+/// How long the base's [`WorkspaceFacts`] are reused before they are looked up again:
+/// a file added to the base (an `AGENTS.md`) reaches the sessions that start after it.
+const BASE_FACTS_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The worker's base as a workspace made from it will be (a git repository or not, its
+/// project instruction file), looked up at most once per [`BASE_FACTS_FOR`] instead of
+/// with a few `stat`s by every session.
+#[derive(Default)]
+pub struct BaseFacts {
+    seen: std::sync::Mutex<
+        Option<(
+            std::time::Instant,
+            taskwire_agent::system_prompt::WorkspaceFacts,
+        )>,
+    >,
+}
+
+impl BaseFacts {
+    /// The facts of `base`, looked up again when the last look is older than
+    /// [`BASE_FACTS_FOR`].
+    pub fn of(&self, base: &std::path::Path) -> taskwire_agent::system_prompt::WorkspaceFacts {
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match *seen {
+            Some((at, facts)) if now.duration_since(at) < BASE_FACTS_FOR => facts,
+            _ => {
+                let facts = taskwire_agent::system_prompt::WorkspaceFacts::of(base);
+                *seen = Some((now, facts));
+                facts
+            }
+        }
+    }
+}

@@ -22,6 +22,36 @@ fn wildcard_examples() {
     assert!(wildcard_match("ünï*", "ünïcode"));
 }
 
+/// The definition of a whole match, character by character, with no shortcut: a
+/// pattern matches when its first character matches the text's and the rest match
+/// the rest, a `*` absorbing any number of characters.
+fn matches_by_definition(pattern: &[char], text: &[char]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some(('*', rest)) => (0..=text.len()).any(|i| matches_by_definition(rest, &text[i..])),
+        Some((&c, rest)) => text
+            .split_first()
+            .is_some_and(|(&t, tail)| (c == '?' || c == t) && matches_by_definition(rest, tail)),
+    }
+}
+
+proptest! {
+    // Plain names, `*` alone, ASCII and non-ASCII text take different paths; all of
+    // them agree with the definition.
+    #[test]
+    fn wildcard_match_agrees_with_the_definition(
+        pattern in "[ab*?é/ ]{0,8}",
+        text in "[abé/ ]{0,10}",
+    ) {
+        let p: Vec<char> = pattern.chars().collect();
+        let t: Vec<char> = text.chars().collect();
+        let bare = pattern.strip_suffix(" *").map(|h| h.chars().collect::<Vec<_>>());
+        let expected = matches_by_definition(&p, &t)
+            || bare.is_some_and(|h| matches_by_definition(&h, &t));
+        prop_assert_eq!(wildcard_match(&pattern, &text), expected);
+    }
+}
+
 #[test]
 fn trailing_space_star_also_matches_the_bare_command() {
     assert!(wildcard_match("ls *", "ls"));

@@ -137,6 +137,7 @@ impl Fixture {
             workspace: self.workspace.clone(),
             inherited_permission: Vec::new(),
             from_checkpoint: false,
+            workspace_facts: None,
             instructions: Vec::new(),
             compaction: None,
             budget: Default::default(),
