@@ -245,7 +245,10 @@ async fn main() -> anyhow::Result<()> {
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &[]).await?;
     let mut plain = pass(&s, &mut stack, &events, &args, "plain").await?;
     if args.statements {
-        println!("{}", statements::report(&s.pg.url_for("taskwire"), n).await?);
+        println!(
+            "{}",
+            statements::report(&s.pg.url_for("taskwire"), n).await?
+        );
     }
     loads.push((
         "after the throughput pass".to_owned(),
