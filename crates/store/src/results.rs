@@ -90,8 +90,15 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("begin recording results", e))?;
         type Row = (uuid::Uuid, i64, String, f64, Option<f64>);
+        // The attempt's outcome is written by the same statement (a CTE on another
+        // table, so both see the rows as they were before it).
         let recorded: Vec<Row> = sqlx::query_as(sql(format!(
-            "UPDATE tasks t SET status = r.status, \
+            "WITH attempt AS ( \
+                 UPDATE attempts a SET status = r.status, error = r.error, retryable = r.retryable, finished_at = now() \
+                 FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[], $12::bool[]) \
+                      AS r(task_id, epoch, status, error, retryable) \
+                 WHERE a.task_id = r.task_id AND a.claim_epoch = r.epoch AND a.status = 'running') \
+             UPDATE tasks t SET status = r.status, \
                     result = CASE WHEN r.final THEN r.result ELSE t.result END, \
                     last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
                     finished_at = CASE WHEN r.final THEN now() ELSE NULL END, \
@@ -121,23 +128,10 @@ impl Store {
         .bind(&own_output)
         .bind(&own_cost)
         .bind(&own_unpriced)
+        .bind(&retryable)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("record results", e))?;
-        sqlx::query(
-            "UPDATE attempts a SET status = r.status, error = r.error, retryable = r.retryable, finished_at = now() \
-             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[]) \
-                  AS r(task_id, epoch, status, error, retryable) \
-             WHERE a.task_id = r.task_id AND a.claim_epoch = r.epoch AND a.status = 'running'",
-        )
-        .bind(&ids)
-        .bind(&epochs)
-        .bind(&statuses)
-        .bind(&errors)
-        .bind(&retryable)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("record attempt outcomes", e))?;
         // Transcripts are fenced by their attempt's claim, not by the task's status: a
         // session cancelled mid-way keeps what it did, for a resume.
         let writes = transcripts(results);
