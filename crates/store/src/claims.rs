@@ -10,8 +10,7 @@ use crate::{ClaimOutcome, Store, StoreError};
 
 impl Store {
     /// Claims tasks for workers: each live task gets a new epoch and attempt, and an
-    /// attempt row (written by the same statement); a still-running attempt it
-    /// supersedes is marked `abandoned`.
+    /// attempt row; a still-running attempt it supersedes is marked `abandoned`.
     ///
     /// A task past its deadline becomes `deadline_exceeded`, and a task whose attempt
     /// budget is spent becomes `dead_lettered`; both are reported finished, so they never
@@ -32,32 +31,30 @@ impl Store {
         }
         let ids: Vec<uuid::Uuid> = claims.iter().map(|(t, _)| t.as_uuid()).collect();
         let workers: Vec<String> = claims.iter().map(|(_, w)| w.to_string()).collect();
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
+        // A task past its deadline expires first; one whose budget is spent is dead-
+        // lettered. The candidates are found by primary key alone (a materialized CTE,
+        // so no status index is intersected with it); usually there are none.
+        sqlx::query(sql(format!(
+            "WITH due AS MATERIALIZED ( \
+                 SELECT task_id, deadline IS NOT NULL AND deadline <= now() AS expired FROM tasks \
+                 WHERE task_id = ANY($1) \
+                   AND ((deadline IS NOT NULL AND deadline <= now()) OR attempt - attempt_base >= max_attempts)) \
+             UPDATE tasks t SET updated_at = now(), finished_at = now(), \
+                    status = CASE WHEN due.expired THEN 'deadline_exceeded' ELSE 'dead_lettered' END, \
+                    last_error = CASE WHEN due.expired THEN t.last_error \
+                                      ELSE COALESCE(t.last_error, 'attempts exhausted') END \
+             FROM due WHERE t.task_id = due.task_id AND t.status IN {LIVE}"
+        )))
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("expire or dead-letter claimed tasks", e))?;
         let limit = max_running_per_tenant.map(|l| i64::from(l.max(1)));
-        // Without a limit the claim is one statement, committed on its own; with one, a
-        // transaction holds the tenants' locks around it.
-        let mut tx = match limit {
-            Some(_) => Some(
-                self.pool
-                    .begin()
-                    .await
-                    .map_err(|e| StoreError::from_sqlx("begin a claim", e))?,
-            ),
-            None => None,
-        };
-        let mut conn = match tx {
-            Some(_) => None,
-            None => Some(
-                self.pool
-                    .acquire()
-                    .await
-                    .map_err(|e| StoreError::from_sqlx("claim tasks", e))?,
-            ),
-        };
-        let db: &mut sqlx::PgConnection = match (&mut tx, &mut conn) {
-            (Some(tx), _) => tx,
-            (None, Some(conn)) => conn,
-            (None, None) => unreachable!("a transaction or a connection was taken above"),
-        };
         if limit.is_some() {
             // Serialise claims per tenant, so concurrent batches cannot both take the
             // last slot. Locks are taken in tenant order (no deadlock between batches).
@@ -66,16 +63,10 @@ impl Store {
                  FROM (SELECT DISTINCT tenant FROM tasks WHERE task_id = ANY($1) ORDER BY tenant) AS t",
             )
             .bind(&ids)
-            .execute(&mut *db)
+            .execute(&mut *tx)
             .await
             .map_err(|e| StoreError::from_sqlx("lock tenants for a claim", e))?;
         }
-        // One statement: a task past its deadline expires, one whose budget is spent is
-        // dead-lettered (`due`: found by primary key alone, materialized so that no
-        // status index is intersected with it; usually none), and neither is claimed;
-        // the others are claimed, each with its new attempt row, and an attempt a
-        // redelivery supersedes is closed as `abandoned`.
-        //
         // The session check looks a task's session up by `tasks_session` alone (`OFFSET
         // 0` keeps its status test out of the index scan): otherwise the planner may
         // intersect it with `tasks_live`, reading every live task's entry, and the dead
@@ -96,18 +87,7 @@ impl Store {
             ),
         };
         let granted = sqlx::query(sql(format!(
-            "WITH due AS MATERIALIZED ( \
-                 SELECT task_id, deadline IS NOT NULL AND deadline <= now() AS expired FROM tasks \
-                 WHERE task_id = ANY($1) \
-                   AND ((deadline IS NOT NULL AND deadline <= now()) OR attempt - attempt_base >= max_attempts)), \
-             ended AS ( \
-                 UPDATE tasks t SET updated_at = now(), finished_at = now(), \
-                        status = CASE WHEN due.expired THEN 'deadline_exceeded' ELSE 'dead_lettered' END, \
-                        last_error = CASE WHEN due.expired THEN t.last_error \
-                                          ELSE COALESCE(t.last_error, 'attempts exhausted') END \
-                 FROM due WHERE t.task_id = due.task_id AND t.status IN {LIVE}), \
-             c AS (SELECT * FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id) \
-                   WHERE c.task_id NOT IN (SELECT task_id FROM due)), \
+            "WITH c AS (SELECT * FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id)), \
              queued AS ( \
                  SELECT t.task_id, c.worker_id, t.tenant, t.created_at, t.updated_at AS queued_since, \
                         row_number() OVER (PARTITION BY COALESCE(t.session_id, t.task_id) \
@@ -125,39 +105,34 @@ impl Store {
                  {admitted} \
                  UNION ALL \
                  SELECT c.task_id, c.worker_id, NULL::timestamptz FROM c JOIN tasks t ON t.task_id = c.task_id \
-                 WHERE t.status IN ('running', 'awaiting_approval')), \
-             granted AS ( \
-                 UPDATE tasks t SET status = 'running', attempt = t.attempt + 1, claim_epoch = t.claim_epoch + 1, \
-                        worker_id = a.worker_id, updated_at = now() \
-                 FROM allowed a \
-                 WHERE t.task_id = a.task_id AND t.status IN {LIVE} \
-                 RETURNING t.task_id, t.claim_epoch, t.attempt, t.attempt - t.attempt_base >= t.max_attempts AS last, \
-                           a.worker_id, EXTRACT(EPOCH FROM now() - a.queued_since)::float8 AS queued_secs), \
-             recorded AS ( \
-                 INSERT INTO attempts (task_id, attempt, claim_epoch, worker_id, status) \
-                 SELECT task_id, attempt, claim_epoch, worker_id, 'running' FROM granted), \
-             abandoned AS ( \
-                 UPDATE attempts a SET status = 'abandoned', finished_at = now(), retryable = true, \
-                        error = 'redelivered: the worker stopped responding' \
-                 FROM granted g \
-                 WHERE a.task_id = ANY($1) AND a.task_id = g.task_id AND a.status = 'running' \
-                   AND a.claim_epoch < g.claim_epoch) \
-             SELECT task_id, claim_epoch, attempt, last, worker_id, queued_secs FROM granted"
+                 WHERE t.status IN ('running', 'awaiting_approval')) \
+             UPDATE tasks t SET status = 'running', attempt = t.attempt + 1, claim_epoch = t.claim_epoch + 1, \
+                    worker_id = a.worker_id, updated_at = now() \
+             FROM allowed a \
+             WHERE t.task_id = a.task_id AND t.status IN {LIVE} \
+             RETURNING t.task_id, t.claim_epoch, t.attempt, t.attempt - t.attempt_base >= t.max_attempts, a.worker_id, \
+                       EXTRACT(EPOCH FROM now() - a.queued_since)::float8"
         )))
         .bind(&ids)
         .bind(&workers)
         .bind(limit)
-        .fetch_all(&mut *db)
+        .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("claim tasks", e))?;
 
         let mut outcome: HashMap<uuid::Uuid, ClaimOutcome> = HashMap::with_capacity(granted.len());
+        let (mut g_ids, mut g_epochs, mut g_attempts, mut g_workers) =
+            (vec![], vec![], vec![], vec![]);
         for row in granted {
             let id: uuid::Uuid = row.get(0);
             let epoch: i64 = row.get(1);
             let attempt: i32 = row.get(2);
             let last_attempt: bool = row.get(3);
             let queued_secs: Option<f64> = row.get(5);
+            g_ids.push(id);
+            g_epochs.push(epoch);
+            g_attempts.push(attempt);
+            g_workers.push(row.get::<String, _>(4));
             outcome.insert(
                 id,
                 ClaimOutcome::Granted {
@@ -168,6 +143,41 @@ impl Store {
                 },
             );
         }
+        // Only a task claimed before (epoch above 1) can have an attempt to supersede.
+        let (again_ids, again_epochs): (Vec<uuid::Uuid>, Vec<i64>) = g_ids
+            .iter()
+            .zip(&g_epochs)
+            .filter(|(_, epoch)| **epoch > 1)
+            .map(|(id, epoch)| (*id, *epoch))
+            .unzip();
+        if !again_ids.is_empty() {
+            sqlx::query(
+                "UPDATE attempts a SET status = 'abandoned', finished_at = now(), retryable = true, \
+                        error = 'redelivered: the worker stopped responding' \
+                 FROM UNNEST($1::uuid[], $2::bigint[]) AS g(task_id, epoch) \
+                 WHERE a.task_id = ANY($1) AND a.task_id = g.task_id AND a.status = 'running' \
+                   AND a.claim_epoch < g.epoch",
+            )
+            .bind(&again_ids)
+            .bind(&again_epochs)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::from_sqlx("close superseded attempts", e))?;
+        }
+        if !g_ids.is_empty() {
+            sqlx::query(
+                "INSERT INTO attempts (task_id, attempt, claim_epoch, worker_id, status) \
+                 SELECT g.task_id, g.attempt, g.epoch, g.worker_id, 'running' \
+                 FROM UNNEST($1::uuid[], $2::int[], $3::bigint[], $4::text[]) AS g(task_id, attempt, epoch, worker_id)",
+            )
+            .bind(&g_ids)
+            .bind(&g_attempts)
+            .bind(&g_epochs)
+            .bind(&g_workers)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::from_sqlx("record attempts", e))?;
+        }
         let rest: Vec<uuid::Uuid> = ids
             .iter()
             .filter(|id| !outcome.contains_key(id))
@@ -176,7 +186,7 @@ impl Store {
         if !rest.is_empty() {
             let rows = sqlx::query("SELECT task_id, status FROM tasks WHERE task_id = ANY($1)")
                 .bind(&rest)
-                .fetch_all(&mut *db)
+                .fetch_all(&mut *tx)
                 .await
                 .map_err(|e| StoreError::from_sqlx("read unclaimable tasks", e))?;
             for row in rows {
@@ -198,11 +208,9 @@ impl Store {
                 outcome.insert(id, verdict);
             }
         }
-        if let Some(tx) = tx {
-            tx.commit()
-                .await
-                .map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
-        }
+        tx.commit()
+            .await
+            .map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
         Ok(ids
             .iter()
             .map(|id| outcome.get(id).copied().unwrap_or(ClaimOutcome::Unknown))
