@@ -63,3 +63,42 @@ pub async fn report(url: &str, tasks: usize) -> anyhow::Result<String> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskwire_test_support::PrivatePostgres;
+
+    #[tokio::test]
+    async fn the_report_counts_statements_run_since_the_reset_per_task() {
+        let pg = PrivatePostgres::start_with_settings(&SETTINGS).expect("postgres");
+        let url = pg.url();
+        let mut conn = PgConnection::connect(&url).await.expect("connect");
+        sqlx::query("CREATE TABLE counted (n int)")
+            .execute(&mut conn)
+            .await
+            .expect("create");
+        sqlx::query("INSERT INTO counted VALUES (0)")
+            .execute(&mut conn)
+            .await
+            .expect("before the reset");
+        reset(&url).await.expect("reset");
+        for n in 1..=4 {
+            sqlx::query("INSERT INTO counted VALUES ($1)")
+                .bind(n)
+                .execute(&mut conn)
+                .await
+                .expect("insert");
+        }
+        // Four inserts over two tasks: two calls and two rows per task, the one before
+        // the reset not counted.
+        let table = report(&url, 2).await.expect("report");
+        let line = table
+            .lines()
+            .find(|l| l.contains("INSERT INTO counted"))
+            .unwrap_or_else(|| panic!("the insert is reported:\n{table}"));
+        assert!(line.starts_with("| 2.00 | "), "{line}");
+        let rows = line.split('|').nth(3).map(str::trim);
+        assert_eq!(rows, Some("2.00"), "{line}");
+    }
+}
