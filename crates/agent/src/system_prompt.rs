@@ -106,6 +106,11 @@ fn capped(bytes: &[u8], path: &Path) -> String {
 mod tests {
     use super::*;
 
+    /// The prompt in `ws`, its files looked up as a session's would be.
+    fn prompt_in(ws: &Workspace, extra: &[String], today: &str) -> String {
+        build(&agent(), ws, WorkspaceFacts::of(ws.root()), extra, today)
+    }
+
     fn agent() -> AgentSpec {
         let mut spec = crate::builtin::AgentRegistry::builtin()
             .get(&"general".parse().expect("valid name"))
@@ -124,36 +129,27 @@ mod tests {
     #[test]
     fn the_environment_block_names_root_platform_date_and_git() {
         let (dir, ws) = workspace();
-        let prompt = build(
-            &agent(),
-            &ws,
-            WorkspaceFacts::of(ws.root()),
-            &[],
-            "2026-11-24",
-        );
+        let prompt = prompt_in(&ws, &[], "2026-11-24");
         assert!(prompt.starts_with("You are general.\n\n<env>"), "{prompt}");
         assert!(prompt.contains(&format!("workspace root: {}", ws.root().display())));
         assert!(prompt.contains(&format!("platform: {}", std::env::consts::OS)));
         assert!(prompt.contains("today's date: 2026-11-24"));
         assert!(prompt.contains("git repository: no"));
         std::fs::create_dir(dir.path().join(".git")).expect("mkdir");
-        assert!(
-            build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d")
-                .contains("git repository: yes")
-        );
+        assert!(prompt_in(&ws, &[], "d").contains("git repository: yes"));
     }
 
     #[test]
     fn agents_md_is_included_and_claude_md_only_without_it() {
         let (dir, ws) = workspace();
         std::fs::write(dir.path().join("CLAUDE.md"), "claude rules").expect("write");
-        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d");
+        let prompt = prompt_in(&ws, &[], "d");
         assert!(
             prompt.contains("<instructions file=\"CLAUDE.md\">\nclaude rules\n</instructions>"),
             "{prompt}"
         );
         std::fs::write(dir.path().join("AGENTS.md"), "agents rules").expect("write");
-        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d");
+        let prompt = prompt_in(&ws, &[], "d");
         assert!(prompt.contains("agents rules"));
         assert!(!prompt.contains("claude rules"), "{prompt}");
     }
@@ -171,7 +167,7 @@ mod tests {
             "../escape.md".to_owned(),
             "missing.md".to_owned(),
         ];
-        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &extra, "d");
+        let prompt = prompt_in(&ws, &extra, "d");
         assert!(prompt.contains("<instructions file=\"docs/style.md\">\nuse tabs"));
         assert!(!prompt.contains("secret outside"), "{prompt}");
         assert_eq!(prompt.matches("<instructions").count(), 1, "{prompt}");
@@ -182,7 +178,7 @@ mod tests {
         let (dir, ws) = workspace();
         let text = "é".repeat(MAX_INSTRUCTION_BYTES); // two bytes each
         std::fs::write(dir.path().join("AGENTS.md"), &text).expect("write");
-        let prompt = build(&agent(), &ws, WorkspaceFacts::of(ws.root()), &[], "d");
+        let prompt = prompt_in(&ws, &[], "d");
         assert!(prompt.contains(&format!(
             "[AGENTS.md cut at {MAX_INSTRUCTION_BYTES} of {} bytes]",
             text.len()

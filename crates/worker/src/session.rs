@@ -11,6 +11,7 @@ use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions}
 use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
 use taskwire_agent::provenance::{Source, Sources};
 use taskwire_agent::session::SessionState;
+use taskwire_agent::system_prompt::WorkspaceFacts;
 use taskwire_agent::tools::ToolContext;
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, included_files, render};
@@ -25,7 +26,6 @@ use crate::progress::{ProgressPublisher, ProgressSink};
 use crate::saved::{Saved, SavedRef, WorkspaceState};
 use crate::task::{Claim, Context, supervise};
 use crate::workspace::TaskFiles;
-use taskwire_agent::system_prompt::WorkspaceFacts;
 
 /// Why a session could not start.
 #[derive(Debug)]

@@ -9,6 +9,11 @@
 //! [`CHILD_PATCH_LIMIT`] are put there and sent as a [`PatchRef`]; nothing above
 //! [`MAX_PATCH_BYTES`] travels at all.
 
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use taskwire_agent::system_prompt::WorkspaceFacts;
 use taskwire_bus::PatchError;
 use taskwire_protocol::{
     GitSource, INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef,
@@ -318,6 +323,35 @@ pub async fn bring_back(workspace: &TaskWorkspace, patch: &str) -> Result<(), St
     }
 }
 
+/// How long the base's [`WorkspaceFacts`] are reused before they are looked up again:
+/// a file added to the base (an `AGENTS.md`) reaches the sessions that start after it.
+const BASE_FACTS_FOR: Duration = Duration::from_secs(1);
+
+/// The worker's base as a workspace made from it will be (a git repository or not, its
+/// project instruction file), looked up at most once per [`BASE_FACTS_FOR`] instead of
+/// with a few `stat`s by every session.
+#[derive(Default)]
+pub struct BaseFacts {
+    seen: Mutex<Option<(Instant, WorkspaceFacts)>>,
+}
+
+impl BaseFacts {
+    /// The facts of `base`, looked up again when the last look is older than
+    /// [`BASE_FACTS_FOR`].
+    pub fn of(&self, base: &Path) -> WorkspaceFacts {
+        let now = Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match *seen {
+            Some((at, facts)) if now.duration_since(at) < BASE_FACTS_FOR => facts,
+            _ => {
+                let facts = WorkspaceFacts::of(base);
+                *seen = Some((now, facts));
+                facts
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,39 +370,5 @@ mod tests {
             refusal.contains(&format!("{} bytes", cap + 1)) && refusal.contains("67108864"),
             "{refusal}"
         );
-    }
-}
-
-/// How long the base's [`WorkspaceFacts`] are reused before they are looked up again:
-/// a file added to the base (an `AGENTS.md`) reaches the sessions that start after it.
-const BASE_FACTS_FOR: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The worker's base as a workspace made from it will be (a git repository or not, its
-/// project instruction file), looked up at most once per [`BASE_FACTS_FOR`] instead of
-/// with a few `stat`s by every session.
-#[derive(Default)]
-pub struct BaseFacts {
-    seen: std::sync::Mutex<
-        Option<(
-            std::time::Instant,
-            taskwire_agent::system_prompt::WorkspaceFacts,
-        )>,
-    >,
-}
-
-impl BaseFacts {
-    /// The facts of `base`, looked up again when the last look is older than
-    /// [`BASE_FACTS_FOR`].
-    pub fn of(&self, base: &std::path::Path) -> taskwire_agent::system_prompt::WorkspaceFacts {
-        let now = std::time::Instant::now();
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        match *seen {
-            Some((at, facts)) if now.duration_since(at) < BASE_FACTS_FOR => facts,
-            _ => {
-                let facts = taskwire_agent::system_prompt::WorkspaceFacts::of(base);
-                *seen = Some((now, facts));
-                facts
-            }
-        }
     }
 }
