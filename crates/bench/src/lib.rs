@@ -14,6 +14,7 @@
 //! - [`raw`]: the servers' own rates: JetStream publish→pull→ack, Postgres commits.
 //! - [`report`]: the machine and the table, as a Markdown section.
 //! - [`statements`]: `--statements`, Postgres's statements per task.
+//! - [`timeline`]: `--timeline`, where one task's time goes, from its spans.
 
 pub mod cluster;
 pub mod cpu;
@@ -22,3 +23,4 @@ pub mod load;
 pub mod raw;
 pub mod report;
 pub mod statements;
+pub mod timeline;

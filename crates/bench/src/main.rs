@@ -20,6 +20,7 @@ use taskwire_bench::load::{self, Events};
 use taskwire_bench::raw;
 use taskwire_bench::report;
 use taskwire_bench::statements;
+use taskwire_bench::timeline;
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
 };
@@ -71,6 +72,10 @@ struct Args {
     /// `pg_stat_statements`, loaded for the run).
     #[arg(long)]
     statements: bool,
+    /// Also print where one task's time goes: `--samples` tasks run one at a time with
+    /// trace export on, cut at the edges of their spans.
+    #[arg(long)]
+    timeline: bool,
 }
 
 /// The servers and the model, shared by every phase.
@@ -184,6 +189,12 @@ fn server_meters(s: &Servers) -> anyhow::Result<[Meter; 2]> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // The client side's allocator must not take CPU from the processes measured: with
+    // huge pages, mimalloc's fresh pages were zeroed 2 MiB at a time, a tenth of the
+    // machine's CPU during the throughput pass. The flag is inherited by the servers
+    // and `taskwire` processes this starts (which set it themselves).
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     // The program by its name, not the path it was built at.
     let command = std::env::args()
         .enumerate()
@@ -277,8 +288,26 @@ async fn main() -> anyhow::Result<()> {
     ];
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &otel).await?;
     let exported = pass(&s, &mut stack, &events, &args, "exported").await?;
-    stack.stop();
     let spans = collector.span_count();
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    if args.timeline {
+        for _ in 0..samples {
+            events.batch(&stack.client, "single", 1, 1).await?;
+        }
+    }
+    if args.timeline {
+        // The processes export every few seconds: wait for every task's spans.
+        let until = Instant::now() + Duration::from_secs(20);
+        let mut seen = timeline::tasks(&collector.spans(), since);
+        while seen.len() < samples && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            seen = timeline::tasks(&collector.spans(), since);
+        }
+        println!("{}", timeline::report(&seen));
+    }
+    stack.stop();
 
     let memory = if args.waiting_sessions > 0 {
         eprintln!(

@@ -83,10 +83,16 @@ pub fn init(
             let spans = Targets::new()
                 .with_target("taskwire", LevelFilter::INFO)
                 .with_default(LevelFilter::OFF);
+            // Per span only what the exported span carries: no busy and idle times
+            // (two clock reads and a lock on every poll of an instrumented future),
+            // and no OpenTelemetry context attached on entry (nothing in taskwire
+            // reads `Context::current`; propagation takes the span's own context).
             let layer = tracing_opentelemetry::layer()
                 .with_tracer(tracer)
                 .with_location(false)
                 .with_threads(false)
+                .with_tracked_inactivity(false)
+                .with_context_activation(false)
                 .with_filter(spans);
             (Some(provider), Some(layer))
         }

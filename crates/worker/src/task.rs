@@ -123,8 +123,11 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
 /// run out while this worker still holds the task.
 async fn with_heartbeat<T>(work: impl Future<Output = T>, msg: &Message, ack_wait: Duration) -> T {
     let mut work = std::pin::pin!(work);
-    let mut heartbeat = tokio::time::interval(ack_wait / 3);
-    heartbeat.tick().await; // the first tick is immediate
+    // The first beat is one period away. (An `interval`'s immediate first tick is not
+    // immediate: tokio's timer fires on its next millisecond, so awaiting it held up
+    // every attempt's start by about a millisecond.)
+    let period = ack_wait / 3;
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {
             done = &mut work => return done,

@@ -1,0 +1,181 @@
+//! Where one task's time goes: the spans the coordinator and worker export for tasks
+//! run one at a time, cut into consecutive segments from the submit to the recorded
+//! result. All processes run on this machine, so their span timestamps share a clock.
+
+use std::collections::HashMap;
+
+use taskwire_test_support::otlp::Received;
+
+/// The segments, in the order a task passes through them: each is the time from one
+/// span edge to the next.
+const SEGMENTS: [&str; 8] = [
+    "`Submit` until its insert is committed",
+    "commit → the outbox relay publishes the dispatch",
+    "publish → the worker's claim is granted (delivery, claim, its commit)",
+    "claim → the agent loop starts (history, workspace, inputs)",
+    "loop start → the model is called (system prompt, tools, first step)",
+    "the model call",
+    "model answer → the attempt ends (result built, progress stored)",
+    "attempt end → the result is recorded (publish, delivery, its commit)",
+];
+
+/// The span edges of one task, in nanoseconds since the epoch.
+#[derive(Debug, Default)]
+struct Edges {
+    submit: Option<(u64, u64)>,
+    publish: Option<u64>,
+    attempt: Option<(u64, u64)>,
+    session: Option<u64>,
+    chat: Option<(u64, u64)>,
+    recorded: Option<u64>,
+}
+
+impl Edges {
+    /// The segments' lengths, when every span was received.
+    fn segments(&self) -> Option<[u64; 8]> {
+        let (submit_start, submit_end) = self.submit?;
+        let (attempt_start, attempt_end) = self.attempt?;
+        let (chat_start, chat_end) = self.chat?;
+        let points = [
+            submit_start,
+            submit_end,
+            self.publish?,
+            attempt_start,
+            self.session?,
+            chat_start,
+            chat_end,
+            attempt_end,
+            self.recorded?,
+        ];
+        let mut out = [0; 8];
+        for (i, w) in points.windows(2).enumerate() {
+            out[i] = w[1].saturating_sub(w[0]);
+        }
+        Some(out)
+    }
+}
+
+/// The tasks whose submit started at or after `since` (ns since the epoch) and whose
+/// spans have all been received, each cut into [`SEGMENTS`].
+pub fn tasks(spans: &[Received], since: u64) -> Vec<[u64; 8]> {
+    let mut traces: HashMap<&[u8], Edges> = HashMap::new();
+    for r in spans {
+        let s = &r.span;
+        let edges = traces.entry(s.trace_id.as_slice()).or_default();
+        let (start, end) = (s.start_time_unix_nano, s.end_time_unix_nano);
+        let name = s.name.as_str();
+        if name == "taskwire.v1.TaskService/Submit" {
+            edges.submit = Some((start, end));
+        } else if name.starts_with("publish ") {
+            edges.publish = Some(start);
+        } else if name.starts_with("invoke_agent ") {
+            edges.attempt = Some((start, end));
+        } else if name == "session" {
+            edges.session = Some(start);
+        } else if name.starts_with("chat ") {
+            edges.chat = Some((start, end));
+        } else if name == "record_result" {
+            edges.recorded = Some(end);
+        }
+    }
+    traces
+        .values()
+        .filter(|e| e.submit.is_some_and(|(start, _)| start >= since))
+        .filter_map(Edges::segments)
+        .collect()
+}
+
+/// A markdown table of each segment's p50 and p90 in ms over `tasks`.
+pub fn report(tasks: &[[u64; 8]]) -> String {
+    let mut columns: Vec<Vec<u64>> = vec![Vec::new(); SEGMENTS.len() + 1];
+    for segments in tasks {
+        for (i, v) in segments.iter().enumerate() {
+            columns[i].push(*v);
+        }
+        columns[SEGMENTS.len()].push(segments.iter().sum());
+    }
+    let mut out = format!(
+        "| segment ({} tasks one at a time, from their spans) | p50 | p90 |\n|---|---:|---:|\n",
+        tasks.len()
+    );
+    let names = SEGMENTS.iter().copied().chain(["submit → result recorded"]);
+    for (name, column) in names.zip(columns.iter_mut()) {
+        column.sort_unstable();
+        out.push_str(&format!(
+            "| {name} | {} | {} |\n",
+            ms(percentile(column, 50)),
+            ms(percentile(column, 90))
+        ));
+    }
+    out
+}
+
+fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
+    (!sorted.is_empty()).then(|| sorted[(sorted.len() - 1) * p / 100])
+}
+
+fn ms(ns: Option<u64>) -> String {
+    ns.map_or_else(|| "-".to_owned(), |ns| format!("{:.2} ms", ns as f64 / 1e6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskwire_test_support::otlp::Received;
+
+    fn span(trace: u8, name: &str, start: u64, end: u64) -> Received {
+        let mut span = opentelemetry_proto::tonic::trace::v1::Span::default();
+        span.trace_id = vec![trace; 16];
+        span.name = name.to_owned();
+        span.start_time_unix_nano = start;
+        span.end_time_unix_nano = end;
+        Received {
+            span,
+            service: String::new(),
+            instance: String::new(),
+        }
+    }
+
+    fn task(trace: u8, at: u64) -> Vec<Received> {
+        vec![
+            span(trace, "taskwire.v1.TaskService/Submit", at, at + 1_000_000),
+            span(trace, "publish tw.tasks.default", at + 1_500_000, at + 1_600_000),
+            span(trace, "invoke_agent general", at + 3_000_000, at + 6_000_000),
+            span(trace, "session", at + 3_500_000, at + 5_900_000),
+            span(trace, "chat m", at + 4_000_000, at + 5_000_000),
+            span(trace, "record_result", at + 6_500_000, at + 7_000_000),
+        ]
+    }
+
+    #[test]
+    fn a_task_is_cut_at_its_span_edges_and_earlier_traces_are_left_out() {
+        let mut spans = task(1, 10_000_000_000);
+        spans.extend(task(2, 1));
+        let table = report(&tasks(&spans, 10_000_000_000));
+        assert!(table.contains("(1 tasks one at a time"), "{table}");
+        let row = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {name}")))
+                .unwrap_or_else(|| panic!("no row {name} in {table}"))
+                .to_owned()
+        };
+        assert_eq!(row("`Submit` until"), format!("| {} | 1.00 ms | 1.00 ms |", SEGMENTS[0]));
+        assert!(row("commit →").contains("| 0.50 ms |"), "{table}");
+        assert!(row("publish →").contains("| 1.50 ms |"), "{table}");
+        assert!(row("claim →").contains("| 0.50 ms |"), "{table}");
+        assert!(row("loop start →").contains("| 0.50 ms |"), "{table}");
+        assert!(row("the model call").contains("| 1.00 ms |"), "{table}");
+        assert!(row("attempt end").contains("| 1.00 ms |"), "{table}");
+        assert!(row("submit → result").contains("| 7.00 ms |"), "{table}");
+    }
+
+    #[test]
+    fn a_task_missing_a_span_is_not_counted() {
+        let mut spans = task(1, 5);
+        spans.retain(|r| r.span.name != "record_result");
+        let table = report(&tasks(&spans, 0));
+        assert!(table.contains("(0 tasks"), "{table}");
+        assert!(table.contains("| - | - |"), "{table}");
+    }
+}
