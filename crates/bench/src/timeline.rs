@@ -139,8 +139,18 @@ mod tests {
     fn task(trace: u8, at: u64) -> Vec<Received> {
         vec![
             span(trace, "taskwire.v1.TaskService/Submit", at, at + 1_000_000),
-            span(trace, "publish tw.tasks.default", at + 1_500_000, at + 1_600_000),
-            span(trace, "invoke_agent general", at + 3_000_000, at + 6_000_000),
+            span(
+                trace,
+                "publish tw.tasks.default",
+                at + 1_500_000,
+                at + 1_600_000,
+            ),
+            span(
+                trace,
+                "invoke_agent general",
+                at + 3_000_000,
+                at + 6_000_000,
+            ),
             span(trace, "session", at + 3_500_000, at + 5_900_000),
             span(trace, "chat m", at + 4_000_000, at + 5_000_000),
             span(trace, "record_result", at + 6_500_000, at + 7_000_000),
@@ -160,7 +170,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("no row {name} in {table}"))
                 .to_owned()
         };
-        assert_eq!(row("`Submit` until"), format!("| {} | 1.00 ms | 1.00 ms |", SEGMENTS[0]));
+        assert_eq!(
+            row("`Submit` until"),
+            format!("| {} | 1.00 ms | 1.00 ms |", SEGMENTS[0])
+        );
         assert!(row("commit →").contains("| 0.50 ms |"), "{table}");
         assert!(row("publish →").contains("| 1.50 ms |"), "{table}");
         assert!(row("claim →").contains("| 0.50 ms |"), "{table}");
