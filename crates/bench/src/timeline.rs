@@ -124,11 +124,13 @@ mod tests {
     use taskwire_test_support::otlp::Received;
 
     fn span(trace: u8, name: &str, start: u64, end: u64) -> Received {
-        let mut span = opentelemetry_proto::tonic::trace::v1::Span::default();
-        span.trace_id = vec![trace; 16];
-        span.name = name.to_owned();
-        span.start_time_unix_nano = start;
-        span.end_time_unix_nano = end;
+        let span = opentelemetry_proto::tonic::trace::v1::Span {
+            trace_id: vec![trace; 16],
+            name: name.to_owned(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            ..Default::default()
+        };
         Received {
             span,
             service: String::new(),
