@@ -98,8 +98,11 @@ pub fn init(
         }
         None => (None, None),
     };
+    // Only JSON lines name the task of the spans they are in. Text lines have no use
+    // for it, and without it a span nobody logs or exports is never created at all.
+    let task_fields = (format == LogFormat::Json).then_some(json::TaskFieldsLayer);
     tracing_subscriber::registry()
-        .with(json::TaskFieldsLayer)
+        .with(task_fields)
         .with(logs.with_filter(filter))
         .with(otel)
         .try_init()

@@ -26,20 +26,25 @@ struct TaskFields {
 
 impl Visit for TaskFields {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.record(field, value.to_owned());
+        if let Some(slot) = self.slot(field) {
+            *slot = Some(value.to_owned());
+        }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.record(field, format!("{value:?}"));
+        // Only the two fields kept are formatted: every span passes through here.
+        if let Some(slot) = self.slot(field) {
+            *slot = Some(format!("{value:?}"));
+        }
     }
 }
 
 impl TaskFields {
-    fn record(&mut self, field: &Field, value: String) {
+    fn slot(&mut self, field: &Field) -> Option<&mut Option<String>> {
         match field.name() {
-            "task.id" => self.task_id = Some(value),
-            "trace.id" => self.trace_id = Some(value),
-            _ => {}
+            "task.id" => Some(&mut self.task_id),
+            "trace.id" => Some(&mut self.trace_id),
+            _ => None,
         }
     }
 }
