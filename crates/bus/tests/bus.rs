@@ -344,3 +344,134 @@ async fn an_unanswered_idempotent_request_is_tried_as_often_as_the_table_says() 
     assert_eq!(e.code(), ErrorCode::Unavailable);
     assert!(e.message.contains("no coordinator is listening"), "{e}");
 }
+
+fn claim_of(delivery: u64) -> ClaimRequest {
+    ClaimRequest {
+        task: TaskId::generate(),
+        worker: WorkerId::new("w1"),
+        delivery,
+    }
+}
+
+#[tokio::test]
+async fn several_claims_go_in_one_request_and_are_answered_in_order() {
+    let s = served().await;
+    // A plain subscription beside the server's queue group sees every request.
+    let requests = black_hole(&s.bus, s.bus.subjects().claim()).await;
+    let before = s.handler.served.load(Ordering::SeqCst);
+    let claims: Vec<_> = (1..=5).map(claim_of).collect();
+    let answers = s.bus.claim_batch(&claims).await;
+    let attempts: Vec<_> = answers
+        .into_iter()
+        .map(|a| match a {
+            Ok(ClaimVerdict::Granted(c)) => c.attempt,
+            other => panic!("not granted: {other:?}"),
+        })
+        .collect();
+    // The fixed handler grants each claim with its delivery count as its attempt.
+    assert_eq!(attempts, [1, 2, 3, 4, 5]);
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "one request for five claims"
+    );
+    assert_eq!(s.handler.served.load(Ordering::SeqCst), before + 5);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn claims_answered_by_a_coordinator_that_reads_only_the_first_are_sent_again_alone() {
+    let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+    let client = async_nats::connect(nats.url()).await.expect("connects");
+    let bus = Bus::new(client, Subjects::new("bustest"));
+    // A coordinator of the version before batched claims: it decodes the request as
+    // one claim (ignoring `more`) and answers that one.
+    let mut sub = bus
+        .client()
+        .subscribe(bus.subjects().claim())
+        .await
+        .expect("subscribes");
+    bus.client().flush().await.expect("flushed");
+    let requests = Arc::new(AtomicUsize::new(0));
+    tokio::spawn({
+        let (client, requests) = (bus.client().clone(), requests.clone());
+        async move {
+            while let Some(msg) = sub.next().await {
+                requests.fetch_add(1, Ordering::SeqCst);
+                let claim = pb::ClaimRequest::decode(msg.payload.clone()).expect("a claim");
+                let reply = pb::ClaimReply {
+                    verdict: pb::claim_reply::Verdict::Granted as i32,
+                    claim_epoch: 3,
+                    attempt: u32::try_from(claim.delivery).expect("small"),
+                    ..Default::default()
+                };
+                let to = msg.reply.expect("a reply subject");
+                client
+                    .publish(to, reply.encode_to_vec().into())
+                    .await
+                    .expect("answers");
+            }
+        }
+    });
+    let claims: Vec<_> = (1..=3).map(claim_of).collect();
+    let attempts: Vec<_> = bus
+        .claim_batch(&claims)
+        .await
+        .into_iter()
+        .map(|a| match a {
+            Ok(ClaimVerdict::Granted(c)) => c.attempt,
+            other => panic!("not granted: {other:?}"),
+        })
+        .collect();
+    assert_eq!(attempts, [1, 2, 3], "each claim gets its own answer");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        3,
+        "the batch, then the two claims it left unanswered"
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_claim_among_good_ones_is_refused_alone() {
+    let s = served().await;
+    let mut wire = pb::ClaimRequest {
+        task_id: TaskId::generate().to_string(),
+        worker_id: "w1".into(),
+        delivery: 1,
+        more: Vec::new(),
+    };
+    wire.more.push(pb::ClaimRequest {
+        task_id: "not-a-task-id".into(),
+        worker_id: "w1".into(),
+        delivery: 2,
+        more: Vec::new(),
+    });
+    wire.more.push(pb::ClaimRequest {
+        task_id: TaskId::generate().to_string(),
+        worker_id: "w1".into(),
+        delivery: 3,
+        more: Vec::new(),
+    });
+    let reply = s
+        .bus
+        .client()
+        .request(s.bus.subjects().claim(), wire.encode_to_vec().into())
+        .await
+        .expect("answered");
+    let reply = pb::ClaimReply::decode(reply.payload).expect("a claim reply");
+    assert_eq!(reply.verdict, pb::claim_reply::Verdict::Granted as i32);
+    assert_eq!(reply.attempt, 1);
+    assert_eq!(reply.more.len(), 2, "{reply:?}");
+    let bad = &reply.more[0];
+    assert_eq!(
+        bad.status.as_ref().expect("a status").code,
+        "INVALID_ARGUMENT"
+    );
+    assert!(bad.reason.contains("task_id"), "{}", bad.reason);
+    assert_eq!(
+        reply.more[1].verdict,
+        pb::claim_reply::Verdict::Granted as i32
+    );
+    assert_eq!(reply.more[1].attempt, 3);
+    s.stop().await;
+}

@@ -22,6 +22,7 @@
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
+pub mod claims;
 pub mod config;
 pub mod cost;
 pub mod error;
@@ -175,9 +176,11 @@ pub async fn run_with_provider(
         owner: worker_id.to_string(),
     })
     .await?;
+    let bus = taskwire_bus::Bus::new(client.clone(), subjects.clone())
+        .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout);
     let ctx = Arc::new(task::Context {
-        bus: taskwire_bus::Bus::new(client.clone(), subjects.clone())
-            .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout),
+        claims: claims::Claims::start(bus.clone()),
+        bus,
         client: client.clone(),
         patches: taskwire_bus::Patches::new(js.clone(), &subjects),
         js,

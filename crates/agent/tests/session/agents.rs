@@ -271,7 +271,9 @@ async fn cancelling_the_session_kills_a_running_command() {
     let pid_file = fx.workspace.root().join("leader");
     let watcher = pid_file.clone();
     tokio::spawn(async move {
-        while !watcher.exists() {
+        // The shell creates the file before it writes the pid: wait for the whole line,
+        // or the session may be cancelled before there is a pid to check.
+        while !std::fs::read_to_string(&watcher).is_ok_and(|s| s.ends_with('\n')) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         trigger.cancel();
@@ -288,8 +290,12 @@ async fn cancelling_the_session_kills_a_running_command() {
     assert_eq!(outcome.status, SessionStatus::Cancelled);
     assert!(!outcome.tool_calls[0].ok);
 
-    let pid = std::fs::read_to_string(&pid_file).expect("pid written");
-    let stat = format!("/proc/{}/stat", pid.trim());
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("pid written")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let stat = format!("/proc/{pid}/stat");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
         let running = std::fs::read_to_string(&stat).is_ok_and(|s| {
