@@ -83,45 +83,6 @@ impl Bus {
         replies::decode_claim_reply(&reply)
     }
 
-    /// Asks to run several tasks in one request; the answers are in the order of
-    /// `claims`, each as [`Bus::claim`] gives it. A coordinator that answers only the
-    /// first (one older than batched claims) gets the others sent on their own.
-    pub async fn claim_batch(
-        &self,
-        claims: &[ClaimRequest],
-    ) -> Vec<Result<ClaimVerdict, RpcError>> {
-        match claims {
-            [] => return Vec::new(),
-            [one] => return vec![self.claim(one).await],
-            _ => {}
-        }
-        let body: Bytes =
-            prost::Message::encode_to_vec(&crate::messages::claims_to_wire(claims)).into();
-        let answers = match self.request(Method::Claim, None, body).await {
-            Ok(reply) => replies::decode_claim_replies(&reply, claims.len()),
-            Err(e) => Err(e),
-        };
-        let answers = match answers {
-            Ok(answers) => answers,
-            Err(e) => return claims.iter().map(|_| Err(e.clone())).collect(),
-        };
-        let unanswered = claims
-            .iter()
-            .zip(&answers)
-            .filter(|(_, a)| a.is_none())
-            .map(|(c, _)| self.claim(c));
-        let mut alone = futures::future::join_all(unanswered).await.into_iter();
-        answers
-            .into_iter()
-            .map(|a| match a {
-                Some(answer) => answer,
-                None => alone.next().unwrap_or_else(|| {
-                    Err(RpcError::new(ErrorCode::Internal, "claim left unanswered"))
-                }),
-            })
-            .collect()
-    }
-
     /// Submits a child task. Repeated when unanswered only when the request has an
     /// idempotency key (the same call then finds the same child).
     pub async fn child_submit(&self, submit: &ChildSubmit) -> Result<ChildSubmitted, RpcError> {

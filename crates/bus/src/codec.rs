@@ -110,7 +110,6 @@ mod tests {
             task_id: "not-a-uuid".into(),
             worker_id: "w1".into(),
             delivery: 1,
-            more: Vec::new(),
         }
         .encode_to_vec();
         let e = decode::<ClaimRequest>(&bad).expect_err("a bad task id");

@@ -161,7 +161,6 @@ impl Envelope for ClaimRequest {
             task_id: self.task.to_string(),
             worker_id: self.worker.to_string(),
             delivery: self.delivery,
-            more: Vec::new(),
         }
     }
     fn from_wire(w: pb::ClaimRequest) -> Result<Self, ProtocolError> {
@@ -174,30 +173,6 @@ impl Envelope for ClaimRequest {
             delivery: w.delivery,
         })
     }
-}
-
-/// Several claims of one worker in one request: the first in the message's own
-/// fields, the others in `more`.
-pub(crate) fn claims_to_wire(claims: &[ClaimRequest]) -> pb::ClaimRequest {
-    let mut wires = claims.iter().map(Envelope::to_wire);
-    let mut first = wires.next().unwrap_or_default();
-    first.more = wires.collect();
-    first
-}
-
-/// The claims of one request, each read on its own: one that cannot be read does not
-/// take the others with it.
-pub(crate) fn claims_from_wire(
-    mut wire: pb::ClaimRequest,
-) -> Vec<Result<ClaimRequest, crate::error::CodecError>> {
-    let more = std::mem::take(&mut wire.more);
-    std::iter::once(wire)
-        .chain(more)
-        .map(|w| {
-            ClaimRequest::from_wire(w)
-                .map_err(|e| crate::error::CodecError::new(ClaimRequest::NAME, e))
-        })
-        .collect()
 }
 
 impl Envelope for ChildSubmit {

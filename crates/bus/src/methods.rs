@@ -3,7 +3,7 @@
 //!
 //! | method | subject | timeout per try | retry when unanswered |
 //! |---|---|---|---|
-//! | `claim` (one or several) | `<P>.rpc.claim` | 10 s (the worker's `claim_timeout`) | never: the message is offered again later |
+//! | `claim` | `<P>.rpc.claim` | 10 s (the worker's `claim_timeout`) | never: the message is offered again later |
 //! | `child_submit` | `<P>.worker.child` | 3 s | 3 tries: idempotent by its key `child:<parent>:<call id>` |
 //! | `task_lookup` | `<P>.worker.task` | 3 s | 3 tries: a read |
 //! | `session_load` | `<P>.worker.session.load` | 3 s | 3 tries: a read |

@@ -57,41 +57,8 @@ fn reply_error(e: CodecError) -> RpcError {
 }
 
 pub(crate) fn encode_claim_reply(r: &Result<ClaimVerdict, RpcError>) -> Bytes {
-    claim_reply_wire(r).encode_to_vec().into()
-}
-
-/// The answers to the claims of one request, in order: the first in the reply's own
-/// fields, the others in `more`.
-pub(crate) fn encode_claim_replies(answers: &[Result<ClaimVerdict, RpcError>]) -> Bytes {
-    let mut wires = answers.iter().map(claim_reply_wire);
-    let mut first = wires.next().unwrap_or_default();
-    first.more = wires.collect();
-    first.encode_to_vec().into()
-}
-
-/// The answers to `asked` claims sent in one request. A reply with fewer than `asked`
-/// answers comes from a coordinator that read only the first claim: its answer, and
-/// `None` for the others (not claimed; send them on their own).
-pub(crate) fn decode_claim_replies(
-    bytes: &[u8],
-    asked: usize,
-) -> Result<Vec<Option<Result<ClaimVerdict, RpcError>>>, RpcError> {
-    let mut reply = decode_wire::<pb::ClaimReply>("claim reply", bytes).map_err(reply_error)?;
-    let more = std::mem::take(&mut reply.more);
-    let complete = more.len() + 1 == asked;
-    let first = claim_verdict(reply);
-    let mut answers = vec![Some(first)];
-    if complete {
-        answers.extend(more.into_iter().map(|r| Some(claim_verdict(r))));
-    } else {
-        answers.resize(asked.max(1), None);
-    }
-    Ok(answers)
-}
-
-fn claim_reply_wire(r: &Result<ClaimVerdict, RpcError>) -> pb::ClaimReply {
     use pb::claim_reply::Verdict;
-    match r {
+    let reply = match r {
         Ok(ClaimVerdict::Granted(c)) => pb::ClaimReply {
             verdict: Verdict::Granted as i32,
             claim_epoch: c.epoch.0,
@@ -116,16 +83,13 @@ fn claim_reply_wire(r: &Result<ClaimVerdict, RpcError>) -> pb::ClaimReply {
             status: status_of(Some(e)),
             ..Default::default()
         },
-    }
+    };
+    reply.encode_to_vec().into()
 }
 
 pub(crate) fn decode_claim_reply(bytes: &[u8]) -> Result<ClaimVerdict, RpcError> {
-    let r = decode_wire::<pb::ClaimReply>("claim reply", bytes).map_err(reply_error)?;
-    claim_verdict(r)
-}
-
-fn claim_verdict(r: pb::ClaimReply) -> Result<ClaimVerdict, RpcError> {
     use pb::claim_reply::Verdict;
+    let r = decode_wire::<pb::ClaimReply>("claim reply", bytes).map_err(reply_error)?;
     error_of(r.status)?;
     match Verdict::try_from(r.verdict) {
         Ok(Verdict::Granted) => Ok(ClaimVerdict::Granted(Claim {

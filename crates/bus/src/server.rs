@@ -3,8 +3,7 @@
 //! dispatches, encodes and answers.
 //!
 //! Claims (`<P>.rpc.claim`) are answered in batches: whatever claims are waiting go to
-//! the handler together (so it can make one database round trip); a worker may send
-//! several of its claims in one request. Other requests
+//! the handler together (so it can make one database round trip). Other requests
 //! (`<P>.worker.>`) are answered concurrently. Both subscriptions are in the queue
 //! group `taskwire-coordinators`, so each request reaches one coordinator.
 //!
@@ -21,9 +20,8 @@ use taskwire_protocol::{ErrorCode, TaskId};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Bus;
-use crate::codec::{Envelope, decode, decode_wire};
+use crate::codec::decode;
 use crate::error::{BusError, RpcError};
-use crate::messages::claims_from_wire;
 use crate::messages::{
     ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted, ClaimRequest,
     ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
@@ -161,86 +159,41 @@ async fn answer<H: WorkerRequests>(handler: &H, token: &str, payload: &[u8]) -> 
     }
 }
 
-/// Answers a batch of claim requests: malformed ones at once, the others as the
-/// handler says. A request may hold several claims of one worker (`more`): they are
-/// answered in one reply, in order.
+/// Answers a batch of claims: malformed ones at once, the others as the handler says.
 async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<async_nats::Message>) {
-    // Each request's reply subject and, per claim in it, its place among the claims
-    // handed to the handler (or why it could not be read).
-    let mut requests = Vec::with_capacity(batch.len());
     let mut claims = Vec::with_capacity(batch.len());
+    let mut replies = Vec::with_capacity(batch.len());
     for msg in batch {
         let Some(reply) = msg.reply.clone() else {
             continue;
         };
-        let wire = match decode_wire::<taskwire_protocol::pb::ClaimRequest>(
-            ClaimRequest::NAME,
-            &msg.payload,
-        ) {
-            Ok(wire) => wire,
+        match decode::<ClaimRequest>(&msg.payload) {
+            Ok(claim) => {
+                claims.push(claim);
+                replies.push(reply);
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "malformed claim request");
                 let body = replies::encode_claim_reply(&Err(RpcError::from(e)));
                 let _ = bus.client().publish(reply, body).await;
-                continue;
             }
-        };
-        let places: Vec<Result<usize, RpcError>> = claims_from_wire(wire)
-            .into_iter()
-            .map(|claim| match claim {
-                Ok(claim) => {
-                    claims.push(claim);
-                    Ok(claims.len() - 1)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "malformed claim request");
-                    Err(RpcError::from(e))
-                }
-            })
-            .collect();
-        requests.push((reply, places));
+        }
+    }
+    if claims.is_empty() {
+        return;
     }
     let asked = claims.len();
-    let mut verdicts = if asked == 0 {
-        Vec::new()
-    } else {
-        handler.claim(claims).await
-    };
+    let verdicts = handler.claim(claims).await;
     if verdicts.len() != asked {
         tracing::error!(
             asked,
             answered = verdicts.len(),
             "claim handler answered a different number of claims"
         );
-        verdicts.resize(asked, None);
     }
-    for (reply, places) in requests {
-        let answers: Vec<Option<Result<ClaimVerdict, RpcError>>> = places
-            .into_iter()
-            .map(|place| match place {
-                Ok(i) => verdicts[i].take(),
-                Err(e) => Some(Err(e)),
-            })
-            .collect();
-        let body = match answers.as_slice() {
-            // A lone claim left unanswered: its worker's request times out.
-            [None] => continue,
-            [Some(one)] => replies::encode_claim_reply(one),
-            // In a request of several, one left unanswered is refused for now.
-            _ => replies::encode_claim_replies(
-                &answers
-                    .into_iter()
-                    .map(|a| {
-                        a.unwrap_or_else(|| {
-                            Err(RpcError::new(
-                                ErrorCode::Unavailable,
-                                "the task is being claimed by another request; offer it again later",
-                            ))
-                        })
-                    })
-                    .collect::<Vec<_>>(),
-            ),
-        };
+    for (reply, verdict) in replies.into_iter().zip(verdicts) {
+        let Some(verdict) = verdict else { continue };
+        let body = replies::encode_claim_reply(&verdict);
         if let Err(e) = bus.client().publish(reply, body).await {
             tracing::warn!(error = %e, "failed to answer a claim");
         }

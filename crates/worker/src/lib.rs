@@ -22,7 +22,6 @@
 //! - [`error`]: the error type, [`WorkerError`].
 
 pub mod cancel;
-pub mod claims;
 pub mod config;
 pub mod cost;
 pub mod error;
@@ -176,11 +175,9 @@ pub async fn run_with_provider(
         owner: worker_id.to_string(),
     })
     .await?;
-    let bus = taskwire_bus::Bus::new(client.clone(), subjects.clone())
-        .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout);
     let ctx = Arc::new(task::Context {
-        claims: claims::Claims::start(bus.clone()),
-        bus,
+        bus: taskwire_bus::Bus::new(client.clone(), subjects.clone())
+            .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout),
         client: client.clone(),
         patches: taskwire_bus::Patches::new(js.clone(), &subjects),
         js,

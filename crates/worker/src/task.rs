@@ -33,8 +33,6 @@ fn not_now_delay(delivered: i64) -> Duration {
 pub struct Context {
     /// Typed worker requests and publishes (its claim timeout is the configured one).
     pub bus: Bus,
-    /// Claims, sent several to a request when they come together.
-    pub claims: crate::claims::Claims,
     pub client: async_nats::Client,
     pub js: jetstream::Context,
     /// The patch bucket: changes too large for a message are handed over through it.
@@ -89,7 +87,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     let later = Disposition::Retry {
         delay: Some(not_now_delay(delivered)),
     };
-    let claim = match Box::pin(ctx.claims.claim(claim)).await {
+    let claim = match Box::pin(ctx.bus.claim(&claim)).await {
         Ok(ClaimVerdict::Granted(claim)) => claim,
         Ok(ClaimVerdict::Busy { .. }) => {
             tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
