@@ -299,7 +299,9 @@ impl Cluster {
         task_workspaces(self.workspaces.path(), task_id).pop()
     }
 
-    /// Waits until a file `name` exists in a workspace of `task_id`; its path.
+    /// Waits until a file `name` in a workspace of `task_id` holds at least one whole
+    /// line (a file is created before it is written: one that merely exists may still
+    /// be empty); its path.
     pub async fn wait_for_task_file(
         &self,
         task_id: &str,
@@ -310,7 +312,7 @@ impl Cluster {
             if let Some(file) = task_workspaces(self.workspaces.path(), task_id)
                 .into_iter()
                 .map(|ws| ws.join(name))
-                .find(|file| file.exists())
+                .find(|file| std::fs::read_to_string(file).is_ok_and(|s| s.contains('\n')))
             {
                 return Ok(file);
             }
