@@ -292,12 +292,11 @@ async fn main() -> anyhow::Result<()> {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let mut where_time_goes = None;
     if args.timeline {
         for _ in 0..samples {
             events.batch(&stack.client, "single", 1, 1).await?;
         }
-    }
-    if args.timeline {
         // The processes export every few seconds: wait for every task's spans.
         let until = Instant::now() + Duration::from_secs(20);
         let mut seen = timeline::tasks(&collector.spans(), since);
@@ -305,7 +304,7 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(250)).await;
             seen = timeline::tasks(&collector.spans(), since);
         }
-        println!("{}", timeline::report(&seen));
+        where_time_goes = Some(timeline::report(&seen));
     }
     stack.stop();
 
@@ -342,12 +341,19 @@ async fn main() -> anyhow::Result<()> {
         spans,
         memory,
     );
-    let notes = vec![format!(
+    let mut notes = vec![format!(
         "Processes: {} worker(s) with `--concurrency {}`, logs at `warn`, no titles; the model answers at once; \
          nats-server with the file store and Postgres with `fsync=on`, both private to the run. \
          CPU is user+system time from `/proc/<pid>/stat` over the measured pass (Postgres: postmaster and backends), divided by its tasks.",
         args.workers, args.worker_concurrency
     )];
+    if let Some(table) = where_time_goes {
+        notes.push(format!(
+            "\nWhere one task's time goes (`--timeline`: tasks one at a time with trace export on, \
+             cut at the edges of their spans):\n\n{}",
+            table.trim_end()
+        ));
+    }
     let section = report::section(&command, &loads, &rows, &notes);
     println!("{section}");
     if !args.no_docs {
