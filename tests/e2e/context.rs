@@ -28,10 +28,8 @@ async fn the_model_sees_agents_md_and_configured_instruction_files() {
 
     let requests = cluster.model.requests();
     let system = requests[0]
-        .messages
-        .iter()
-        .find(|m| m.role == "system")
-        .map(|m| m.content.clone())
+        .system_prompt()
+        .map(str::to_owned)
         .expect("a system message");
     assert!(
         system.contains("<instructions file=\"AGENTS.md\">\nRun `make check` before you answer."),

@@ -67,10 +67,8 @@ async fn a_structured_output_task_returns_output_structured_and_a_bad_schema_is_
         Some(json!({"files": ["a.ts"], "count": 1.0}))
     );
     let system = cluster.model.requests()[0]
-        .messages
-        .iter()
-        .find(|m| m.role == "system")
-        .map(|m| m.content.clone())
+        .system_prompt()
+        .map(str::to_owned)
         .expect("a system prompt");
     assert!(
         system.contains("\"required\"") && system.contains("one JSON object"),

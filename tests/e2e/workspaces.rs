@@ -367,8 +367,7 @@ async fn a_session_whose_workspace_is_not_made_yet_is_told_its_bases_files() {
             .requests()
             .into_iter()
             .find(|r| r.first_user_message() == Some(prompt))
-            .and_then(|r| r.messages.into_iter().find(|m| m.role == "system"))
-            .map(|m| m.content)
+            .and_then(|r| r.system_prompt().map(str::to_owned))
             .expect("the task's model request")
     };
     let id = submit(&cluster, "just answer", vec![]).await;

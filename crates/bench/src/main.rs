@@ -289,11 +289,11 @@ async fn main() -> anyhow::Result<()> {
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &otel).await?;
     let exported = pass(&s, &mut stack, &events, &args, "exported").await?;
     let spans = collector.span_count();
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let mut where_time_goes = None;
     if args.timeline {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         for _ in 0..samples {
             events.batch(&stack.client, "single", 1, 1).await?;
         }

@@ -115,6 +115,14 @@ impl SeenRequest {
             .count()
     }
 
+    /// Content of the `system` message (the session's system prompt), if any.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == "system")
+            .map(|m| m.content.as_str())
+    }
+
     /// Content of the first `user` message (the task's prompt), if any.
     pub fn first_user_message(&self) -> Option<&str> {
         self.messages
