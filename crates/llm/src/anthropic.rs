@@ -111,19 +111,18 @@ impl Provider for AnthropicClient {
         request: &ChatRequest,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
-        // The encoded body is all a request in flight holds of the conversation.
-        let body = {
+        let encode = || {
             let wire =
                 MessagesRequest::new(request, self.config.max_tokens, self.config.http.stream)
                     .map_err(LlmError::InvalidRequest)?;
             serde_json::to_vec(&wire).map_err(|e| {
                 LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
-            })?
+            })
         };
         let span = crate::spans::chat("anthropic", request, self.transport.endpoint());
         let answer = self
             .transport
-            .chat::<StreamAssembler>(crate::transport::body(body), on_delta)
+            .chat::<StreamAssembler>(&encode, on_delta)
             .instrument(span.clone())
             .await;
         crate::spans::end(&span, &answer);

@@ -77,12 +77,15 @@ impl Provider for OpenAiClient {
         request: &ChatRequest,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
-        let body = serde_json::to_vec(&wire::Request::new(request, self.config.stream))
-            .map_err(|e| LlmError::Config(format!("failed to encode the chat request: {e}")))?;
+        let stream = self.config.stream;
+        let encode = || {
+            serde_json::to_vec(&wire::Request::new(request, stream))
+                .map_err(|e| LlmError::Config(format!("failed to encode the chat request: {e}")))
+        };
         let span = crate::spans::chat("openai", request, self.transport.endpoint());
         let answer = self
             .transport
-            .chat::<StreamAssembler>(crate::transport::body(body), on_delta)
+            .chat::<StreamAssembler>(&encode, on_delta)
             .instrument(span.clone())
             .await;
         crate::spans::end(&span, &answer);

@@ -169,20 +169,23 @@ impl Transport {
         &self.endpoint
     }
 
-    /// Posts `body` until an attempt succeeds, fails for good, or the retries run out.
-    /// Every attempt sends the same buffer: a retry copies nothing.
+    /// Posts the request `encode` gives until an attempt succeeds, fails for good, or
+    /// the retries run out.
+    ///
+    /// Each attempt encodes the request again rather than keeping the encoded body: a
+    /// request waits on the model for as long as the model takes, and the body (mostly
+    /// the tools' schemas) is then the largest thing it would hold. Sent as a body that
+    /// cannot be cloned, it is freed once written; reqwest would otherwise keep copies
+    /// for its own redirects and retries, which are not used here.
     pub(crate) async fn chat<D: Decoder>(
         &self,
-        body: Bytes,
+        encode: &(dyn Fn() -> Result<Vec<u8>, LlmError> + Sync),
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
         let mut retry = 0;
         loop {
             let mut delivered = false;
-            let error = match self
-                .attempt::<D>(body.clone(), on_delta, &mut delivered)
-                .await
-            {
+            let error = match self.attempt::<D>(encode()?, on_delta, &mut delivered).await {
                 Ok(answer) => return Ok(answer),
                 Err(error) => error,
             };
@@ -211,7 +214,7 @@ impl Transport {
     /// which the attempt must not be repeated.
     async fn attempt<D: Decoder>(
         &self,
-        body: Bytes,
+        body: Vec<u8>,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
         delivered: &mut bool,
     ) -> Result<ChatResponse, LlmError> {
@@ -225,7 +228,7 @@ impl Transport {
             .post(&self.endpoint)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)
-            .body(body)
+            .body(once(body))
             .send()
             .await
             .map_err(|e| self.request_error(e))?;
@@ -328,11 +331,10 @@ impl Transport {
     }
 }
 
-/// An encoded request as the body every attempt sends, without the spare capacity
-/// encoding left: it is held for as long as the model takes to answer.
-pub(crate) fn body(mut encoded: Vec<u8>) -> Bytes {
-    encoded.shrink_to_fit();
-    Bytes::from(encoded)
+/// An encoded request as a body sent once: its length is known (so it goes with a
+/// `Content-Length`), and it cannot be cloned, so nothing keeps it after it is written.
+fn once(encoded: Vec<u8>) -> reqwest::Body {
+    reqwest::Body::wrap(http_body_util::Full::new(Bytes::from(encoded)))
 }
 
 /// A header value carrying a secret, marked sensitive so HTTP-level debug output hides

@@ -195,9 +195,24 @@ pub async fn retries_server_errors_then_succeeds(make: MakeClient) {
         ScriptedReply::text("recovered"),
     ])
     .await;
-    let (answer, _) = chat(&*make(&model, Knobs::default()), &ask("hi")).await;
+    let mut request = ask("hi");
+    request.tools = vec![grep_tool()];
+    let (answer, _) = chat(&*make(&model, Knobs::default()), &request).await;
     assert_eq!(answer.expect("answer after retries").text, "recovered");
-    assert_eq!(model.request_count(), 3);
+    // Each attempt encodes the request again: the same body, sent with its length.
+    let seen = model.requests();
+    assert_eq!(seen.len(), 3);
+    for attempt in &seen {
+        assert_eq!(attempt.raw, seen[0].raw);
+        assert_eq!(attempt.tools, ["grep"]);
+        let length: usize = attempt
+            .header("content-length")
+            .expect("the body is sent with its length")
+            .parse()
+            .expect("a number");
+        assert_eq!(length, serde_json::to_vec(&attempt.raw).unwrap().len());
+        assert_eq!(attempt.header("transfer-encoding"), None);
+    }
 }
 
 pub async fn honours_retry_after_on_429(make: MakeClient) {
