@@ -206,7 +206,7 @@ impl ToolRegistry {
         registry.register(WebFetchTool::default());
         registry.register(TodoWriteTool);
         registry.register(TodoReadTool);
-        registry.register(TaskTool);
+        registry.register(TaskTool::default());
         registry.register(TaskStatusTool);
         registry
     }

@@ -62,7 +62,7 @@ pub async fn run<'a>(
     session_id: SessionId,
     stop: &StopHandle,
 ) -> Result<Ran<'a>, StartError> {
-    let agent = AgentSpec::try_from(&request.agent_spec)
+    let spec = AgentSpec::try_from(&request.agent_spec)
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     // An ancestor's rule that cannot be read must not leave the child unbounded.
     let inherited = request
@@ -73,14 +73,18 @@ pub async fn run<'a>(
         .map_err(|e| StartError::Invalid(format!("invalid inherited permission: {e}")))?;
     let model = resolve_model(
         request.model.as_deref(),
-        agent.model.as_deref(),
+        spec.model.as_deref(),
         request.parent_model.as_deref(),
         &ctx.default_model,
     );
     // The worker enforces what a session may use; the model is never trusted to.
-    let agent = restrict_to_scope(&agent, &request.auth_scope);
+    // Each copy is dropped once the next is made: a shadowed one would be held for as
+    // long as the session runs.
+    let agent = restrict_to_scope(&spec, &request.auth_scope);
+    drop(spec);
     let agent = if request.depth > 0 {
-        child_tools_policy(&agent, request.depth, request.max_depth)
+        let scoped = agent;
+        child_tools_policy(&scoped, request.depth, request.max_depth)
     } else {
         agent
     };

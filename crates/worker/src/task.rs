@@ -72,10 +72,13 @@ pub use taskwire_bus::messages::Claim;
 /// removal) and the session itself are boxed, each allocated only while it runs, and
 /// a future handed down through several async functions is boxed once rather than
 /// copied into each of their states.
+///
+/// The request itself is boxed too: at about a kilobyte it would otherwise take room
+/// in each future it passes through.
 pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
-    let request = match decode::<TaskRequest>(&msg.payload) {
+    let request = match decode_request(msg) {
         Ok(r) => r,
-        Err(e) => return Box::pin(dead_letter(ctx, msg, &e.to_string(), None)).await,
+        Err(reason) => return Box::pin(dead_letter(ctx, msg, &reason, None)).await,
     };
     let task_id = request.task_id;
     let delivered = msg.info().map_or(1, |i| i.delivered);
@@ -117,6 +120,12 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     .await
 }
 
+fn decode_request(msg: &Message) -> Result<Box<TaskRequest>, String> {
+    decode::<TaskRequest>(&msg.payload)
+        .map(Box::new)
+        .map_err(|e| e.to_string())
+}
+
 /// Drives `work` while telling JetStream every `ack_wait / 3` that the message is being
 /// worked on, from the claim until the result is stored: whatever is slow in between
 /// (the model, a coordinator request, publishing the result) never lets the ack wait
@@ -131,7 +140,7 @@ async fn with_heartbeat<T>(work: impl Future<Output = T>, msg: &Message, ack_wai
     loop {
         tokio::select! {
             done = &mut work => return done,
-            _ = heartbeat.tick() => in_progress(msg).await,
+            _ = heartbeat.tick() => Box::pin(in_progress(msg)).await,
         }
     }
 }
@@ -139,17 +148,37 @@ async fn with_heartbeat<T>(work: impl Future<Output = T>, msg: &Message, ack_wai
 async fn run_claimed(
     ctx: &Context,
     msg: &Message,
-    request: TaskRequest,
+    request: Box<TaskRequest>,
     claim: Claim,
     session_id: SessionId,
 ) -> Disposition {
     let started = Instant::now();
-    let task_id = request.task_id;
-    let guard = ctx.running.register(task_id);
+    let guard = ctx.running.register(request.task_id);
     let stop = guard.handle.clone();
 
     let ran = Box::pin(crate::session::run(ctx, &request, claim, session_id, &stop)).await;
     drop(guard);
+    // What follows the session is boxed as well: a waiting session holds no room for it.
+    Box::pin(report(
+        ctx, msg, &request, claim, session_id, started, &stop, ran,
+    ))
+    .await
+}
+
+/// Builds the attempt's result from how its session ran, publishes it, removes the
+/// workspace, and says how the message is settled.
+#[allow(clippy::too_many_arguments)]
+async fn report(
+    ctx: &Context,
+    msg: &Message,
+    request: &TaskRequest,
+    claim: Claim,
+    session_id: SessionId,
+    started: Instant,
+    stop: &crate::cancel::StopHandle,
+    ran: Result<crate::session::Ran<'_>, StartError>,
+) -> Disposition {
+    let task_id = request.task_id;
 
     if stop.reason() == Some(StopReason::Shutdown) {
         tracing::info!(task.id = %task_id, "worker shutting down, releasing task");
@@ -157,7 +186,7 @@ async fn run_claimed(
     }
     let ended = |outcome| {
         result_of(
-            &request,
+            request,
             claim,
             session_id,
             &ctx.worker_id,
@@ -217,7 +246,7 @@ async fn run_claimed(
                     retryable: false,
                 }],
                 ..result_of(
-                    &request,
+                    request,
                     claim,
                     session_id,
                     &ctx.worker_id,

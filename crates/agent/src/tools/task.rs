@@ -20,7 +20,7 @@
 //! [`crate::session::background`]); its result reaches the model at its next step,
 //! or through `task_status`.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -35,8 +35,13 @@ use crate::workspace::Workspace;
 const DESCRIPTION: &str = include_str!("../prompt/task_tool.txt");
 
 /// Starts child tasks through the session host.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TaskTool;
+#[derive(Debug, Default)]
+pub struct TaskTool {
+    /// The last description built, with the subagent list it was built for. Sessions
+    /// offered the same subagents (in a fleet, nearly all of them) share one copy of
+    /// it, which each would otherwise hold for as long as it runs.
+    described: Mutex<Option<(String, Arc<str>)>>,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,6 +61,24 @@ struct Args {
 /// session id to continue it with.
 pub fn task_output(text: &str, session_id: &str) -> String {
     format!("{text}\n\n<task_metadata>\nsession_id: {session_id}\n</task_metadata>")
+}
+
+impl TaskTool {
+    /// The description listing `agents`, shared while the list stays the same.
+    fn described(&self, agents: String) -> Arc<str> {
+        let mut last = self
+            .described
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*last {
+            Some((listed, description)) if *listed == agents => description.clone(),
+            _ => {
+                let description: Arc<str> = DESCRIPTION.replace("{agents}", &agents).into();
+                *last = Some((agents, description.clone()));
+                description
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -111,7 +134,7 @@ impl Tool for TaskTool {
             .map(|(name, description)| format!("- {name}: {description}"))
             .collect();
         taskwire_llm::ToolDef {
-            description: DESCRIPTION.replace("{agents}", &agents.join("\n")).into(),
+            description: self.described(agents.join("\n")),
             ..definition.clone()
         }
     }
@@ -431,6 +454,19 @@ impl<'c> Progress<'c> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_offered_the_same_subagents_share_one_description() {
+        let tool = TaskTool::default();
+        let first = tool.described("- explore: reads code".into());
+        let again = tool.described("- explore: reads code".into());
+        assert!(first.contains("- explore: reads code"), "{first}");
+        assert!(Arc::ptr_eq(&first, &again));
+        let other = tool.described("- general: does anything".into());
+        assert!(other.contains("- general: does anything"), "{other}");
+        assert!(!other.contains("explore"), "{other}");
+        assert!(!Arc::ptr_eq(&first, &other));
+    }
 
     #[test]
     fn output_ends_with_the_task_metadata_block() {
