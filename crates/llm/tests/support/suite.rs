@@ -210,7 +210,10 @@ pub async fn retries_server_errors_then_succeeds(make: MakeClient) {
             .expect("the body is sent with its length")
             .parse()
             .expect("a number");
-        assert_eq!(length, serde_json::to_vec(&attempt.raw).unwrap().len());
+        assert_eq!(
+            length,
+            serde_json::to_vec(&attempt.raw).expect("json").len()
+        );
         assert_eq!(attempt.header("transfer-encoding"), None);
     }
 }
