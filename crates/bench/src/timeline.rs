@@ -3,8 +3,11 @@
 //! result. All processes run on this machine, so their span timestamps share a clock.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use taskwire_test_support::otlp::Received;
+
+use crate::load::quantile_ms;
 
 /// The segments, in the order a task passes through them: each is the time from one
 /// span edge to the next.
@@ -87,12 +90,12 @@ pub fn tasks(spans: &[Received], since: u64) -> Vec<[u64; 8]> {
 
 /// A markdown table of each segment's p50 and p90 in ms over `tasks`.
 pub fn report(tasks: &[[u64; 8]]) -> String {
-    let mut columns: Vec<Vec<u64>> = vec![Vec::new(); SEGMENTS.len() + 1];
+    let mut columns: Vec<Vec<Duration>> = vec![Vec::new(); SEGMENTS.len() + 1];
     for segments in tasks {
         for (i, v) in segments.iter().enumerate() {
-            columns[i].push(*v);
+            columns[i].push(Duration::from_nanos(*v));
         }
-        columns[SEGMENTS.len()].push(segments.iter().sum());
+        columns[SEGMENTS.len()].push(Duration::from_nanos(segments.iter().sum()));
     }
     let mut out = format!(
         "| segment ({} tasks one at a time, from their spans) | p50 | p90 |\n|---|---:|---:|\n",
@@ -100,22 +103,21 @@ pub fn report(tasks: &[[u64; 8]]) -> String {
     );
     let names = SEGMENTS.iter().copied().chain(["submit → result recorded"]);
     for (name, column) in names.zip(columns.iter_mut()) {
-        column.sort_unstable();
         out.push_str(&format!(
             "| {name} | {} | {} |\n",
-            ms(percentile(column, 50)),
-            ms(percentile(column, 90))
+            ms(column, 0.5),
+            ms(column, 0.9)
         ));
     }
     out
 }
 
-fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
-    (!sorted.is_empty()).then(|| sorted[(sorted.len() - 1) * p / 100])
-}
-
-fn ms(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "-".to_owned(), |ns| format!("{:.2} ms", ns as f64 / 1e6))
+/// The `q` quantile of `samples` in ms, or `-` without any.
+fn ms(samples: &mut [Duration], q: f64) -> String {
+    if samples.is_empty() {
+        return "-".to_owned();
+    }
+    format!("{:.2} ms", quantile_ms(samples, q))
 }
 
 #[cfg(test)]
