@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use bytes::Bytes;
-use taskwire_protocol::{ErrorCode, SessionId, TaskId};
+use taskwire_protocol::{AgentSpecDigest, ErrorCode, SessionId, TaskId, pb};
 
 use crate::Subjects;
 use crate::codec::encode;
 use crate::error::RpcError;
 use crate::headers::{self, Outgoing};
 use crate::messages::{
-    ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted, ClaimRequest,
-    ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    AgentSpecLookup, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
+    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use crate::methods::{Method, Retry};
 use crate::replies;
@@ -98,6 +98,14 @@ impl Bus {
         let body = encode(&TaskLookup { task, asking });
         let reply = self.request(Method::TaskLookup, None, body).await?;
         replies::decode_lookup_reply(&reply)
+    }
+
+    /// The agent spec named by `digest`, checked against it. Most callers want
+    /// [`AgentSpecs`](crate::specs::AgentSpecs), which asks once per spec.
+    pub async fn agent_spec(&self, digest: AgentSpecDigest) -> Result<pb::AgentSpec, RpcError> {
+        let body = encode(&AgentSpecLookup { digest });
+        let reply = self.request(Method::AgentSpec, None, body).await?;
+        replies::decode_spec_reply(&reply, digest)
     }
 
     /// The saved transcript of `session` for `task`, which runs in it; `None` for a

@@ -16,10 +16,12 @@
 //! - [`replies`]: worker replies on the wire: a status and the value.
 //! - [`methods`]: the table of worker requests: subject, timeout, retry.
 //! - [`client`]: [`Bus`], with the typed worker requests (`claim`, `child_submit`,
-//!   `task_lookup`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
+//!   `task_lookup`, `agent_spec`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
 //!   `approval_timeout`).
 //! - [`publish`]: typed publishes of every envelope and notice.
 //! - [`progress`]: progress events coalesced into one message, and read back one by one.
+//! - [`specs`]: [`AgentSpecs`], a worker's agent specs by digest, and the decode of a
+//!   dispatched request, which names its spec by digest.
 //! - [`server`]: [`WorkerRequests`], implemented by the coordinator, and [`serve`],
 //!   the one loop that answers workers.
 //! - [`headers`]: header names and [`headers::build`], the one place headers are made
@@ -61,6 +63,7 @@ pub mod progress;
 pub mod publish;
 pub mod replies;
 pub mod server;
+pub mod specs;
 pub mod streams;
 pub mod subjects;
 pub mod trace_context;
@@ -70,6 +73,7 @@ pub use error::{BusError, CodecError, RpcError};
 pub use methods::Method;
 pub use patches::{PatchError, Patches};
 pub use server::{WorkerRequests, serve};
+pub use specs::{AgentSpecs, DispatchError};
 pub use streams::{
     BusConfig, coordinator_consumer, ensure_streams, tasks_consumer, wait_for_streams,
 };

@@ -4,7 +4,8 @@
 //! Replies are encoded in [`crate::replies`].
 
 use taskwire_protocol::{
-    ClaimEpoch, ProtocolError, SessionId, TaskError, TaskId, TaskStatus, Usage, WorkerId, pb,
+    AgentSpecDigest, ClaimEpoch, ProtocolError, SessionId, TaskError, TaskId, TaskStatus, Usage,
+    WorkerId, pb,
 };
 
 use crate::codec::Envelope;
@@ -218,6 +219,27 @@ impl Envelope for TaskLookup {
         Ok(Self {
             task: TaskId::parse_field("task_id", &w.task_id)?,
             asking: TaskId::parse_field("asking_task_id", &w.asking_task_id)?,
+        })
+    }
+}
+
+/// An agent spec lookup: the spec a dispatched request names by `digest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentSpecLookup {
+    pub digest: AgentSpecDigest,
+}
+
+impl Envelope for AgentSpecLookup {
+    const NAME: &'static str = "agent spec lookup";
+    type Wire = pb::AgentSpecLookup;
+    fn to_wire(&self) -> pb::AgentSpecLookup {
+        pb::AgentSpecLookup {
+            digest: self.digest.as_bytes().to_vec(),
+        }
+    }
+    fn from_wire(w: pb::AgentSpecLookup) -> Result<Self, ProtocolError> {
+        Ok(Self {
+            digest: AgentSpecDigest::parse_field("digest", &w.digest)?,
         })
     }
 }

@@ -6,6 +6,7 @@
 //! | `claim` | `<P>.rpc.claim` | 10 s (the worker's `claim_timeout`) | never: the message is offered again later |
 //! | `child_submit` | `<P>.worker.child` | 3 s | 3 tries: idempotent by its key `child:<parent>:<call id>` |
 //! | `task_lookup` | `<P>.worker.task` | 3 s | 3 tries: a read |
+//! | `agent_spec` | `<P>.worker.spec` | 3 s | 3 tries: a read |
 //! | `session_load` | `<P>.worker.session.load` | 3 s | 3 tries: a read |
 //! | `session_save` | `<P>.worker.session.save` | 3 s | 3 tries: the same transcript, fenced by the claim |
 //! | `approval_ask` | `<P>.worker.approval` | 3 s | 3 tries: keyed by the request id |
@@ -27,6 +28,7 @@ pub enum Method {
     Claim,
     ChildSubmit,
     TaskLookup,
+    AgentSpec,
     SessionLoad,
     SessionSave,
     ApprovalAsk,
@@ -61,10 +63,11 @@ const IDEMPOTENT: Retry = Retry::Idempotent {
 };
 
 impl Method {
-    pub const ALL: [Method; 8] = [
+    pub const ALL: [Method; 9] = [
         Self::Claim,
         Self::ChildSubmit,
         Self::TaskLookup,
+        Self::AgentSpec,
         Self::SessionLoad,
         Self::SessionSave,
         Self::ApprovalAsk,
@@ -78,6 +81,7 @@ impl Method {
             Self::Claim => "claim",
             Self::ChildSubmit => "child_submit",
             Self::TaskLookup => "task_lookup",
+            Self::AgentSpec => "agent_spec",
             Self::SessionLoad => "session_load",
             Self::SessionSave => "session_save",
             Self::ApprovalAsk => "approval_ask",
@@ -93,6 +97,7 @@ impl Method {
             Self::Claim => None,
             Self::ChildSubmit => Some("child"),
             Self::TaskLookup => Some("task"),
+            Self::AgentSpec => Some("spec"),
             Self::SessionLoad => Some("session.load"),
             Self::SessionSave => Some("session.save"),
             Self::ApprovalAsk | Self::ApprovalCheck | Self::ApprovalTimeout => Some("approval"),
@@ -155,6 +160,7 @@ mod tests {
         }
         assert_eq!(Method::SessionLoad.subject(&s), "tw.worker.session.load");
         assert_eq!(Method::ChildSubmit.subject(&s), "tw.worker.child");
+        assert_eq!(Method::AgentSpec.subject(&s), "tw.worker.spec");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use prost::Message as _;
 use taskwire_protocol::{
-    ClaimEpoch, ErrorCode, ProtocolError, TaskError, TaskId, TaskStatus, Usage, pb,
+    AgentSpecDigest, ClaimEpoch, ErrorCode, ProtocolError, TaskError, TaskId, TaskStatus, Usage, pb,
 };
 
 use crate::codec::{Envelope, decode_wire};
@@ -134,6 +134,47 @@ pub(crate) fn decode_child_reply(bytes: &[u8]) -> Result<ChildSubmitted, RpcErro
         session: r.session_id,
         created: r.created,
     })
+}
+
+pub(crate) fn encode_spec_reply(r: &Result<pb::AgentSpec, RpcError>) -> Bytes {
+    let reply = match r {
+        Ok(spec) => pb::AgentSpecLookupReply {
+            status: status_of(None),
+            spec: Some(spec.clone()),
+        },
+        Err(e) => pb::AgentSpecLookupReply {
+            status: status_of(Some(e)),
+            spec: None,
+        },
+    };
+    reply.encode_to_vec().into()
+}
+
+/// The spec in a lookup reply; `INTERNAL` when it is not the one `digest` names (a
+/// worker never runs a definition other than the task's).
+pub(crate) fn decode_spec_reply(
+    bytes: &[u8],
+    digest: AgentSpecDigest,
+) -> Result<pb::AgentSpec, RpcError> {
+    let r = decode_wire::<pb::AgentSpecLookupReply>("agent spec lookup reply", bytes)
+        .map_err(reply_error)?;
+    error_of(r.status)?;
+    let spec = r.spec.ok_or_else(|| {
+        reply_error(CodecError::new(
+            "agent spec lookup reply",
+            ProtocolError::Missing("spec"),
+        ))
+    })?;
+    if !digest.matches(&spec) {
+        return Err(RpcError::new(
+            ErrorCode::Internal,
+            format!(
+                "the agent spec answered for digest {digest} has digest {}",
+                AgentSpecDigest::of(&spec)
+            ),
+        ));
+    }
+    Ok(spec)
 }
 
 pub(crate) fn encode_lookup_reply(r: &Result<TaskState, RpcError>) -> Bytes {

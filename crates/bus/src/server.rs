@@ -16,15 +16,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use taskwire_protocol::{ErrorCode, TaskId};
+use taskwire_protocol::{ErrorCode, TaskId, pb};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Bus;
 use crate::codec::decode;
 use crate::error::{BusError, RpcError};
 use crate::messages::{
-    ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted, ClaimRequest,
-    ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    AgentSpecLookup, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
+    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
 use crate::methods::{self, Method};
 use crate::replies;
@@ -46,6 +46,8 @@ pub trait WorkerRequests: Send + Sync + 'static {
     -> Vec<Option<Result<ClaimVerdict, RpcError>>>;
     async fn child_submit(&self, submit: ChildSubmit) -> Result<ChildSubmitted, RpcError>;
     async fn task_lookup(&self, lookup: TaskLookup) -> Result<TaskState, RpcError>;
+    /// The agent spec a dispatched request names by its digest.
+    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<pb::AgentSpec, RpcError>;
     async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError>;
     async fn session_save(&self, save: SessionSave) -> Result<(), RpcError>;
     async fn approval_ask(&self, ask: ApprovalAsk) -> Result<(), RpcError>;
@@ -128,6 +130,10 @@ async fn answer<H: WorkerRequests>(handler: &H, token: &str, payload: &[u8]) -> 
         },
         Method::TaskLookup => match decode::<TaskLookup>(payload) {
             Ok(r) => replies::encode_lookup_reply(&handler.task_lookup(r).await),
+            Err(e) => refused(e),
+        },
+        Method::AgentSpec => match decode::<AgentSpecLookup>(payload) {
+            Ok(r) => replies::encode_spec_reply(&handler.agent_spec(r).await),
             Err(e) => refused(e),
         },
         Method::SessionLoad => match decode::<SessionLoad>(payload) {

@@ -9,19 +9,54 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use prost::Message as _;
 use taskwire_bus::messages::{
-    Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, Claim, ClaimRequest,
-    ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    AgentSpecLookup, Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, Claim,
+    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
-use taskwire_bus::{Bus, Method, RpcError, Subjects, WorkerRequests};
-use taskwire_protocol::{ClaimEpoch, ErrorCode, SessionId, TaskId, TaskStatus, WorkerId, pb};
+use taskwire_bus::{AgentSpecs, Bus, Method, RpcError, Subjects, WorkerRequests};
+use taskwire_protocol::{
+    AgentSpecDigest, ClaimEpoch, ErrorCode, SessionId, TaskId, TaskStatus, WorkerId, pb,
+};
 use taskwire_test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
 
 /// A coordinator with fixed answers: every session has a transcript saved by its
-/// task; tasks are running; claims are granted at epoch 7; children are refused.
+/// task; tasks are running; claims are granted at epoch 7; children are refused; it
+/// knows one agent spec ([`known_spec`]) and answers another for [`lying_digest`].
 #[derive(Default)]
 struct Fixed {
     served: AtomicUsize,
+    spec_lookups: AtomicUsize,
+}
+
+fn known_spec() -> pb::AgentSpec {
+    pb::AgentSpec {
+        name: "general".into(),
+        prompt: "You are a general agent. ".repeat(40),
+        ..Default::default()
+    }
+}
+
+/// A digest the fixed coordinator answers with a spec other than the one it names.
+fn lying_digest() -> AgentSpecDigest {
+    AgentSpecDigest::of(&pb::AgentSpec {
+        name: "general".into(),
+        prompt: "another prompt".into(),
+        ..Default::default()
+    })
+}
+
+/// A dispatched request for the agent `general` naming its spec by `digest`.
+fn dispatched(digest: &[u8]) -> Vec<u8> {
+    pb::TaskRequest {
+        task_id: TaskId::generate().to_string(),
+        trace_id: taskwire_protocol::TraceId::generate().to_string(),
+        agent: "general".into(),
+        prompt: "do it".into(),
+        created_at: Some(Default::default()),
+        agent_spec_digest: digest.to_vec(),
+        ..Default::default()
+    }
+    .encode_to_vec()
 }
 
 #[async_trait]
@@ -56,6 +91,21 @@ impl WorkerRequests for Fixed {
             status: TaskStatus::Running,
             result: None,
         })
+    }
+    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<pb::AgentSpec, RpcError> {
+        self.spec_lookups.fetch_add(1, Ordering::SeqCst);
+        // Slow enough that requests arriving together overlap.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if lookup.digest == AgentSpecDigest::of(&known_spec()) {
+            Ok(known_spec())
+        } else if lookup.digest == lying_digest() {
+            Ok(known_spec())
+        } else {
+            Err(RpcError::new(
+                ErrorCode::NotFound,
+                format!("agent spec {}", lookup.digest),
+            ))
+        }
     }
     async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError> {
         self.served.fetch_add(1, Ordering::SeqCst);
@@ -210,6 +260,95 @@ async fn typed_calls_return_domain_values_and_refusals_keep_their_code() {
         .expect_err("refused");
     assert_eq!(failed.code(), ErrorCode::Internal);
     assert!(!failed.is_retryable());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn requests_arriving_together_fetch_their_spec_once_and_share_it() {
+    let s = served().await;
+    let specs = AgentSpecs::new(s.bus.clone());
+    let digest = AgentSpecDigest::of(&known_spec());
+    let messages: Vec<Vec<u8>> = (0..20).map(|_| dispatched(digest.as_bytes())).collect();
+    let decoded = futures::future::join_all(messages.iter().map(|m| specs.decode_request(m))).await;
+    let requests: Vec<_> = decoded
+        .into_iter()
+        .map(|r| r.expect("a request with its spec"))
+        .collect();
+    assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), 1);
+    assert_eq!(*requests[0].agent_spec, known_spec());
+    for r in &requests {
+        assert!(
+            Arc::ptr_eq(&r.agent_spec, &requests[0].agent_spec),
+            "one copy"
+        );
+    }
+    // Later requests come from the cache.
+    specs
+        .decode_request(&dispatched(digest.as_bytes()))
+        .await
+        .expect("cached");
+    assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), 1);
+    assert_eq!(specs.cached(), 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_spec_unknown_or_not_the_one_named_is_refused_and_not_kept() {
+    let s = served().await;
+    let specs = AgentSpecs::new(s.bus.clone());
+
+    let unknown = AgentSpecDigest::of(&pb::AgentSpec::default());
+    let err = specs
+        .decode_request(&dispatched(unknown.as_bytes()))
+        .await
+        .expect_err("unknown");
+    assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
+    assert!(err.to_string().contains(&unknown.to_string()), "{err}");
+
+    // A spec whose digest differs from the one asked for is never run.
+    let err = specs
+        .decode_request(&dispatched(lying_digest().as_bytes()))
+        .await
+        .expect_err("the wrong spec");
+    assert_eq!(err.code(), ErrorCode::Internal, "{err}");
+
+    // A failed lookup is asked again next time.
+    let before = s.handler.spec_lookups.load(Ordering::SeqCst);
+    specs
+        .decode_request(&dispatched(unknown.as_bytes()))
+        .await
+        .expect_err("still unknown");
+    assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), before + 1);
+
+    // A digest that is not one, and a request with neither spec nor digest, are
+    // malformed, named by their field.
+    let err = specs
+        .decode_request(&dispatched(&[1, 2, 3]))
+        .await
+        .expect_err("3 bytes");
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
+    assert!(err.to_string().contains("agent_spec_digest"), "{err}");
+    let err = specs
+        .decode_request(&dispatched(&[]))
+        .await
+        .expect_err("no spec");
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
+    assert!(err.to_string().contains("agent_spec"), "{err}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_with_its_spec_inline_needs_no_lookup() {
+    let s = served().await;
+    let specs = AgentSpecs::new(s.bus.clone());
+    let mut wire = pb::TaskRequest::decode(dispatched(&[]).as_slice()).expect("decodes");
+    wire.agent_spec = Some(known_spec());
+    let request = specs
+        .decode_request(&wire.encode_to_vec())
+        .await
+        .expect("inline");
+    assert_eq!(*request.agent_spec, known_spec());
+    assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), 0);
     s.stop().await;
 }
 

@@ -63,6 +63,11 @@ pub struct CoordinatorConfig {
     /// Most bytes the patch bucket holds; beyond it, handing over a large patch fails
     /// with an error naming the bucket. Default 1 GiB.
     pub patches_max_bytes: i64,
+    /// Store and dispatch each request with its agent spec inline, as versions before
+    /// specs were stored by digest did, instead of naming it by digest: set while
+    /// upgrading from such a version, so that its coordinators and workers can read
+    /// every task written meanwhile (see docs/deploy.md). Default false.
+    pub inline_agent_specs: bool,
     /// NATS connection security (TLS, credentials).
     pub nats: taskwire_bus::NatsOptions,
 }
@@ -93,6 +98,7 @@ impl Default for CoordinatorConfig {
             tls_key: None,
             patches_max_age: taskwire_bus::patches::BucketLimits::default().max_age,
             patches_max_bytes: taskwire_bus::patches::BucketLimits::default().max_bytes,
+            inline_agent_specs: false,
             nats: taskwire_bus::NatsOptions::default(),
         }
     }

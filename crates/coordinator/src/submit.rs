@@ -359,7 +359,7 @@ pub fn build_task(
         command: (!req.command.is_empty()).then_some(req.command),
         depth: parent.as_ref().map_or(0, |p| p.depth + 1),
         attempt: 0,
-        agent_spec: pb::AgentSpec::from(spec),
+        agent_spec: std::sync::Arc::new(pb::AgentSpec::from(spec)),
         created_at: now,
         max_attempts,
         parent_model: parent.as_ref().and_then(|p| p.model.clone()),
@@ -398,6 +398,7 @@ pub fn build_task(
         request,
         digest,
         subject: subjects.tasks(&cfg.queue),
+        inline_agent_spec: cfg.inline_agent_specs,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The coordinator's answers to workers' requests: [`Handler`] implements the bus's
 //! `WorkerRequests` (served by `taskwire_bus::serve`, which decodes, dispatches and
-//! replies): claims, child submits (the `task` tool), task lookups, session
-//! transcripts and approvals. Workers hold no database credentials; this is their only
+//! replies): claims, child submits (the `task` tool), task lookups, agent specs by
+//! digest, session transcripts and approvals. Workers hold no database credentials; this is their only
 //! way to the store.
 //!
 //! Every answer is a domain value or a [`CoordinatorError`], whose one code reaches the
@@ -17,10 +17,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use taskwire_bus::RpcError;
 use taskwire_bus::messages::{
-    Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, ClaimRequest, ClaimVerdict,
-    FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    AgentSpecLookup, Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted,
+    ClaimRequest, ClaimVerdict, FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup,
+    TaskState,
 };
-use taskwire_protocol::{TaskError, TaskId, Usage};
+use taskwire_protocol::{TaskError, TaskId, Usage, pb};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
 use tracing::Instrument;
 
@@ -75,6 +76,18 @@ impl taskwire_bus::WorkerRequests for Handler {
             hand_over_patch(st, lookup.task, result).await?;
         }
         Ok(state)
+    }
+
+    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<pb::AgentSpec, RpcError> {
+        let found: Answered<_> = async {
+            self.state
+                .store
+                .agent_spec(lookup.digest)
+                .await?
+                .ok_or_else(|| CoordinatorError::NotFound(format!("agent spec {}", lookup.digest)))
+        }
+        .await;
+        Ok(found?)
     }
 
     async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError> {

@@ -1,10 +1,13 @@
 //! The domain task request and result, and their conversions from and to the wire.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::patch::PatchRef;
+use crate::spec_digest::AgentSpecDigest;
 use crate::value::{json_to_struct, struct_to_json};
 use crate::{
     ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time,
@@ -51,8 +54,9 @@ pub struct TaskRequest {
     pub command: Option<String>,
     pub depth: u32,
     pub attempt: u32,
-    /// The resolved agent definition, as JSON (the coordinator's registry decides it).
-    pub agent_spec: pb::AgentSpec,
+    /// The resolved agent definition (the coordinator's registry decides it), shared:
+    /// the tasks of one agent hold one copy.
+    pub agent_spec: Arc<pb::AgentSpec>,
     pub created_at: DateTime<Utc>,
     /// Attempts before the task is dead-lettered (at least 1).
     pub max_attempts: u32,
@@ -129,7 +133,25 @@ fn non_empty(s: &str) -> Option<String> {
 impl TryFrom<pb::TaskRequest> for TaskRequest {
     type Error = ProtocolError;
 
-    fn try_from(r: pb::TaskRequest) -> Result<Self, Self::Error> {
+    /// A request with its agent spec inline; one that names it by digest is resolved
+    /// first ([`TaskRequest::from_dispatched`]).
+    fn try_from(mut r: pb::TaskRequest) -> Result<Self, Self::Error> {
+        let agent_spec = r
+            .agent_spec
+            .take()
+            .ok_or(ProtocolError::Missing("agent_spec"))?;
+        Self::from_dispatched(r, Arc::new(agent_spec))
+    }
+}
+
+impl TaskRequest {
+    /// The request `r` with `agent_spec`, the spec it names by digest (or carries
+    /// inline: an inline spec in `r` is ignored). The caller has checked that the spec
+    /// is the one the digest names.
+    pub fn from_dispatched(
+        r: pb::TaskRequest,
+        agent_spec: Arc<pb::AgentSpec>,
+    ) -> Result<Self, ProtocolError> {
         if r.agent.is_empty() {
             return Err(ProtocolError::Missing("agent"));
         }
@@ -144,7 +166,6 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
                 "is set together with workspace_patch",
             ));
         }
-        let agent_spec = r.agent_spec.ok_or(ProtocolError::Missing("agent_spec"))?;
         if agent_spec.name != r.agent {
             return Err(ProtocolError::invalid(
                 "agent_spec",
@@ -210,8 +231,24 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
 }
 
 impl From<&TaskRequest> for pb::TaskRequest {
+    /// The request with its agent spec inline.
     fn from(r: &TaskRequest) -> Self {
-        Self {
+        r.wire(None)
+    }
+}
+
+impl TaskRequest {
+    /// The request as stored and dispatched: its agent spec named by its digest (the
+    /// digest is returned too, to store the spec under it).
+    pub fn to_dispatch(&self) -> (pb::TaskRequest, AgentSpecDigest) {
+        let digest = AgentSpecDigest::of(&self.agent_spec);
+        (self.wire(Some(digest)), digest)
+    }
+
+    /// The wire form, with the spec inline or, given its digest, named by it.
+    fn wire(&self, digest: Option<AgentSpecDigest>) -> pb::TaskRequest {
+        let r = self;
+        pb::TaskRequest {
             task_id: r.task_id.to_string(),
             parent_task_id: r.parent_task_id.map(|p| p.to_string()).unwrap_or_default(),
             trace_id: r.trace_id.to_string(),
@@ -240,7 +277,10 @@ impl From<&TaskRequest> for pb::TaskRequest {
             command: r.command.clone().unwrap_or_default(),
             depth: r.depth,
             attempt: r.attempt,
-            agent_spec: Some(r.agent_spec.clone()),
+            agent_spec: digest
+                .is_none()
+                .then(|| pb::AgentSpec::clone(&r.agent_spec)),
+            agent_spec_digest: digest.map(|d| d.as_bytes().to_vec()).unwrap_or_default(),
             created_at: Some(time::to_wire(r.created_at)),
             max_attempts: r.max_attempts,
             parent_model: r.parent_model.clone().unwrap_or_default(),
@@ -562,10 +602,11 @@ mod tests {
             command: None,
             depth: 1,
             attempt: 0,
-            agent_spec: pb::AgentSpec {
+            agent_spec: Arc::new(pb::AgentSpec {
                 name: "explore".into(),
+                prompt: "you explore".into(),
                 ..Default::default()
-            },
+            }),
             created_at: DateTime::from_timestamp(1_900_000_000, 5).expect("in range"),
             max_attempts: 3,
             parent_model: Some("parent-model".into()),
@@ -615,6 +656,49 @@ mod tests {
         let err = decode::<pb::TaskRequest>("task request", b"\xff\xff\xff not protobuf")
             .expect_err("garbage");
         assert!(matches!(err, ProtocolError::Decode { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_dispatched_request_names_its_spec_by_digest_and_resolves_back() {
+        let mut req = sample();
+        // A spec of a realistic size: its prompt is most of it.
+        req.agent_spec = Arc::new(pb::AgentSpec {
+            name: "explore".into(),
+            prompt: "You explore code and answer with what you found. ".repeat(20),
+            ..Default::default()
+        });
+        let (wire, digest) = req.to_dispatch();
+        assert_eq!(wire.agent_spec, None);
+        assert_eq!(wire.agent_spec_digest, digest.as_bytes().to_vec());
+        assert!(digest.matches(&req.agent_spec));
+        assert!(
+            wire.encoded_len() < pb::TaskRequest::from(&req).encoded_len(),
+            "the digest form is smaller"
+        );
+        let bytes = wire.encode_to_vec();
+        let wire = decode::<pb::TaskRequest>("task request", &bytes).expect("decodes");
+        // Without its spec it is not a request yet.
+        assert_eq!(
+            TaskRequest::try_from(wire.clone()),
+            Err(ProtocolError::Missing("agent_spec"))
+        );
+        let back = TaskRequest::from_dispatched(wire, req.agent_spec.clone()).expect("valid");
+        assert_eq!(back, req);
+        assert!(
+            Arc::ptr_eq(&back.agent_spec, &req.agent_spec),
+            "shared, not copied"
+        );
+    }
+
+    #[test]
+    fn a_spec_of_another_agent_is_refused() {
+        let (wire, _) = sample().to_dispatch();
+        let other = Arc::new(pb::AgentSpec {
+            name: "general".into(),
+            ..Default::default()
+        });
+        let err = TaskRequest::from_dispatched(wire, other).expect_err("another agent");
+        assert_eq!(err.field(), Some("agent_spec"));
     }
 
     #[test]

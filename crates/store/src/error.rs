@@ -26,6 +26,9 @@ pub enum StoreError {
         column: &'static str,
         reason: String,
     },
+    /// A stored agent spec could not be read back.
+    #[error("agent spec {digest} is corrupt: {reason}")]
+    CorruptSpec { digest: String, reason: String },
 }
 
 impl StoreError {

@@ -7,6 +7,7 @@
 //! - [`outbox`]: the rows the relay publishes to JetStream.
 //! - [`dead_letters`]: messages that could not be run, with the reason.
 //! - [`sessions`]: session transcripts (fenced by the saving attempt's claim).
+//! - [`specs`]: resolved agent specs, stored once by digest.
 //! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`ownership`]: lookups of caller-named ids together with their tenant.
 //! - [`subtrees`]: the live descendants of ended tasks, cancelled.
@@ -30,6 +31,7 @@ pub mod ownership;
 pub mod record;
 pub mod results;
 pub mod sessions;
+pub mod specs;
 pub mod subtrees;
 pub mod tasks;
 pub mod usage;

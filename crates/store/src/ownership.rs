@@ -81,16 +81,17 @@ impl Store {
         tenant: Option<&str>,
         task_id: TaskId,
     ) -> Result<Option<taskwire_protocol::TaskRequest>, StoreError> {
-        let bytes: Option<Vec<u8>> = sqlx::query_scalar(
-            "SELECT request FROM tasks WHERE task_id = $1 AND ($2::text IS NULL OR tenant = $2)",
+        let row: Option<(Vec<u8>, Option<Vec<u8>>)> = sqlx::query_as(
+            "SELECT t.request, s.spec FROM tasks t \
+             LEFT JOIN agent_specs s ON s.digest = t.agent_spec_digest \
+             WHERE t.task_id = $1 AND ($2::text IS NULL OR t.tenant = $2)",
         )
         .bind(task_id.as_uuid())
         .bind(tenant)
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("read a task's request", e))?;
-        bytes
-            .map(|b| crate::tasks::decode_request(task_id, &b))
+        row.map(|(request, spec)| crate::tasks::decode_request(task_id, &request, spec.as_deref()))
             .transpose()
     }
 

@@ -3,7 +3,8 @@
 use chrono::{DateTime, Utc};
 use prost::Message;
 use taskwire_protocol::{
-    Budget, ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId, Usage, pb,
+    AgentSpecDigest, Budget, ClaimEpoch, TaskId, TaskRequest, TaskResult, TaskStatus, TraceId,
+    Usage, pb,
 };
 
 use crate::StoreError;
@@ -16,11 +17,24 @@ pub struct NewTask {
     pub digest: String,
     /// The JetStream subject the relay publishes the request to.
     pub subject: String,
+    /// Store and dispatch the request with its agent spec inline, as versions before
+    /// specs were stored by digest did (for a rolling upgrade from one), instead of
+    /// naming the spec by digest.
+    pub inline_agent_spec: bool,
 }
 
 impl NewTask {
-    pub(crate) fn encoded(&self) -> Vec<u8> {
-        pb::TaskRequest::from(&self.request).encode_to_vec()
+    /// The encoded request as stored and dispatched and, unless the spec is inline,
+    /// the spec's digest and encoding, to store once.
+    pub(crate) fn encoded(&self) -> (Vec<u8>, Option<(AgentSpecDigest, Vec<u8>)>) {
+        if self.inline_agent_spec {
+            return (pb::TaskRequest::from(&self.request).encode_to_vec(), None);
+        }
+        let (wire, digest) = self.request.to_dispatch();
+        (
+            wire.encode_to_vec(),
+            Some((digest, self.request.agent_spec.encode_to_vec())),
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use sqlx::{Postgres, QueryBuilder, Row};
-use taskwire_protocol::TaskId;
+use taskwire_protocol::{AgentSpecDigest, TaskId};
 
 use crate::record::{TASK_COLUMNS, TaskRow};
 use crate::{InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store, StoreError, TaskRecord};
@@ -43,6 +43,9 @@ impl Store {
         let mut sessions = Vec::with_capacity(n);
         let mut max_tokens: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut max_costs: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut spec_digests: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+        // The batch's distinct specs (usually one), stored once each.
+        let mut specs: HashMap<AgentSpecDigest, Vec<u8>> = HashMap::new();
         for t in tasks {
             let r = &t.request;
             ids.push(r.task_id.as_uuid());
@@ -55,7 +58,12 @@ impl Store {
             keys.push(r.idempotency_key.clone());
             digests.push(t.digest.clone());
             deadlines.push(r.deadline);
-            requests.push(t.encoded());
+            let (request, spec) = t.encoded();
+            requests.push(request);
+            spec_digests.push(spec.as_ref().map(|(d, _)| d.as_bytes().to_vec()));
+            if let Some((digest, spec)) = spec {
+                specs.entry(digest).or_insert(spec);
+            }
             created.push(r.created_at);
             max_attempts.push(i32::try_from(r.max_attempts.max(1)).unwrap_or(i32::MAX));
             sessions.push(r.resume_token.map(|s| s.as_uuid()));
@@ -69,19 +77,29 @@ impl Store {
             .begin()
             .await
             .map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
+        let (spec_keys, spec_values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = specs
+            .into_iter()
+            .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
+            .unzip();
+        // The specs go in by the same statement (one round trip); an existing one is
+        // left as it is: a digest names one spec.
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
-            "INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
+            "WITH specs AS ( \
+                 INSERT INTO agent_specs (digest, spec) \
+                 SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
+                 ON CONFLICT (digest) DO NOTHING) \
+             INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                 idempotency_key, request_digest, deadline, request, created_at, updated_at, \
-                                max_attempts, session_id, max_tokens, max_cost_picousd) \
+                                max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest) \
              SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
                     t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
-                    t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd \
+                    t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], \
                          $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[], $13::int[], \
-                         $14::uuid[], $15::int8[], $16::int8[]) \
+                         $14::uuid[], $15::int8[], $16::int8[], $19::bytea[]) \
                   AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
                        request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
-                       max_cost_picousd) \
+                       max_cost_picousd, agent_spec_digest) \
              ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
              RETURNING task_id",
         )
@@ -101,6 +119,9 @@ impl Store {
         .bind(&sessions)
         .bind(&max_tokens)
         .bind(&max_costs)
+        .bind(&spec_keys)
+        .bind(&spec_values)
+        .bind(&spec_digests)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
@@ -378,18 +399,31 @@ impl Store {
     }
 }
 
-/// Decodes a stored `request` column.
+/// Decodes a stored `request` column, with `spec`, the stored agent spec it names by
+/// digest (`None` for a request with its spec inline).
 pub(crate) fn decode_request(
     task_id: TaskId,
     bytes: &[u8],
+    spec: Option<&[u8]>,
 ) -> Result<taskwire_protocol::TaskRequest, StoreError> {
     use prost::Message;
-    let corrupt = |reason: String| StoreError::Corrupt {
+    use taskwire_protocol::{TaskRequest, pb};
+    let corrupt = |column, reason: String| StoreError::Corrupt {
         task_id: task_id.to_string(),
-        column: "request",
+        column,
         reason,
     };
-    let wire =
-        taskwire_protocol::pb::TaskRequest::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
-    taskwire_protocol::TaskRequest::try_from(wire).map_err(|e| corrupt(e.to_string()))
+    let wire = pb::TaskRequest::decode(bytes).map_err(|e| corrupt("request", e.to_string()))?;
+    if wire.agent_spec.is_some() {
+        return TaskRequest::try_from(wire).map_err(|e| corrupt("request", e.to_string()));
+    }
+    let Some(spec) = spec else {
+        return Err(corrupt(
+            "request",
+            "it names an agent spec that is not stored".to_owned(),
+        ));
+    };
+    let spec = pb::AgentSpec::decode(spec).map_err(|e| corrupt("agent_spec", e.to_string()))?;
+    TaskRequest::from_dispatched(wire, std::sync::Arc::new(spec))
+        .map_err(|e| corrupt("request", e.to_string()))
 }

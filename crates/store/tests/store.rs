@@ -38,10 +38,11 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         command: None,
         depth: 0,
         attempt: 0,
-        agent_spec: pb::AgentSpec {
+        agent_spec: std::sync::Arc::new(pb::AgentSpec {
             name: "general".into(),
+            prompt: "You are a general agent. ".repeat(40),
             ..Default::default()
-        },
+        }),
         created_at: Utc::now(),
         max_attempts: 2,
         parent_model: None,
@@ -62,6 +63,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         request,
         digest: digest.into(),
         subject: "t.tasks.default".into(),
+        inline_agent_spec: false,
     }
 }
 
@@ -126,6 +128,80 @@ async fn submitted_task_is_queued_with_an_outbox_message() {
     let outbox = store.outbox_pending(10).await.expect("outbox");
     assert_eq!(outbox.len(), 1);
     assert_eq!(outbox[0].msg_id, id.to_string());
+}
+
+/// The number of rows in `agent_specs`.
+async fn stored_specs(db: &TestDatabase) -> i64 {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(db.url())
+        .await
+        .expect("connect");
+    sqlx::query_scalar("SELECT count(*) FROM agent_specs")
+        .fetch_one(&mut conn)
+        .await
+        .expect("count")
+}
+
+#[tokio::test]
+async fn a_spec_is_stored_once_and_its_tasks_and_dispatches_name_it_by_digest() {
+    use prost::Message as _;
+    let (db, store) = store().await;
+    let tasks: Vec<NewTask> = (0..3).map(|_| task(None, "d")).collect();
+    let spec = tasks[0].request.agent_spec.clone();
+    let digest = taskwire_protocol::AgentSpecDigest::of(&spec);
+    store.insert_tasks(&tasks[..2]).await.expect("insert");
+    store.insert_tasks(&tasks[2..]).await.expect("insert again");
+    assert_eq!(stored_specs(&db).await, 1, "one row for one spec");
+    assert_eq!(
+        store.agent_spec(digest).await.expect("read").as_ref(),
+        Some(spec.as_ref())
+    );
+    let other = taskwire_protocol::AgentSpecDigest::of(&pb::AgentSpec::default());
+    assert_eq!(store.agent_spec(other).await.expect("read"), None);
+
+    // What the relay publishes names the spec instead of carrying it.
+    let outbox = store.outbox_pending(10).await.expect("outbox");
+    assert_eq!(outbox.len(), 3);
+    for row in &outbox {
+        let wire = pb::TaskRequest::decode(row.payload.as_slice()).expect("a request");
+        assert_eq!(wire.agent_spec, None);
+        assert_eq!(wire.agent_spec_digest, digest.as_bytes().to_vec());
+        assert!(
+            row.payload.len() < spec.encoded_len(),
+            "{} bytes",
+            row.payload.len()
+        );
+    }
+    // Read back, a task's request has its spec again.
+    let read = store
+        .task_request(tasks[1].request.task_id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(read, tasks[1].request);
+}
+
+#[tokio::test]
+async fn an_inline_spec_is_stored_and_dispatched_as_before() {
+    use prost::Message as _;
+    let (db, store) = store().await;
+    let mut t = task(None, "d");
+    t.inline_agent_spec = true;
+    store.insert_tasks(&[t.clone()]).await.expect("insert");
+    assert_eq!(stored_specs(&db).await, 0);
+    let outbox = store.outbox_pending(10).await.expect("outbox");
+    let wire = pb::TaskRequest::decode(outbox[0].payload.as_slice()).expect("a request");
+    assert_eq!(
+        wire.agent_spec.as_ref(),
+        Some(t.request.agent_spec.as_ref())
+    );
+    assert!(wire.agent_spec_digest.is_empty());
+    let read = store
+        .task_request(t.request.task_id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(read, t.request);
 }
 
 #[tokio::test]

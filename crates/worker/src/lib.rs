@@ -175,9 +175,11 @@ pub async fn run_with_provider(
         owner: worker_id.to_string(),
     })
     .await?;
+    let bus = taskwire_bus::Bus::new(client.clone(), subjects.clone())
+        .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout);
     let ctx = Arc::new(task::Context {
-        bus: taskwire_bus::Bus::new(client.clone(), subjects.clone())
-            .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout),
+        specs: taskwire_bus::AgentSpecs::new(bus.clone()),
+        bus,
         client: client.clone(),
         patches: taskwire_bus::Patches::new(js.clone(), &subjects),
         js,

@@ -62,7 +62,7 @@ pub async fn run<'a>(
     session_id: SessionId,
     stop: &StopHandle,
 ) -> Result<Ran<'a>, StartError> {
-    let spec = AgentSpec::try_from(&request.agent_spec)
+    let spec = AgentSpec::try_from(request.agent_spec.as_ref())
         .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
     // An ancestor's rule that cannot be read must not leave the child unbounded.
     let inherited = request

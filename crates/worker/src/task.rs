@@ -7,9 +7,8 @@ use async_nats::jetstream::{self, Message};
 use taskwire_agent::output_schema::{OUTPUT_SCHEMA_MISMATCH, Structured};
 use taskwire_agent::provenance::Source;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
-use taskwire_bus::codec::decode;
 use taskwire_bus::messages::{ClaimRequest, ClaimVerdict, DeadLetter};
-use taskwire_bus::{Bus, Subjects};
+use taskwire_bus::{AgentSpecs, Bus, Subjects};
 use taskwire_llm::Provider;
 use taskwire_protocol::{
     ErrorCode, Provenance, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus,
@@ -33,6 +32,8 @@ fn not_now_delay(delivered: i64) -> Duration {
 pub struct Context {
     /// Typed worker requests and publishes (its claim timeout is the configured one).
     pub bus: Bus,
+    /// The agent specs dispatched requests name by digest, fetched once each.
+    pub specs: AgentSpecs,
     pub client: async_nats::Client,
     pub js: jetstream::Context,
     /// The patch bucket: changes too large for a message are handed over through it.
@@ -76,19 +77,28 @@ pub use taskwire_bus::messages::Claim;
 /// The request itself is boxed too: at about a kilobyte it would otherwise take room
 /// in each future it passes through.
 pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
-    let request = match decode_request(msg) {
-        Ok(r) => r,
-        Err(reason) => return Box::pin(dead_letter(ctx, msg, &reason, None)).await,
+    let delivered = msg.info().map_or(1, |i| i.delivered);
+    let later = Disposition::Retry {
+        delay: Some(not_now_delay(delivered)),
+    };
+    let request = match Box::pin(ctx.specs.decode_request(&msg.payload)).await {
+        Ok(r) => Box::new(r),
+        // Not a request, or one naming a spec no coordinator has: it never will run.
+        Err(e) if matches!(e.code(), ErrorCode::InvalidArgument | ErrorCode::NotFound) => {
+            let reason = e.to_string();
+            return Box::pin(dead_letter(ctx, msg, &reason, None)).await;
+        }
+        // No coordinator answered (or none of this version yet): offered again later.
+        Err(e) => {
+            tracing::warn!(error = %e, "agent spec lookup failed, retrying later");
+            return later;
+        }
     };
     let task_id = request.task_id;
-    let delivered = msg.info().map_or(1, |i| i.delivered);
     let claim = ClaimRequest {
         task: task_id,
         worker: ctx.worker_id.clone(),
         delivery: u64::try_from(delivered).unwrap_or_default(),
-    };
-    let later = Disposition::Retry {
-        delay: Some(not_now_delay(delivered)),
     };
     let claim = match Box::pin(ctx.bus.claim(&claim)).await {
         Ok(ClaimVerdict::Granted(claim)) => claim,
@@ -118,12 +128,6 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
         ctx.ack_wait,
     )
     .await
-}
-
-fn decode_request(msg: &Message) -> Result<Box<TaskRequest>, String> {
-    decode::<TaskRequest>(&msg.payload)
-        .map(Box::new)
-        .map_err(|e| e.to_string())
 }
 
 /// Drives `work` while telling JetStream every `ack_wait / 3` that the message is being

@@ -78,6 +78,17 @@ settings! {
         /// Most bytes the patch bucket holds [default: 1073741824]
         #[arg(long, env = "TASKWIRE_PATCHES_MAX_BYTES", value_name = "BYTES")]
         pub patches_max_bytes: Option<i64>,
+        /// Store and dispatch each request with its agent spec inline instead of by digest, as versions before 0009_agent_specs did; only while upgrading from one [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_INLINE_AGENT_SPECS",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub inline_agent_specs: Option<bool>,
     }
 }
 
@@ -108,6 +119,7 @@ impl CoordinatorSettings {
         set_some(&mut c.tls_key, self.tls_key);
         set(&mut c.patches_max_age, self.patches_max_age);
         set(&mut c.patches_max_bytes, self.patches_max_bytes);
+        set(&mut c.inline_agent_specs, self.inline_agent_specs);
         c
     }
 
@@ -137,6 +149,7 @@ impl CoordinatorSettings {
             tls_key: c.tls_key.clone(),
             patches_max_age: Some(HumanDuration(c.patches_max_age)),
             patches_max_bytes: Some(c.patches_max_bytes),
+            inline_agent_specs: Some(c.inline_agent_specs),
             ..Self::printable_nats(c)
         }
     }

@@ -241,6 +241,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     depth,
                     attempt,
                     agent_spec,
+                    agent_spec_digest: Vec::new(),
                     created_at,
                     max_attempts,
                     parent_model,

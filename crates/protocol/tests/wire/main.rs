@@ -203,6 +203,17 @@ proptest! {
     }
 
     #[test]
+    fn valid_requests_round_trip_through_their_dispatched_form(request in domain_task_request()) {
+        let (wire, digest) = request.to_dispatch();
+        let bytes = wire.encode_to_vec();
+        let wire = decode::<pb::TaskRequest>("task request", &bytes).expect("own bytes decode");
+        prop_assert!(wire.agent_spec.is_none());
+        prop_assert!(digest.matches(&request.agent_spec));
+        let back = TaskRequest::from_dispatched(wire, request.agent_spec.clone());
+        prop_assert_eq!(back, Ok(request));
+    }
+
+    #[test]
     fn valid_results_round_trip_through_bytes(result in domain_task_result()) {
         let bytes = pb::TaskResult::from(&result).encode_to_vec();
         let wire = decode::<pb::TaskResult>("task result", &bytes).expect("own bytes decode");

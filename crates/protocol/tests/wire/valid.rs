@@ -223,7 +223,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 command,
                 depth,
                 attempt,
-                agent_spec: pb::AgentSpec::from(&spec),
+                agent_spec: std::sync::Arc::new(pb::AgentSpec::from(&spec)),
                 created_at,
                 max_attempts,
                 parent_model,

@@ -1,0 +1,127 @@
+//! [`AgentSpecs`]: the agent specs a worker has fetched, by digest, and the decode of
+//! a dispatched task request, which names its spec by digest.
+//!
+//! The coordinator stores each distinct spec once and dispatches requests with its
+//! [`AgentSpecDigest`] in place of the spec (a couple of KB, mostly its prompt). A
+//! worker asks the coordinators for a spec the first time a request names it
+//! ([`Bus::agent_spec`], checked against the digest) and keeps it: a spec never changes
+//! under its digest, so the cache is never stale, and the tasks of one agent share one
+//! copy. Tasks that arrive together naming a new spec wait on one lookup.
+//!
+//! A request with its spec inline (from a coordinator of an earlier version, or one
+//! run with inline specs) is decoded as it is.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use taskwire_protocol::{AgentSpecDigest, ProtocolError, TaskRequest, pb};
+use tokio::sync::OnceCell;
+
+use crate::Bus;
+use crate::codec::{Envelope as _, decode_wire};
+use crate::error::{CodecError, RpcError};
+
+/// Most specs kept. A registry holds a few dozen agents, and a reload makes new specs
+/// only for the agents that changed; past this the cache starts over.
+const MAX_SPECS: usize = 512;
+
+type Slot = Arc<OnceCell<Arc<pb::AgentSpec>>>;
+
+/// A worker's agent specs by digest (cheap to clone; clones share the cache).
+#[derive(Clone)]
+pub struct AgentSpecs {
+    bus: Bus,
+    specs: Arc<Mutex<HashMap<AgentSpecDigest, Slot>>>,
+}
+
+/// Why a dispatched request could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// The message is not a valid request: it never will be.
+    #[error(transparent)]
+    Malformed(#[from] CodecError),
+    /// Its spec could not be fetched; the error's code says whether it may be later.
+    #[error("the agent spec {digest} could not be fetched: {error}")]
+    Spec {
+        digest: AgentSpecDigest,
+        error: RpcError,
+    },
+}
+
+impl DispatchError {
+    /// `INVALID_ARGUMENT` for a malformed request, else the lookup's code (`NOT_FOUND`:
+    /// no coordinator knows the spec; `UNAVAILABLE`: none answered).
+    pub fn code(&self) -> taskwire_protocol::ErrorCode {
+        match self {
+            Self::Malformed(_) => taskwire_protocol::ErrorCode::InvalidArgument,
+            Self::Spec { error, .. } => error.code(),
+        }
+    }
+}
+
+impl std::fmt::Debug for AgentSpecs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSpecs")
+            .field("cached", &self.cached())
+            .finish()
+    }
+}
+
+impl AgentSpecs {
+    pub fn new(bus: Bus) -> Self {
+        Self {
+            bus,
+            specs: Arc::default(),
+        }
+    }
+
+    /// The task request in a dispatched message, with its agent spec.
+    pub async fn decode_request(&self, bytes: &[u8]) -> Result<TaskRequest, DispatchError> {
+        let malformed = |e: ProtocolError| CodecError::new(TaskRequest::NAME, e);
+        let mut wire = decode_wire::<pb::TaskRequest>(TaskRequest::NAME, bytes)?;
+        let spec = match wire.agent_spec.take() {
+            Some(inline) => Arc::new(inline),
+            None if wire.agent_spec_digest.is_empty() => {
+                return Err(malformed(ProtocolError::Missing("agent_spec")).into());
+            }
+            None => {
+                let digest =
+                    AgentSpecDigest::parse_field("agent_spec_digest", &wire.agent_spec_digest)
+                        .map_err(malformed)?;
+                self.get(digest)
+                    .await
+                    .map_err(|error| DispatchError::Spec { digest, error })?
+            }
+        };
+        Ok(TaskRequest::from_dispatched(wire, spec).map_err(malformed)?)
+    }
+
+    /// The spec named by `digest`: kept, or fetched once (concurrent callers wait on
+    /// the same lookup; a failed one is tried again by the next caller).
+    pub async fn get(&self, digest: AgentSpecDigest) -> Result<Arc<pb::AgentSpec>, RpcError> {
+        let slot = {
+            let mut specs = self
+                .specs
+                .lock()
+                .expect("spec cache lock is never poisoned");
+            if specs.len() >= MAX_SPECS && !specs.contains_key(&digest) {
+                specs.clear();
+            }
+            specs.entry(digest).or_default().clone()
+        };
+        slot.get_or_try_init(|| async {
+            tracing::debug!(agent_spec = %digest, "fetching an agent spec");
+            self.bus.agent_spec(digest).await.map(Arc::new)
+        })
+        .await
+        .cloned()
+    }
+
+    /// How many specs are kept (fetched or being fetched).
+    pub fn cached(&self) -> usize {
+        self.specs
+            .lock()
+            .expect("spec cache lock is never poisoned")
+            .len()
+    }
+}
