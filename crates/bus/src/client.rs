@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use bytes::Bytes;
-use taskwire_protocol::{AgentSpecDigest, ErrorCode, SessionId, TaskId, pb};
+use taskwire_protocol::{AgentSpecBundle, AgentSpecDigest, ErrorCode, SessionId, TaskId};
 
 use crate::Subjects;
 use crate::codec::encode;
@@ -100,9 +100,9 @@ impl Bus {
         replies::decode_lookup_reply(&reply)
     }
 
-    /// The agent spec named by `digest`, checked against it. Most callers want
-    /// [`AgentSpecs`](crate::specs::AgentSpecs), which asks once per spec.
-    pub async fn agent_spec(&self, digest: AgentSpecDigest) -> Result<pb::AgentSpec, RpcError> {
+    /// The agent spec bundle named by `digest`, checked against it. Most callers want
+    /// [`AgentSpecs`](crate::specs::AgentSpecs), which asks once per bundle.
+    pub async fn agent_spec(&self, digest: AgentSpecDigest) -> Result<AgentSpecBundle, RpcError> {
         let body = encode(&AgentSpecLookup { digest });
         let reply = self.request(Method::AgentSpec, None, body).await?;
         replies::decode_spec_reply(&reply, digest)

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use prost::Message as _;
 use taskwire_protocol::{
-    AgentSpecDigest, ClaimEpoch, ErrorCode, ProtocolError, TaskError, TaskId, TaskStatus, Usage, pb,
+    AgentSpecBundle, AgentSpecDigest, ClaimEpoch, ErrorCode, ProtocolError, TaskError, TaskId,
+    TaskStatus, Usage, pb,
 };
 
 use crate::codec::{Envelope, decode_wire};
@@ -136,45 +137,43 @@ pub(crate) fn decode_child_reply(bytes: &[u8]) -> Result<ChildSubmitted, RpcErro
     })
 }
 
-pub(crate) fn encode_spec_reply(r: &Result<pb::AgentSpec, RpcError>) -> Bytes {
+pub(crate) fn encode_spec_reply(r: &Result<AgentSpecBundle, RpcError>) -> Bytes {
     let reply = match r {
-        Ok(spec) => pb::AgentSpecLookupReply {
+        Ok(bundle) => pb::AgentSpecLookupReply {
             status: status_of(None),
-            spec: Some(spec.clone()),
+            bundle: Some(bundle.to_wire()),
         },
         Err(e) => pb::AgentSpecLookupReply {
             status: status_of(Some(e)),
-            spec: None,
+            bundle: None,
         },
     };
     reply.encode_to_vec().into()
 }
 
-/// The spec in a lookup reply; `INTERNAL` when it is not the one `digest` names (a
+/// The bundle in a lookup reply; `INTERNAL` when it is not the one `digest` names (a
 /// worker never runs a definition other than the task's).
 pub(crate) fn decode_spec_reply(
     bytes: &[u8],
     digest: AgentSpecDigest,
-) -> Result<pb::AgentSpec, RpcError> {
-    let r = decode_wire::<pb::AgentSpecLookupReply>("agent spec lookup reply", bytes)
-        .map_err(reply_error)?;
+) -> Result<AgentSpecBundle, RpcError> {
+    const NAME: &str = "agent spec lookup reply";
+    let r = decode_wire::<pb::AgentSpecLookupReply>(NAME, bytes).map_err(reply_error)?;
     error_of(r.status)?;
-    let spec = r.spec.ok_or_else(|| {
-        reply_error(CodecError::new(
-            "agent spec lookup reply",
-            ProtocolError::Missing("spec"),
-        ))
-    })?;
-    if !digest.matches(&spec) {
+    let malformed = |e| reply_error(CodecError::new(NAME, e));
+    let bundle = r
+        .bundle
+        .ok_or(ProtocolError::Missing("bundle"))
+        .map_err(malformed)?;
+    let bundle = AgentSpecBundle::from_wire(bundle).map_err(malformed)?;
+    let answered = bundle.digest();
+    if answered != digest {
         return Err(RpcError::new(
             ErrorCode::Internal,
-            format!(
-                "the agent spec answered for digest {digest} has digest {}",
-                AgentSpecDigest::of(&spec)
-            ),
+            format!("the agent spec answered for digest {digest} has digest {answered}"),
         ));
     }
-    Ok(spec)
+    Ok(bundle)
 }
 
 pub(crate) fn encode_lookup_reply(r: &Result<TaskState, RpcError>) -> Bytes {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use taskwire_protocol::{ErrorCode, TaskId, pb};
+use taskwire_protocol::{AgentSpecBundle, ErrorCode, TaskId};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Bus;
@@ -46,8 +46,8 @@ pub trait WorkerRequests: Send + Sync + 'static {
     -> Vec<Option<Result<ClaimVerdict, RpcError>>>;
     async fn child_submit(&self, submit: ChildSubmit) -> Result<ChildSubmitted, RpcError>;
     async fn task_lookup(&self, lookup: TaskLookup) -> Result<TaskState, RpcError>;
-    /// The agent spec a dispatched request names by its digest.
-    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<pb::AgentSpec, RpcError>;
+    /// The agent spec bundle a dispatched request names by its digest.
+    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<AgentSpecBundle, RpcError>;
     async fn session_load(&self, load: SessionLoad) -> Result<Option<StoredSession>, RpcError>;
     async fn session_save(&self, save: SessionSave) -> Result<(), RpcError>;
     async fn approval_ask(&self, ask: ApprovalAsk) -> Result<(), RpcError>;

@@ -1,12 +1,13 @@
-//! [`AgentSpecs`]: the agent specs a worker has fetched, by digest, and the decode of
-//! a dispatched task request, which names its spec by digest.
+//! [`AgentSpecs`]: the agent spec bundles a worker has fetched, by digest, and the
+//! decode of a dispatched task request, which names its bundle by digest.
 //!
-//! The coordinator stores each distinct spec once and dispatches requests with its
-//! [`AgentSpecDigest`] in place of the spec (a couple of KB, mostly its prompt). A
-//! worker asks the coordinators for a spec the first time a request names it
-//! ([`Bus::agent_spec`], checked against the digest) and keeps it: a spec never changes
-//! under its digest, so the cache is never stale, and the tasks of one agent share one
-//! copy. Tasks that arrive together naming a new spec wait on one lookup.
+//! The coordinator stores each distinct [`AgentSpecBundle`] (the resolved agent spec,
+//! a couple of KB mostly of prompt, and the subagents its `task` tool may start) once
+//! and dispatches requests with its [`AgentSpecDigest`] in their place. A worker asks
+//! the coordinators for a bundle the first time a request names it
+//! ([`Bus::agent_spec`], checked against the digest) and keeps it: a bundle never
+//! changes under its digest, so the cache is never stale, and the tasks of one agent
+//! share one copy. Tasks that arrive together naming a new bundle wait on one lookup.
 //!
 //! A request with its spec inline (from a coordinator of an earlier version, or one
 //! run with inline specs) is decoded as it is.
@@ -14,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use taskwire_protocol::{AgentSpecDigest, ProtocolError, TaskRequest, pb};
+use taskwire_protocol::{AgentSpecBundle, AgentSpecDigest, ProtocolError, TaskRequest, pb};
 use tokio::sync::OnceCell;
 
 use crate::Bus;
@@ -25,7 +26,7 @@ use crate::error::{CodecError, RpcError};
 /// only for the agents that changed; past this the cache starts over.
 const MAX_SPECS: usize = 512;
 
-type Slot = Arc<OnceCell<Arc<pb::AgentSpec>>>;
+type Slot = Arc<OnceCell<AgentSpecBundle>>;
 
 /// A worker's agent specs by digest (cheap to clone; clones share the cache).
 #[derive(Clone)]
@@ -78,27 +79,25 @@ impl AgentSpecs {
     /// The task request in a dispatched message, with its agent spec.
     pub async fn decode_request(&self, bytes: &[u8]) -> Result<TaskRequest, DispatchError> {
         let malformed = |e: ProtocolError| CodecError::new(TaskRequest::NAME, e);
-        let mut wire = decode_wire::<pb::TaskRequest>(TaskRequest::NAME, bytes)?;
-        let spec = match wire.agent_spec.take() {
-            Some(inline) => Arc::new(inline),
-            None if wire.agent_spec_digest.is_empty() => {
-                return Err(malformed(ProtocolError::Missing("agent_spec")).into());
-            }
-            None => {
-                let digest =
-                    AgentSpecDigest::parse_field("agent_spec_digest", &wire.agent_spec_digest)
-                        .map_err(malformed)?;
-                self.get(digest)
-                    .await
-                    .map_err(|error| DispatchError::Spec { digest, error })?
-            }
-        };
-        Ok(TaskRequest::from_dispatched(wire, spec).map_err(malformed)?)
+        let wire = decode_wire::<pb::TaskRequest>(TaskRequest::NAME, bytes)?;
+        if wire.agent_spec.is_some() {
+            return Ok(TaskRequest::try_from(wire).map_err(malformed)?);
+        }
+        if wire.agent_spec_digest.is_empty() {
+            return Err(malformed(ProtocolError::Missing("agent_spec")).into());
+        }
+        let digest = AgentSpecDigest::parse_field("agent_spec_digest", &wire.agent_spec_digest)
+            .map_err(malformed)?;
+        let bundle = self
+            .get(digest)
+            .await
+            .map_err(|error| DispatchError::Spec { digest, error })?;
+        Ok(TaskRequest::from_dispatched(wire, &bundle).map_err(malformed)?)
     }
 
-    /// The spec named by `digest`: kept, or fetched once (concurrent callers wait on
+    /// The bundle named by `digest`: kept, or fetched once (concurrent callers wait on
     /// the same lookup; a failed one is tried again by the next caller).
-    pub async fn get(&self, digest: AgentSpecDigest) -> Result<Arc<pb::AgentSpec>, RpcError> {
+    pub async fn get(&self, digest: AgentSpecDigest) -> Result<AgentSpecBundle, RpcError> {
         let slot = {
             let mut specs = self
                 .specs
@@ -111,7 +110,7 @@ impl AgentSpecs {
         };
         slot.get_or_try_init(|| async {
             tracing::debug!(agent_spec = %digest, "fetching an agent spec");
-            self.bus.agent_spec(digest).await.map(Arc::new)
+            self.bus.agent_spec(digest).await
         })
         .await
         .cloned()

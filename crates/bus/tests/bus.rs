@@ -14,7 +14,8 @@ use taskwire_bus::messages::{
 };
 use taskwire_bus::{AgentSpecs, Bus, Method, RpcError, Subjects, WorkerRequests};
 use taskwire_protocol::{
-    AgentSpecDigest, ClaimEpoch, ErrorCode, SessionId, TaskId, TaskStatus, WorkerId, pb,
+    AgentSpecBundle, AgentSpecDigest, ClaimEpoch, ErrorCode, SessionId, TaskId, TaskStatus,
+    WorkerId, pb,
 };
 use taskwire_test_support::NatsServer;
 use tokio_util::sync::CancellationToken;
@@ -28,21 +29,20 @@ struct Fixed {
     spec_lookups: AtomicUsize,
 }
 
-fn known_spec() -> pb::AgentSpec {
-    pb::AgentSpec {
-        name: "general".into(),
-        prompt: "You are a general agent. ".repeat(40),
-        ..Default::default()
+fn known_spec() -> AgentSpecBundle {
+    AgentSpecBundle {
+        spec: Arc::new(pb::AgentSpec {
+            name: "general".into(),
+            prompt: "You are a general agent. ".repeat(40),
+            ..Default::default()
+        }),
+        subagents: Arc::from([("explore".to_owned(), "Reads code.".to_owned())]),
     }
 }
 
-/// A digest the fixed coordinator answers with a spec other than the one it names.
+/// A digest the fixed coordinator answers with a bundle other than the one it names.
 fn lying_digest() -> AgentSpecDigest {
-    AgentSpecDigest::of(&pb::AgentSpec {
-        name: "general".into(),
-        prompt: "another prompt".into(),
-        ..Default::default()
-    })
+    AgentSpecDigest::of(&known_spec().spec, &[])
 }
 
 /// A dispatched request for the agent `general` naming its spec by `digest`.
@@ -92,11 +92,11 @@ impl WorkerRequests for Fixed {
             result: None,
         })
     }
-    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<pb::AgentSpec, RpcError> {
+    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<AgentSpecBundle, RpcError> {
         self.spec_lookups.fetch_add(1, Ordering::SeqCst);
         // Slow enough that requests arriving together overlap.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if lookup.digest == AgentSpecDigest::of(&known_spec()) {
+        if lookup.digest == known_spec().digest() {
             Ok(known_spec())
         } else if lookup.digest == lying_digest() {
             Ok(known_spec())
@@ -267,7 +267,7 @@ async fn typed_calls_return_domain_values_and_refusals_keep_their_code() {
 async fn requests_arriving_together_fetch_their_spec_once_and_share_it() {
     let s = served().await;
     let specs = AgentSpecs::new(s.bus.clone());
-    let digest = AgentSpecDigest::of(&known_spec());
+    let digest = known_spec().digest();
     let messages: Vec<Vec<u8>> = (0..20).map(|_| dispatched(digest.as_bytes())).collect();
     let decoded = futures::future::join_all(messages.iter().map(|m| specs.decode_request(m))).await;
     let requests: Vec<_> = decoded
@@ -275,10 +275,14 @@ async fn requests_arriving_together_fetch_their_spec_once_and_share_it() {
         .map(|r| r.expect("a request with its spec"))
         .collect();
     assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), 1);
-    assert_eq!(*requests[0].agent_spec, known_spec());
+    assert_eq!(requests[0].spec_bundle(), known_spec());
     for r in &requests {
         assert!(
             Arc::ptr_eq(&r.agent_spec, &requests[0].agent_spec),
+            "one copy"
+        );
+        assert!(
+            Arc::ptr_eq(&r.subagents, &requests[0].subagents),
             "one copy"
         );
     }
@@ -297,7 +301,7 @@ async fn a_spec_unknown_or_not_the_one_named_is_refused_and_not_kept() {
     let s = served().await;
     let specs = AgentSpecs::new(s.bus.clone());
 
-    let unknown = AgentSpecDigest::of(&pb::AgentSpec::default());
+    let unknown = AgentSpecDigest::of(&pb::AgentSpec::default(), &[]);
     let err = specs
         .decode_request(&dispatched(unknown.as_bytes()))
         .await
@@ -342,12 +346,14 @@ async fn a_request_with_its_spec_inline_needs_no_lookup() {
     let s = served().await;
     let specs = AgentSpecs::new(s.bus.clone());
     let mut wire = pb::TaskRequest::decode(dispatched(&[]).as_slice()).expect("decodes");
-    wire.agent_spec = Some(known_spec());
+    let known = known_spec().to_wire();
+    wire.agent_spec = known.spec;
+    wire.subagents = known.subagents;
     let request = specs
         .decode_request(&wire.encode_to_vec())
         .await
         .expect("inline");
-    assert_eq!(*request.agent_spec, known_spec());
+    assert_eq!(request.spec_bundle(), known_spec());
     assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), 0);
     s.stop().await;
 }

@@ -370,7 +370,8 @@ pub fn build_task(
             .into_iter()
             .filter(|a| a.mode.is_subagent())
             .map(|a| (a.name.to_string(), a.description.clone()))
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
         inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
         workspace_patch: req.workspace_patch,
         output_schema: (!req.output_schema.is_empty()).then_some(req.output_schema),

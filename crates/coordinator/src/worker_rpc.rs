@@ -21,7 +21,7 @@ use taskwire_bus::messages::{
     ClaimRequest, ClaimVerdict, FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup,
     TaskState,
 };
-use taskwire_protocol::{TaskError, TaskId, Usage, pb};
+use taskwire_protocol::{AgentSpecBundle, TaskError, TaskId, Usage};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
 use tracing::Instrument;
 
@@ -78,7 +78,7 @@ impl taskwire_bus::WorkerRequests for Handler {
         Ok(state)
     }
 
-    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<pb::AgentSpec, RpcError> {
+    async fn agent_spec(&self, lookup: AgentSpecLookup) -> Result<AgentSpecBundle, RpcError> {
         let found: Answered<_> = async {
             self.state
                 .store

@@ -8,7 +8,8 @@
 //! - [`cost`]: [`Usage`] with its cost in pico-dollars, and [`Budget`], a subtree's
 //!   spending limits.
 //! - [`task`]: the domain task request and result, and their proto conversions.
-//! - [`spec_digest`]: [`AgentSpecDigest`], how a dispatched request names its agent spec.
+//! - [`spec_digest`]: [`AgentSpecBundle`] and [`AgentSpecDigest`], how a dispatched
+//!   request names its agent spec and subagents.
 //! - [`title`]: session titles, cleaned from a model's answer and checked on the wire.
 //! - [`patch`]: [`PatchRef`], a patch too large for a message, kept in the patch
 //!   bucket, and [`MAX_PATCH_BYTES`], the largest patch carried at all.
@@ -40,7 +41,7 @@ pub use cost::Budget;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};
-pub use spec_digest::AgentSpecDigest;
+pub use spec_digest::{AgentSpecBundle, AgentSpecDigest};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{
     Attachment, ContextRef, Provenance, Subtask, TaskError, TaskRequest, TaskResult,

@@ -1,26 +1,102 @@
-//! [`AgentSpecDigest`]: how a dispatched request names its agent spec.
+//! [`AgentSpecBundle`] and [`AgentSpecDigest`]: how a dispatched request names its
+//! agent spec.
 //!
-//! A task's resolved agent spec (a couple of KB, mostly its prompt) is the same for
-//! every task of that agent while the registry is unchanged. The coordinator stores
-//! each spec once, keyed by the SHA-256 of its encoding, and writes the digest in the
-//! task's row and dispatched request in place of the spec; a worker fetches a spec it
-//! has not seen by its digest and keeps it.
+//! A task's resolved agent spec (a couple of KB, mostly its prompt) and the list of
+//! agents its `task` tool may start (their descriptions, several hundred bytes) are the
+//! same for every task of that agent while the registry is unchanged. The coordinator
+//! stores each distinct bundle of the two once, keyed by the SHA-256 of its encoding,
+//! and writes the digest in the task's row and dispatched request in their place; a
+//! worker fetches a bundle it has not seen by its digest and keeps it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use prost::Message as _;
 use sha2::{Digest as _, Sha256};
 
 use crate::{ProtocolError, pb};
 
-/// The SHA-256 of an encoded [`pb::AgentSpec`].
+/// A resolved agent spec with the agents its `task` tool may start, shared by the
+/// tasks dispatched with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSpecBundle {
+    pub spec: Arc<pb::AgentSpec>,
+    /// `(name, description)` of each agent the `task` tool may start.
+    pub subagents: Arc<[(String, String)]>,
+}
+
+impl AgentSpecBundle {
+    /// Its wire form (`AgentSpecBundle`).
+    pub fn to_wire(&self) -> pb::AgentSpecBundle {
+        pb::AgentSpecBundle {
+            spec: Some(pb::AgentSpec::clone(&self.spec)),
+            subagents: agent_refs(&self.subagents),
+        }
+    }
+
+    /// The bundle in its wire form.
+    pub fn from_wire(w: pb::AgentSpecBundle) -> Result<Self, ProtocolError> {
+        Ok(Self {
+            spec: Arc::new(w.spec.ok_or(ProtocolError::Missing("spec"))?),
+            subagents: w
+                .subagents
+                .into_iter()
+                .map(|a| (a.name, a.description))
+                .collect(),
+        })
+    }
+
+    /// Its encoding, as stored and hashed.
+    pub fn encode(&self) -> Vec<u8> {
+        encode(&self.spec, &self.subagents)
+    }
+
+    /// The bundle in `bytes` (as [`AgentSpecBundle::encode`] wrote them).
+    pub fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
+        let wire = pb::AgentSpecBundle::decode(bytes).map_err(|e| ProtocolError::Decode {
+            what: "agent spec bundle",
+            reason: e.to_string(),
+        })?;
+        Self::from_wire(wire)
+    }
+
+    /// Its digest.
+    pub fn digest(&self) -> AgentSpecDigest {
+        AgentSpecDigest::of(&self.spec, &self.subagents)
+    }
+}
+
+fn agent_refs(subagents: &[(String, String)]) -> Vec<pb::AgentRef> {
+    subagents
+        .iter()
+        .map(|(name, description)| pb::AgentRef {
+            name: name.clone(),
+            description: description.clone(),
+        })
+        .collect()
+}
+
+/// The `AgentSpecBundle` encoding of `spec` and `subagents`, without copying the spec.
+fn encode(spec: &pb::AgentSpec, subagents: &[(String, String)]) -> Vec<u8> {
+    let refs = agent_refs(subagents);
+    let len = prost::encoding::message::encoded_len(1, spec)
+        + prost::encoding::message::encoded_len_repeated(2, &refs);
+    let mut buf = Vec::with_capacity(len);
+    prost::encoding::message::encode(1, spec, &mut buf);
+    for r in &refs {
+        prost::encoding::message::encode(2, r, &mut buf);
+    }
+    buf
+}
+
+/// The SHA-256 of an encoded [`AgentSpecBundle`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AgentSpecDigest([u8; 32]);
 
 impl AgentSpecDigest {
-    /// The digest of `spec`.
-    pub fn of(spec: &pb::AgentSpec) -> Self {
-        Self(Sha256::digest(spec.encode_to_vec()).into())
+    /// The digest of the bundle of `spec` and `subagents`.
+    pub fn of(spec: &pb::AgentSpec, subagents: &[(String, String)]) -> Self {
+        Self(Sha256::digest(encode(spec, subagents)).into())
     }
 
     /// A digest from the wire, naming `field` when it is not 32 bytes.
@@ -35,11 +111,6 @@ impl AgentSpecDigest {
 
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
-    }
-
-    /// Whether `spec` is the one this digest names.
-    pub fn matches(&self, spec: &pb::AgentSpec) -> bool {
-        Self::of(spec) == *self
     }
 }
 
@@ -62,26 +133,41 @@ impl fmt::Debug for AgentSpecDigest {
 mod tests {
     use super::*;
 
-    fn spec(prompt: &str) -> pb::AgentSpec {
-        pb::AgentSpec {
-            name: "general".into(),
-            prompt: prompt.into(),
-            ..Default::default()
+    fn bundle(prompt: &str, subagents: &[(&str, &str)]) -> AgentSpecBundle {
+        AgentSpecBundle {
+            spec: Arc::new(pb::AgentSpec {
+                name: "general".into(),
+                prompt: prompt.into(),
+                ..Default::default()
+            }),
+            subagents: subagents
+                .iter()
+                .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+                .collect(),
         }
     }
 
     #[test]
-    fn equal_specs_have_one_digest_and_different_ones_another() {
+    fn equal_bundles_have_one_digest_and_different_ones_another() {
+        let one = bundle("a", &[("explore", "searches")]);
         assert_eq!(
-            AgentSpecDigest::of(&spec("a")),
-            AgentSpecDigest::of(&spec("a"))
+            one.digest(),
+            bundle("a", &[("explore", "searches")]).digest()
         );
         assert_ne!(
-            AgentSpecDigest::of(&spec("a")),
-            AgentSpecDigest::of(&spec("b"))
+            one.digest(),
+            bundle("b", &[("explore", "searches")]).digest()
         );
-        assert!(AgentSpecDigest::of(&spec("a")).matches(&spec("a")));
-        assert!(!AgentSpecDigest::of(&spec("a")).matches(&spec("b")));
+        assert_ne!(one.digest(), bundle("a", &[("explore", "reads")]).digest());
+        assert_ne!(one.digest(), bundle("a", &[]).digest());
+    }
+
+    #[test]
+    fn the_encoding_is_the_wire_messages_and_decodes_back() {
+        let one = bundle("a", &[("explore", "searches"), ("general", "does")]);
+        assert_eq!(one.encode(), one.to_wire().encode_to_vec());
+        assert_eq!(AgentSpecBundle::decode(&one.encode()), Ok(one));
+        assert!(AgentSpecBundle::decode(&[]).is_err(), "a bundle has a spec");
     }
 
     #[test]
@@ -90,7 +176,7 @@ mod tests {
             AgentSpecDigest::parse_field("agent_spec_digest", &[1, 2, 3]).expect_err("3 bytes");
         assert!(err.to_string().contains("agent_spec_digest"), "{err}");
         assert!(err.to_string().contains("3 bytes"), "{err}");
-        let d = AgentSpecDigest::of(&spec("a"));
+        let d = bundle("a", &[]).digest();
         assert_eq!(
             AgentSpecDigest::parse_field("digest", d.as_bytes()).expect("32 bytes"),
             d

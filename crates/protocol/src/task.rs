@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::patch::PatchRef;
-use crate::spec_digest::AgentSpecDigest;
+use crate::spec_digest::{AgentSpecBundle, AgentSpecDigest};
 use crate::value::{json_to_struct, struct_to_json};
 use crate::{
     ClaimEpoch, ProtocolError, SessionId, TaskId, TaskStatus, TraceId, WorkerId, pb, time,
@@ -66,8 +66,8 @@ pub struct TaskRequest {
     pub subtask: Option<Subtask>,
     /// Deepest task tree (a task at this depth starts no children).
     pub max_depth: u32,
-    /// Agents the `task` tool may start: `(name, description)`.
-    pub subagents: Vec<(String, String)>,
+    /// Agents the `task` tool may start: `(name, description)`; shared, as the spec.
+    pub subagents: Arc<[(String, String)]>,
     /// The session is new (no transcript to load).
     pub new_session: bool,
     /// The ancestors' permission rules, nearest first, which bound the session's own
@@ -136,22 +136,30 @@ impl TryFrom<pb::TaskRequest> for TaskRequest {
     /// A request with its agent spec inline; one that names it by digest is resolved
     /// first ([`TaskRequest::from_dispatched`]).
     fn try_from(mut r: pb::TaskRequest) -> Result<Self, Self::Error> {
-        let agent_spec = r
+        let spec = r
             .agent_spec
             .take()
             .ok_or(ProtocolError::Missing("agent_spec"))?;
-        Self::from_dispatched(r, Arc::new(agent_spec))
+        let bundle = AgentSpecBundle {
+            spec: Arc::new(spec),
+            subagents: std::mem::take(&mut r.subagents)
+                .into_iter()
+                .map(|a| (a.name, a.description))
+                .collect(),
+        };
+        Self::from_dispatched(r, &bundle)
     }
 }
 
 impl TaskRequest {
-    /// The request `r` with `agent_spec`, the spec it names by digest (or carries
-    /// inline: an inline spec in `r` is ignored). The caller has checked that the spec
-    /// is the one the digest names.
+    /// The request `r` with `bundle`, the agent spec and subagents it names by digest
+    /// (an inline spec and subagents in `r` are ignored). The caller has checked that
+    /// the bundle is the one the digest names.
     pub fn from_dispatched(
         r: pb::TaskRequest,
-        agent_spec: Arc<pb::AgentSpec>,
+        bundle: &AgentSpecBundle,
     ) -> Result<Self, ProtocolError> {
+        let agent_spec = bundle.spec.clone();
         if r.agent.is_empty() {
             return Err(ProtocolError::Missing("agent"));
         }
@@ -212,11 +220,7 @@ impl TaskRequest {
             parent_model: non_empty(&r.parent_model),
             subtask: r.subtask.map(Subtask::from),
             max_depth: r.max_depth,
-            subagents: r
-                .subagents
-                .into_iter()
-                .map(|a| (a.name, a.description))
-                .collect(),
+            subagents: bundle.subagents.clone(),
             new_session: r.new_session,
             inherited_permission: r.inherited_permission,
             workspace_patch: r.workspace_patch,
@@ -238,14 +242,23 @@ impl From<&TaskRequest> for pb::TaskRequest {
 }
 
 impl TaskRequest {
-    /// The request as stored and dispatched: its agent spec named by its digest (the
-    /// digest is returned too, to store the spec under it).
+    /// Its agent spec and subagents (shared, not copied).
+    pub fn spec_bundle(&self) -> AgentSpecBundle {
+        AgentSpecBundle {
+            spec: self.agent_spec.clone(),
+            subagents: self.subagents.clone(),
+        }
+    }
+
+    /// The request as stored and dispatched: its agent spec and subagents named by
+    /// their bundle's digest (returned too, to store the bundle under it).
     pub fn to_dispatch(&self) -> (pb::TaskRequest, AgentSpecDigest) {
-        let digest = AgentSpecDigest::of(&self.agent_spec);
+        let digest = AgentSpecDigest::of(&self.agent_spec, &self.subagents);
         (self.wire(Some(digest)), digest)
     }
 
-    /// The wire form, with the spec inline or, given its digest, named by it.
+    /// The wire form, with the spec and subagents inline or, given their digest, named
+    /// by it.
     fn wire(&self, digest: Option<AgentSpecDigest>) -> pb::TaskRequest {
         let r = self;
         pb::TaskRequest {
@@ -286,14 +299,17 @@ impl TaskRequest {
             parent_model: r.parent_model.clone().unwrap_or_default(),
             subtask: r.subtask.as_ref().map(pb::Subtask::from),
             max_depth: r.max_depth,
-            subagents: r
-                .subagents
-                .iter()
-                .map(|(name, description)| pb::AgentRef {
-                    name: name.clone(),
-                    description: description.clone(),
-                })
-                .collect(),
+            subagents: match digest {
+                Some(_) => Vec::new(),
+                None => r
+                    .subagents
+                    .iter()
+                    .map(|(name, description)| pb::AgentRef {
+                        name: name.clone(),
+                        description: description.clone(),
+                    })
+                    .collect(),
+            },
             new_session: r.new_session,
             inherited_permission: r.inherited_permission.clone(),
             workspace_patch: r.workspace_patch.clone(),
@@ -612,7 +628,7 @@ mod tests {
             parent_model: Some("parent-model".into()),
             subtask: None,
             max_depth: 1,
-            subagents: vec![("explore".into(), "searches code".into())],
+            subagents: Arc::from([("explore".to_owned(), "searches code".to_owned())]),
             new_session: true,
             budget: crate::Budget {
                 max_cost_picousd: Some(1_500_000_000_000),
@@ -669,8 +685,9 @@ mod tests {
         });
         let (wire, digest) = req.to_dispatch();
         assert_eq!(wire.agent_spec, None);
+        assert!(wire.subagents.is_empty());
         assert_eq!(wire.agent_spec_digest, digest.as_bytes().to_vec());
-        assert!(digest.matches(&req.agent_spec));
+        assert_eq!(req.spec_bundle().digest(), digest);
         assert!(
             wire.encoded_len() < pb::TaskRequest::from(&req).encoded_len(),
             "the digest form is smaller"
@@ -682,22 +699,23 @@ mod tests {
             TaskRequest::try_from(wire.clone()),
             Err(ProtocolError::Missing("agent_spec"))
         );
-        let back = TaskRequest::from_dispatched(wire, req.agent_spec.clone()).expect("valid");
+        let back = TaskRequest::from_dispatched(wire, &req.spec_bundle()).expect("valid");
         assert_eq!(back, req);
-        assert!(
-            Arc::ptr_eq(&back.agent_spec, &req.agent_spec),
-            "shared, not copied"
-        );
+        assert!(Arc::ptr_eq(&back.agent_spec, &req.agent_spec), "shared");
+        assert!(Arc::ptr_eq(&back.subagents, &req.subagents), "shared");
     }
 
     #[test]
     fn a_spec_of_another_agent_is_refused() {
         let (wire, _) = sample().to_dispatch();
-        let other = Arc::new(pb::AgentSpec {
-            name: "general".into(),
-            ..Default::default()
-        });
-        let err = TaskRequest::from_dispatched(wire, other).expect_err("another agent");
+        let other = AgentSpecBundle {
+            spec: Arc::new(pb::AgentSpec {
+                name: "general".into(),
+                ..Default::default()
+            }),
+            subagents: Arc::from([]),
+        };
+        let err = TaskRequest::from_dispatched(wire, &other).expect_err("another agent");
         assert_eq!(err.field(), Some("agent_spec"));
     }
 

@@ -82,7 +82,7 @@ impl Store {
         task_id: TaskId,
     ) -> Result<Option<taskwire_protocol::TaskRequest>, StoreError> {
         let row: Option<(Vec<u8>, Option<Vec<u8>>)> = sqlx::query_as(
-            "SELECT t.request, s.spec FROM tasks t \
+            "SELECT t.request, s.bundle FROM tasks t \
              LEFT JOIN agent_specs s ON s.digest = t.agent_spec_digest \
              WHERE t.task_id = $1 AND ($2::text IS NULL OR t.tenant = $2)",
         )
@@ -91,8 +91,10 @@ impl Store {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("read a task's request", e))?;
-        row.map(|(request, spec)| crate::tasks::decode_request(task_id, &request, spec.as_deref()))
-            .transpose()
+        row.map(|(request, bundle)| {
+            crate::tasks::decode_request(task_id, &request, bundle.as_deref())
+        })
+        .transpose()
     }
 
     /// Whether `session` exists (a task ran or runs in it, or its transcript is saved)

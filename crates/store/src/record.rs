@@ -25,7 +25,7 @@ pub struct NewTask {
 
 impl NewTask {
     /// The encoded request as stored and dispatched and, unless the spec is inline,
-    /// the spec's digest and encoding, to store once.
+    /// its spec bundle's digest and encoding, to store once.
     pub(crate) fn encoded(&self) -> (Vec<u8>, Option<(AgentSpecDigest, Vec<u8>)>) {
         if self.inline_agent_spec {
             return (pb::TaskRequest::from(&self.request).encode_to_vec(), None);
@@ -33,7 +33,7 @@ impl NewTask {
         let (wire, digest) = self.request.to_dispatch();
         (
             wire.encode_to_vec(),
-            Some((digest, self.request.agent_spec.encode_to_vec())),
+            Some((digest, self.request.spec_bundle().encode())),
         )
     }
 }

@@ -44,7 +44,7 @@ impl Store {
         let mut max_tokens: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut max_costs: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut spec_digests: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
-        // The batch's distinct specs (usually one), stored once each.
+        // The batch's distinct spec bundles (usually one), stored once each.
         let mut specs: HashMap<AgentSpecDigest, Vec<u8>> = HashMap::new();
         for t in tasks {
             let r = &t.request;
@@ -81,11 +81,11 @@ impl Store {
             .into_iter()
             .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
             .unzip();
-        // The specs go in by the same statement (one round trip); an existing one is
-        // left as it is: a digest names one spec.
+        // The bundles go in by the same statement (one round trip); an existing one is
+        // left as it is: a digest names one bundle.
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
             "WITH specs AS ( \
-                 INSERT INTO agent_specs (digest, spec) \
+                 INSERT INTO agent_specs (digest, bundle) \
                  SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
                  ON CONFLICT (digest) DO NOTHING) \
              INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
@@ -399,15 +399,15 @@ impl Store {
     }
 }
 
-/// Decodes a stored `request` column, with `spec`, the stored agent spec it names by
-/// digest (`None` for a request with its spec inline).
+/// Decodes a stored `request` column, with `bundle`, the stored agent spec bundle it
+/// names by digest (`None` for a request with its spec inline).
 pub(crate) fn decode_request(
     task_id: TaskId,
     bytes: &[u8],
-    spec: Option<&[u8]>,
+    bundle: Option<&[u8]>,
 ) -> Result<taskwire_protocol::TaskRequest, StoreError> {
     use prost::Message;
-    use taskwire_protocol::{TaskRequest, pb};
+    use taskwire_protocol::{AgentSpecBundle, TaskRequest, pb};
     let corrupt = |column, reason: String| StoreError::Corrupt {
         task_id: task_id.to_string(),
         column,
@@ -417,13 +417,13 @@ pub(crate) fn decode_request(
     if wire.agent_spec.is_some() {
         return TaskRequest::try_from(wire).map_err(|e| corrupt("request", e.to_string()));
     }
-    let Some(spec) = spec else {
+    let Some(bundle) = bundle else {
         return Err(corrupt(
             "request",
             "it names an agent spec that is not stored".to_owned(),
         ));
     };
-    let spec = pb::AgentSpec::decode(spec).map_err(|e| corrupt("agent_spec", e.to_string()))?;
-    TaskRequest::from_dispatched(wire, std::sync::Arc::new(spec))
-        .map_err(|e| corrupt("request", e.to_string()))
+    let bundle =
+        AgentSpecBundle::decode(bundle).map_err(|e| corrupt("agent_spec", e.to_string()))?;
+    TaskRequest::from_dispatched(wire, &bundle).map_err(|e| corrupt("request", e.to_string()))
 }

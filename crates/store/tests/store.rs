@@ -48,7 +48,10 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         parent_model: None,
         subtask: None,
         max_depth: 1,
-        subagents: vec![],
+        subagents: std::sync::Arc::from([(
+            "explore".to_owned(),
+            "Reads code and answers questions about it.".to_owned(),
+        )]),
         new_session: true,
         inherited_permission: vec![],
         workspace_patch: String::new(),
@@ -147,16 +150,16 @@ async fn a_spec_is_stored_once_and_its_tasks_and_dispatches_name_it_by_digest() 
     use prost::Message as _;
     let (db, store) = store().await;
     let tasks: Vec<NewTask> = (0..3).map(|_| task(None, "d")).collect();
-    let spec = tasks[0].request.agent_spec.clone();
-    let digest = taskwire_protocol::AgentSpecDigest::of(&spec);
+    let bundle = tasks[0].request.spec_bundle();
+    let digest = bundle.digest();
     store.insert_tasks(&tasks[..2]).await.expect("insert");
     store.insert_tasks(&tasks[2..]).await.expect("insert again");
     assert_eq!(stored_specs(&db).await, 1, "one row for one spec");
     assert_eq!(
-        store.agent_spec(digest).await.expect("read").as_ref(),
-        Some(spec.as_ref())
+        store.agent_spec(digest).await.expect("read"),
+        Some(bundle.clone())
     );
-    let other = taskwire_protocol::AgentSpecDigest::of(&pb::AgentSpec::default());
+    let other = taskwire_protocol::AgentSpecDigest::of(&pb::AgentSpec::default(), &[]);
     assert_eq!(store.agent_spec(other).await.expect("read"), None);
 
     // What the relay publishes names the spec instead of carrying it.
@@ -165,9 +168,10 @@ async fn a_spec_is_stored_once_and_its_tasks_and_dispatches_name_it_by_digest() 
     for row in &outbox {
         let wire = pb::TaskRequest::decode(row.payload.as_slice()).expect("a request");
         assert_eq!(wire.agent_spec, None);
+        assert!(wire.subagents.is_empty());
         assert_eq!(wire.agent_spec_digest, digest.as_bytes().to_vec());
         assert!(
-            row.payload.len() < spec.encoded_len(),
+            row.payload.len() < bundle.encode().len(),
             "{} bytes",
             row.payload.len()
         );
@@ -195,6 +199,7 @@ async fn an_inline_spec_is_stored_and_dispatched_as_before() {
         wire.agent_spec.as_ref(),
         Some(t.request.agent_spec.as_ref())
     );
+    assert_eq!(wire.subagents.len(), 1);
     assert!(wire.agent_spec_digest.is_empty());
     let read = store
         .task_request(t.request.task_id)

@@ -208,8 +208,9 @@ proptest! {
         let bytes = wire.encode_to_vec();
         let wire = decode::<pb::TaskRequest>("task request", &bytes).expect("own bytes decode");
         prop_assert!(wire.agent_spec.is_none());
-        prop_assert!(digest.matches(&request.agent_spec));
-        let back = TaskRequest::from_dispatched(wire, request.agent_spec.clone());
+        prop_assert!(wire.subagents.is_empty());
+        prop_assert_eq!(request.spec_bundle().digest(), digest);
+        let back = TaskRequest::from_dispatched(wire, &request.spec_bundle());
         prop_assert_eq!(back, Ok(request));
     }
 

@@ -234,7 +234,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                     command,
                 }),
                 max_depth,
-                subagents,
+                subagents: subagents.into(),
                 new_session,
                 inherited_permission: layers.iter().map(pb::PermissionLayer::from).collect(),
                 workspace_patch,
