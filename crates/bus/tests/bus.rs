@@ -96,9 +96,8 @@ impl WorkerRequests for Fixed {
         self.spec_lookups.fetch_add(1, Ordering::SeqCst);
         // Slow enough that requests arriving together overlap.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if lookup.digest == known_spec().digest() {
-            Ok(known_spec())
-        } else if lookup.digest == lying_digest() {
+        // The lying digest is answered with the known bundle, which it does not name.
+        if lookup.digest == known_spec().digest() || lookup.digest == lying_digest() {
             Ok(known_spec())
         } else {
             Err(RpcError::new(
