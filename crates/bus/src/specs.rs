@@ -108,12 +108,27 @@ impl AgentSpecs {
             }
             specs.entry(digest).or_default().clone()
         };
-        slot.get_or_try_init(|| async {
-            tracing::debug!(agent_spec = %digest, "fetching an agent spec");
-            self.bus.agent_spec(digest).await
-        })
-        .await
-        .cloned()
+        let fetched = slot
+            .get_or_try_init(|| async {
+                tracing::debug!(agent_spec = %digest, "fetching an agent spec");
+                self.bus.agent_spec(digest).await
+            })
+            .await
+            .cloned();
+        if fetched.is_err() {
+            // A failed lookup keeps no room; the next request naming it asks again.
+            let mut specs = self
+                .specs
+                .lock()
+                .expect("spec cache lock is never poisoned");
+            if specs
+                .get(&digest)
+                .is_some_and(|s| Arc::ptr_eq(s, &slot) && s.get().is_none())
+            {
+                specs.remove(&digest);
+            }
+        }
+        fetched
     }
 
     /// How many specs are kept (fetched or being fetched).

@@ -322,6 +322,7 @@ async fn a_spec_unknown_or_not_the_one_named_is_refused_and_not_kept() {
         .await
         .expect_err("still unknown");
     assert_eq!(s.handler.spec_lookups.load(Ordering::SeqCst), before + 1);
+    assert_eq!(specs.cached(), 0, "failed lookups keep nothing");
 
     // A digest that is not one, and a request with neither spec nor digest, are
     // malformed, named by their field.

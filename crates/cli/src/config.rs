@@ -396,6 +396,32 @@ mod tests {
     }
 
     #[test]
+    fn inline_agent_specs_are_off_unless_set_and_layer_like_every_setting() {
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            settings: CoordinatorSettings,
+        }
+        let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
+            .expect("valid");
+        assert!(!defaults.inline_agent_specs);
+        let printed = render_coordinator(&defaults).expect("renders");
+        assert!(printed.contains("inline_agent_specs = false"), "{printed}");
+
+        let file = FileConfig::parse("[coordinator]\ninline_agent_specs = true\n").expect("toml");
+        let config = coordinator_config(CoordinatorSettings::default(), &file).expect("valid");
+        assert!(config.inline_agent_specs, "from the file");
+        let flags: Probe =
+            crate::testing::parse(["probe", "--inline-agent-specs=false"]).expect("valid flags");
+        let config = coordinator_config(flags.settings, &file).expect("valid");
+        assert!(!config.inline_agent_specs, "a flag beats the file");
+        let bare: Probe =
+            crate::testing::parse(["probe", "--inline-agent-specs"]).expect("valid flags");
+        let config = coordinator_config(bare.settings, &FileConfig::default()).expect("valid");
+        assert!(config.inline_agent_specs, "the bare flag turns it on");
+    }
+
+    #[test]
     fn coordinator_sections_round_trip_through_print_config() {
         let config = CoordinatorConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 6000)),
