@@ -360,13 +360,20 @@ mod tests {
         assert_eq!(config.nats_url, "nats://127.0.0.1:4222");
     }
 
-    #[test]
-    fn the_patch_buckets_limits_layer_print_and_refuse_nonsense() {
+    /// Coordinator settings from command-line `args` alone.
+    fn coordinator_flags(args: &[&str]) -> CoordinatorSettings {
         #[derive(clap::Parser)]
         struct Probe {
             #[command(flatten)]
             settings: CoordinatorSettings,
         }
+        let args = std::iter::once("probe").chain(args.iter().copied());
+        let probe: Probe = crate::testing::parse(args).expect("valid flags");
+        probe.settings
+    }
+
+    #[test]
+    fn the_patch_buckets_limits_layer_print_and_refuse_nonsense() {
         let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
             .expect("valid");
         assert_eq!(defaults.patches_max_age, Duration::from_secs(7 * 24 * 3600));
@@ -382,26 +389,19 @@ mod tests {
             "[coordinator]\npatches_max_age = \"2d\"\npatches_max_bytes = 100000000\n",
         )
         .expect("valid toml");
-        let flags: Probe =
-            crate::testing::parse(["probe", "--patches-max-age", "12h"]).expect("valid flags");
-        let config = coordinator_config(flags.settings, &file).expect("valid");
+        let flags = coordinator_flags(&["--patches-max-age", "12h"]);
+        let config = coordinator_config(flags, &file).expect("valid");
         assert_eq!(config.patches_max_age, Duration::from_secs(12 * 3600));
         assert_eq!(config.patches_max_bytes, 100_000_000);
 
-        let small: Probe =
-            crate::testing::parse(["probe", "--patches-max-bytes", "1000"]).expect("valid flags");
-        let err = coordinator_config(small.settings, &FileConfig::default())
-            .expect_err("smaller than one patch");
+        let small = coordinator_flags(&["--patches-max-bytes", "1000"]);
+        let err =
+            coordinator_config(small, &FileConfig::default()).expect_err("smaller than one patch");
         assert!(err.to_string().contains("patches_max_bytes"), "{err}");
     }
 
     #[test]
     fn inline_agent_specs_are_off_unless_set_and_layer_like_every_setting() {
-        #[derive(clap::Parser)]
-        struct Probe {
-            #[command(flatten)]
-            settings: CoordinatorSettings,
-        }
         let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
             .expect("valid");
         assert!(!defaults.inline_agent_specs);
@@ -411,13 +411,11 @@ mod tests {
         let file = FileConfig::parse("[coordinator]\ninline_agent_specs = true\n").expect("toml");
         let config = coordinator_config(CoordinatorSettings::default(), &file).expect("valid");
         assert!(config.inline_agent_specs, "from the file");
-        let flags: Probe =
-            crate::testing::parse(["probe", "--inline-agent-specs=false"]).expect("valid flags");
-        let config = coordinator_config(flags.settings, &file).expect("valid");
+        let flags = coordinator_flags(&["--inline-agent-specs=false"]);
+        let config = coordinator_config(flags, &file).expect("valid");
         assert!(!config.inline_agent_specs, "a flag beats the file");
-        let bare: Probe =
-            crate::testing::parse(["probe", "--inline-agent-specs"]).expect("valid flags");
-        let config = coordinator_config(bare.settings, &FileConfig::default()).expect("valid");
+        let bare = coordinator_flags(&["--inline-agent-specs"]);
+        let config = coordinator_config(bare, &FileConfig::default()).expect("valid");
         assert!(config.inline_agent_specs, "the bare flag turns it on");
     }
 

@@ -96,7 +96,12 @@ pub struct AgentSpecDigest([u8; 32]);
 impl AgentSpecDigest {
     /// The digest of the bundle of `spec` and `subagents`.
     pub fn of(spec: &pb::AgentSpec, subagents: &[(String, String)]) -> Self {
-        Self(Sha256::digest(encode(spec, subagents)).into())
+        Self::of_encoded(&encode(spec, subagents))
+    }
+
+    /// The digest of a bundle's encoding ([`AgentSpecBundle::encode`]).
+    pub fn of_encoded(bundle: &[u8]) -> Self {
+        Self(Sha256::digest(bundle).into())
     }
 
     /// A digest from the wire, naming `field` when it is not 32 bytes.

@@ -234,6 +234,16 @@ impl TaskRequest {
     }
 }
 
+/// A request as stored and dispatched ([`TaskRequest::to_dispatch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dispatch {
+    /// The request naming its spec bundle by `digest`.
+    pub wire: pb::TaskRequest,
+    pub digest: AgentSpecDigest,
+    /// The encoded bundle, whose SHA-256 is `digest`.
+    pub bundle: Vec<u8>,
+}
+
 impl From<&TaskRequest> for pb::TaskRequest {
     /// The request with its agent spec inline.
     fn from(r: &TaskRequest) -> Self {
@@ -251,10 +261,15 @@ impl TaskRequest {
     }
 
     /// The request as stored and dispatched: its agent spec and subagents named by
-    /// their bundle's digest (returned too, to store the bundle under it).
-    pub fn to_dispatch(&self) -> (pb::TaskRequest, AgentSpecDigest) {
-        let digest = AgentSpecDigest::of(&self.agent_spec, &self.subagents);
-        (self.wire(Some(digest)), digest)
+    /// their bundle's digest, with the bundle encoded once, to store under it.
+    pub fn to_dispatch(&self) -> Dispatch {
+        let bundle = self.spec_bundle().encode();
+        let digest = AgentSpecDigest::of_encoded(&bundle);
+        Dispatch {
+            wire: self.wire(Some(digest)),
+            digest,
+            bundle,
+        }
     }
 
     /// The wire form, with the spec and subagents inline or, given their digest, named
@@ -683,7 +698,7 @@ mod tests {
             prompt: "You explore code and answer with what you found. ".repeat(20),
             ..Default::default()
         });
-        let (wire, digest) = req.to_dispatch();
+        let Dispatch { wire, digest, .. } = req.to_dispatch();
         assert_eq!(wire.agent_spec, None);
         assert!(wire.subagents.is_empty());
         assert_eq!(wire.agent_spec_digest, digest.as_bytes().to_vec());
@@ -707,7 +722,7 @@ mod tests {
 
     #[test]
     fn a_spec_of_another_agent_is_refused() {
-        let (wire, _) = sample().to_dispatch();
+        let wire = sample().to_dispatch().wire;
         let other = AgentSpecBundle {
             spec: Arc::new(pb::AgentSpec {
                 name: "general".into(),

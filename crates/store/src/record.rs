@@ -30,10 +30,10 @@ impl NewTask {
         if self.inline_agent_spec {
             return (pb::TaskRequest::from(&self.request).encode_to_vec(), None);
         }
-        let (wire, digest) = self.request.to_dispatch();
+        let dispatch = self.request.to_dispatch();
         (
-            wire.encode_to_vec(),
-            Some((digest, self.request.spec_bundle().encode())),
+            dispatch.wire.encode_to_vec(),
+            Some((dispatch.digest, dispatch.bundle)),
         )
     }
 }

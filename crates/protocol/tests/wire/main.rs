@@ -204,7 +204,7 @@ proptest! {
 
     #[test]
     fn valid_requests_round_trip_through_their_dispatched_form(request in domain_task_request()) {
-        let (wire, digest) = request.to_dispatch();
+        let taskwire_protocol::task::Dispatch { wire, digest, .. } = request.to_dispatch();
         let bytes = wire.encode_to_vec();
         let wire = decode::<pb::TaskRequest>("task request", &bytes).expect("own bytes decode");
         prop_assert!(wire.agent_spec.is_none());
