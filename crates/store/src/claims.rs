@@ -69,15 +69,19 @@ impl Store {
         }
         // The session check looks a task's session up by `tasks_session` alone (`OFFSET
         // 0` keeps its status test out of the index scan): otherwise the planner may
-        // intersect it with `tasks_live`, reading every live task's entry, and the dead
-        // entries of earlier row versions, for each task claimed.
+        // intersect it with an index of unfinished tasks, reading every one's entry for
+        // each task claimed.
+        // The claim's update changes no indexed column (the status is in no index; the
+        // unfinished tasks are indexed by `finished_at`, which a claim leaves null), so
+        // Postgres writes it in place as a heap-only tuple: migration 0010.
         // Without a limit the running tasks are not counted at all (one statement per
         // case, so the plan of one never carries the other's work).
         let (limited, admitted) = match limit {
             Some(_) => (
                 "busy AS ( \
                      SELECT tenant, count(*) AS n FROM tasks \
-                     WHERE status = 'running' AND tenant IN (SELECT tenant FROM fresh) GROUP BY tenant),",
+                     WHERE finished_at IS NULL AND status = 'running' AND tenant IN (SELECT tenant FROM fresh) \
+                     GROUP BY tenant),",
                 "SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh LEFT JOIN busy USING (tenant) \
                  WHERE COALESCE(busy.n, 0) + fresh.rn <= $3",
             ),

@@ -1,6 +1,6 @@
 //! The counts behind the coordinator's gauges, read in one cheap statement: each
-//! count is over a partial index (`tasks_live`) or a table kept short (the outbox,
-//! emptied by the relay).
+//! count is over the partial index of unfinished tasks (`tasks_open_tenant`) or a table
+//! kept short (the outbox, emptied by the relay).
 
 use crate::{Store, StoreError};
 
@@ -19,8 +19,8 @@ impl Store {
     /// The current [`GaugeCounts`].
     pub async fn gauge_counts(&self) -> Result<GaugeCounts, StoreError> {
         let (running, awaiting_approval, outbox_backlog): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM tasks WHERE status = 'running'), \
-                    (SELECT count(*) FROM tasks WHERE status = 'awaiting_approval'), \
+            "SELECT (SELECT count(*) FROM tasks WHERE finished_at IS NULL AND status = 'running'), \
+                    (SELECT count(*) FROM tasks WHERE finished_at IS NULL AND status = 'awaiting_approval'), \
                     (SELECT count(*) FROM outbox)",
         )
         .fetch_one(&self.pool)

@@ -69,7 +69,7 @@ impl Store {
     pub async fn ended_with_live_children(&self, limit: i64) -> Result<Vec<TaskId>, StoreError> {
         let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
             "SELECT DISTINCT p.task_id FROM tasks c JOIN tasks p ON p.task_id = c.parent_task_id \
-             WHERE c.status IN {LIVE} AND p.status NOT IN {LIVE} LIMIT $1"
+             WHERE c.finished_at IS NULL AND c.parent_task_id IS NOT NULL AND p.status NOT IN {LIVE} LIMIT $1"
         )))
         .bind(limit)
         .fetch_all(&self.pool)

@@ -8,12 +8,15 @@ use taskwire_protocol::{AgentSpecDigest, TaskId};
 use crate::record::{TASK_COLUMNS, TaskRow};
 use crate::{InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store, StoreError, TaskRecord};
 
-/// The statuses from which a task can still change (see `status::apply`).
 /// Only constants are formatted into these statements; values are always bound.
 pub(crate) fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(s)
 }
 
+/// The statuses from which a task can still change (see `status::apply`). A task is in
+/// one of them exactly while its `finished_at` is null (a check of the table, migration
+/// 0010); scans for unfinished tasks test `finished_at IS NULL`, which the partial
+/// indexes `tasks_open_deadline` and `tasks_open_tenant` are made for.
 pub(crate) const LIVE: &str = "('queued', 'running', 'awaiting_approval')";
 
 impl Store {
@@ -249,7 +252,7 @@ impl Store {
     pub async fn expire_overdue(&self, limit: i64) -> Result<Vec<TaskId>, StoreError> {
         let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
             "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
-             WHERE task_id IN (SELECT task_id FROM tasks WHERE status IN {LIVE} \
+             WHERE task_id IN (SELECT task_id FROM tasks WHERE finished_at IS NULL \
                                AND deadline IS NOT NULL AND deadline <= now() LIMIT $1) \
                AND status IN {LIVE} RETURNING task_id"
         )))

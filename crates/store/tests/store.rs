@@ -288,6 +288,72 @@ async fn a_title_a_retried_attempt_brought_is_kept_by_a_final_result_without_one
     assert_eq!(rec.title.as_deref(), Some("Fix the parser"));
 }
 
+/// The task table's updates and, of those, the ones Postgres wrote in place (heap-only
+/// tuples), once the store's connections have reported at least `updates` of them.
+async fn task_updates(db: &TestDatabase, store: &Store, updates: i64) -> (i64, i64) {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(db.url())
+        .await
+        .expect("connect");
+    // A backend reports its table counts when it goes idle, at most once a second (or
+    // ten seconds later): the store's one connection is kept busy with pings meanwhile.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        store.ping().await.expect("ping");
+        sqlx::query("SELECT pg_stat_clear_snapshot()")
+            .execute(&mut conn)
+            .await
+            .expect("clear the stats snapshot");
+        let counts: (i64, i64) = sqlx::query_as(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'tasks'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("table stats");
+        if counts.0 >= updates || std::time::Instant::now() > deadline {
+            return counts;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn claims_and_scheduled_retries_rewrite_the_task_row_in_place() {
+    let db = TestDatabase::create().await.expect("test database");
+    let store = Store::connect(db.url(), 1)
+        .await
+        .expect("connect and migrate");
+    let t = task(None, "d");
+    let id = t.request.task_id;
+    store.insert_tasks(&[t]).await.expect("insert");
+    let ClaimOutcome::Granted { epoch: e1, .. } = claim(&store, id).await else {
+        panic!("first claim")
+    };
+    let retried = TaskResult {
+        status: TaskStatus::Error,
+        retry_scheduled: true,
+        ..result(id, e1, "failed")
+    };
+    assert_eq!(
+        store.record_results(&[retried]).await.expect("retry"),
+        vec![true]
+    );
+    let ClaimOutcome::Granted { epoch: e2, .. } = claim(&store, id).await else {
+        panic!("second claim")
+    };
+    assert_eq!(
+        store
+            .record_results(&[result(id, e2, "done")])
+            .await
+            .expect("record"),
+        vec![true]
+    );
+    // Two claims and the retry leave every indexed column as it was: written in place.
+    // The end sets `finished_at`, which takes the task out of the unfinished-task indexes.
+    let (updates, in_place) = task_updates(&db, &store, 4).await;
+    assert_eq!((updates, in_place), (4, 3));
+}
+
 #[tokio::test]
 async fn each_claim_gets_a_new_epoch_and_a_stale_result_is_discarded() {
     let (_db, store) = store().await;
