@@ -9,8 +9,13 @@ use taskwire_store::{ClaimOutcome, InsertOutcome, ListFilter, NewTask, ReplayOut
 use taskwire_test_support::TestDatabase;
 
 async fn store() -> (TestDatabase, Store) {
+    store_with(4).await
+}
+
+/// A store of `connections` on a database of its own.
+async fn store_with(connections: u32) -> (TestDatabase, Store) {
     let db = TestDatabase::create().await.expect("test database");
-    let store = Store::connect(db.url(), 4)
+    let store = Store::connect(db.url(), connections)
         .await
         .expect("connect and migrate");
     (db, store)
@@ -319,10 +324,8 @@ async fn task_updates(db: &TestDatabase, store: &Store, updates: i64) -> (i64, i
 
 #[tokio::test]
 async fn claims_and_scheduled_retries_rewrite_the_task_row_in_place() {
-    let db = TestDatabase::create().await.expect("test database");
-    let store = Store::connect(db.url(), 1)
-        .await
-        .expect("connect and migrate");
+    // One connection, which the counters' wait keeps busy until it reports them.
+    let (db, store) = store_with(1).await;
     let t = task(None, "d");
     let id = t.request.task_id;
     store.insert_tasks(&[t]).await.expect("insert");
