@@ -84,20 +84,27 @@ impl Store {
             .map(|r| r.errors.iter().any(|e| e.retryable))
             .collect();
 
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| StoreError::from_sqlx("begin recording results", e))?;
+        // Transcripts are fenced by their attempt's claim, not by the task's status: a
+        // session cancelled mid-way keeps what it did, for a resume.
+        let writes = transcripts(results);
+        let s_sessions: Vec<uuid::Uuid> = writes.iter().map(|w| w.0.as_uuid()).collect();
+        let s_tasks: Vec<uuid::Uuid> = writes.iter().map(|w| w.1.as_uuid()).collect();
+        let s_epochs: Vec<i64> = writes
+            .iter()
+            .map(|w| i64::try_from(w.2.0).unwrap_or(i64::MAX))
+            .collect();
+        let s_transcripts: Vec<&str> = writes.iter().map(|w| w.3.as_str()).collect();
         type Row = (uuid::Uuid, i64, String, f64, Option<f64>);
-        // The attempt's outcome is written by the same statement (a CTE on another
-        // table, so both see the rows as they were before it).
+        // One statement, so one round trip and its own transaction: the attempt's
+        // outcome and the transcripts are written by CTEs on other tables, so all see
+        // the rows as they were before it.
         let recorded: Vec<Row> = sqlx::query_as(sql(format!(
             "WITH attempt AS ( \
                  UPDATE attempts a SET status = r.status, error = r.error, retryable = r.retryable, finished_at = now() \
                  FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[], $12::bool[]) \
                       AS r(task_id, epoch, status, error, retryable) \
-                 WHERE a.task_id = r.task_id AND a.claim_epoch = r.epoch AND a.status = 'running') \
+                 WHERE a.task_id = r.task_id AND a.claim_epoch = r.epoch AND a.status = 'running'), \
+             saved AS ({}) \
              UPDATE tasks t SET status = r.status, \
                     result = CASE WHEN r.final THEN r.result ELSE t.result END, \
                     last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
@@ -115,7 +122,8 @@ impl Store {
              RETURNING t.task_id, t.claim_epoch, t.agent, \
                        EXTRACT(EPOCH FROM now() - t.created_at)::float8, \
                        (SELECT EXTRACT(EPOCH FROM now() - a.started_at)::float8 FROM attempts a \
-                        WHERE a.task_id = t.task_id AND a.claim_epoch = t.claim_epoch)"
+                        WHERE a.task_id = t.task_id AND a.claim_epoch = t.claim_epoch)",
+            crate::sessions::upsert_statement(13)
         )))
         .bind(&ids)
         .bind(&epochs)
@@ -129,16 +137,13 @@ impl Store {
         .bind(&own_cost)
         .bind(&own_unpriced)
         .bind(&retryable)
-        .fetch_all(&mut *tx)
+        .bind(&s_sessions)
+        .bind(&s_tasks)
+        .bind(&s_epochs)
+        .bind(&s_transcripts)
+        .fetch_all(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("record results", e))?;
-        // Transcripts are fenced by their attempt's claim, not by the task's status: a
-        // session cancelled mid-way keeps what it did, for a resume.
-        let writes = transcripts(results);
-        crate::sessions::upsert(&mut tx, &writes.iter().collect::<Vec<_>>()).await?;
-        tx.commit()
-            .await
-            .map_err(|e| StoreError::from_sqlx("commit results", e))?;
         let seconds = |s: f64| Duration::from_secs_f64(s.max(0.0));
         let mut recorded: HashMap<(uuid::Uuid, i64), RecordedResult> = recorded
             .into_iter()

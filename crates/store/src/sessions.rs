@@ -17,6 +17,23 @@ pub struct StoredSession {
 /// One transcript to save: `(session, task, claim epoch, transcript as JSON text)`.
 pub type SessionWrite = (SessionId, TaskId, ClaimEpoch, String);
 
+/// The upsert of [`upsert`], its parameters numbered from `first`: the sessions, the
+/// tasks, the epochs and the transcripts. Recording results runs it as a CTE of the
+/// same statement.
+pub(crate) fn upsert_statement(first: u32) -> String {
+    let [s, t, e, j] = [first, first + 1, first + 2, first + 3];
+    format!(
+        "INSERT INTO sessions (session_id, tenant, task_id, claim_epoch, transcript) \
+         SELECT s.session_id, t.tenant, t.task_id, t.claim_epoch, s.transcript::jsonb \
+         FROM UNNEST(${s}::uuid[], ${t}::uuid[], ${e}::bigint[], ${j}::text[]) AS s(session_id, task_id, epoch, transcript) \
+         JOIN tasks t ON t.task_id = s.task_id AND t.claim_epoch = s.epoch AND t.session_id = s.session_id \
+         ON CONFLICT (session_id) DO UPDATE SET task_id = EXCLUDED.task_id, \
+             claim_epoch = EXCLUDED.claim_epoch, transcript = EXCLUDED.transcript, updated_at = now() \
+         WHERE sessions.tenant = EXCLUDED.tenant \
+         RETURNING session_id"
+    )
+}
+
 /// Upserts transcripts in one statement, each only if `(task, epoch)` is the task's
 /// current claim and the session is the task's tenant's; returns the sessions saved.
 /// The JSON text goes to Postgres as is (it checks it): no parsing on the way.
@@ -34,23 +51,14 @@ pub(crate) async fn upsert(
         .map(|w| i64::try_from(w.2.0).unwrap_or(i64::MAX))
         .collect();
     let transcripts: Vec<&str> = writes.iter().map(|w| w.3.as_str()).collect();
-    let saved: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "INSERT INTO sessions (session_id, tenant, task_id, claim_epoch, transcript) \
-         SELECT s.session_id, t.tenant, t.task_id, t.claim_epoch, s.transcript::jsonb \
-         FROM UNNEST($1::uuid[], $2::uuid[], $3::bigint[], $4::text[]) AS s(session_id, task_id, epoch, transcript) \
-         JOIN tasks t ON t.task_id = s.task_id AND t.claim_epoch = s.epoch AND t.session_id = s.session_id \
-         ON CONFLICT (session_id) DO UPDATE SET task_id = EXCLUDED.task_id, \
-             claim_epoch = EXCLUDED.claim_epoch, transcript = EXCLUDED.transcript, updated_at = now() \
-         WHERE sessions.tenant = EXCLUDED.tenant \
-         RETURNING session_id",
-    )
-    .bind(&sessions)
-    .bind(&tasks)
-    .bind(&epochs)
-    .bind(&transcripts)
-    .fetch_all(conn)
-    .await
-    .map_err(|e| StoreError::from_sqlx("save sessions", e))?;
+    let saved: Vec<uuid::Uuid> = sqlx::query_scalar(crate::tasks::sql(upsert_statement(1)))
+        .bind(&sessions)
+        .bind(&tasks)
+        .bind(&epochs)
+        .bind(&transcripts)
+        .fetch_all(conn)
+        .await
+        .map_err(|e| StoreError::from_sqlx("save sessions", e))?;
     Ok(saved.into_iter().collect())
 }
 

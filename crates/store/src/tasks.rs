@@ -20,7 +20,7 @@ pub(crate) fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
 pub(crate) const LIVE: &str = "('queued', 'running', 'awaiting_approval')";
 
 impl Store {
-    /// Inserts tasks and their outbox messages in one transaction.
+    /// Inserts tasks and their outbox messages in one statement (one transaction).
     ///
     /// A task whose `(tenant, idempotency_key)` already exists is not inserted: the
     /// outcome says whether the stored request is the same one (same digest) or not.
@@ -75,36 +75,42 @@ impl Store {
             max_costs.push(limit(r.budget.max_cost_picousd));
         }
 
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| StoreError::from_sqlx("begin a submit", e))?;
         let (spec_keys, spec_values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = specs
             .into_iter()
             .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
             .unzip();
-        // The bundles go in by the same statement (one round trip); an existing one is
-        // left as it is: a digest names one bundle.
+        let subjects: Vec<&str> = tasks.iter().map(|t| t.subject.as_str()).collect();
+        // One statement, so one round trip and its own transaction: the bundles (an
+        // existing one is left as it is: a digest names one bundle), the tasks, and the
+        // outbox rows of the tasks actually inserted, in the batch's order.
         let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
-            "WITH specs AS ( \
+            "WITH t AS ( \
+                 SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                                      $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
+                                      $12::timestamptz[], $13::int[], $14::uuid[], $15::int8[], $16::int8[], \
+                                      $19::bytea[], $20::text[]) WITH ORDINALITY \
+                      AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
+                           request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
+                           max_cost_picousd, agent_spec_digest, subject, ord)), \
+             specs AS ( \
                  INSERT INTO agent_specs (digest, bundle) \
                  SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
-                 ON CONFLICT (digest) DO NOTHING) \
-             INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
-                                idempotency_key, request_digest, deadline, request, created_at, updated_at, \
-                                max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest) \
-             SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
-                    t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
-                    t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest \
-             FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], \
-                         $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], $12::timestamptz[], $13::int[], \
-                         $14::uuid[], $15::int8[], $16::int8[], $19::bytea[]) \
-                  AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
-                       request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
-                       max_cost_picousd, agent_spec_digest) \
-             ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
-             RETURNING task_id",
+                 ON CONFLICT (digest) DO NOTHING), \
+             inserted AS ( \
+                 INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
+                                    idempotency_key, request_digest, deadline, request, created_at, updated_at, \
+                                    max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest) \
+                 SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
+                        t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
+                        t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest \
+                 FROM t ORDER BY t.ord \
+                 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
+                 RETURNING task_id), \
+             dispatched AS ( \
+                 INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) \
+                 SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.request \
+                 FROM t JOIN inserted USING (task_id) ORDER BY t.ord) \
+             SELECT task_id FROM inserted",
         )
         .bind(&ids)
         .bind(&parents)
@@ -125,36 +131,11 @@ impl Store {
         .bind(&spec_keys)
         .bind(&spec_values)
         .bind(&spec_digests)
-        .fetch_all(&mut *tx)
+        .bind(&subjects)
+        .fetch_all(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
         let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
-
-        // Outbox rows for the tasks actually inserted.
-        let (mut o_ids, mut o_traces, mut o_subjects, mut o_payloads) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (i, t) in tasks.iter().enumerate() {
-            if inserted.contains(&ids[i]) {
-                o_ids.push(ids[i]);
-                o_traces.push(traces[i].clone());
-                o_subjects.push(t.subject.clone());
-                o_payloads.push(requests[i].clone());
-            }
-        }
-        if !o_ids.is_empty() {
-            sqlx::query(
-                "INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) \
-                 SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.payload \
-                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[]) AS t(task_id, trace_id, subject, payload)",
-            )
-            .bind(&o_ids)
-            .bind(&o_traces)
-            .bind(&o_subjects)
-            .bind(&o_payloads)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| StoreError::from_sqlx("insert outbox rows", e))?;
-        }
 
         // Tasks not inserted lost an idempotency-key race: look up the winners.
         let mut existing: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
@@ -169,16 +150,13 @@ impl Store {
             )
             .bind(&l_tenants)
             .bind(&l_keys)
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.pool)
             .await
             .map_err(|e| StoreError::from_sqlx("look up idempotency keys", e))?;
             for row in rows {
                 existing.insert((row.get(0), row.get(1)), (row.get(2), row.get(3)));
             }
         }
-        tx.commit()
-            .await
-            .map_err(|e| StoreError::from_sqlx("commit a submit", e))?;
 
         let mut outcomes = Vec::with_capacity(n);
         // Within one batch two requests may share a key; the first one inserted wins.

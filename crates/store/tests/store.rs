@@ -428,6 +428,94 @@ async fn claim_of_an_overdue_task_finishes_it_instead() {
 }
 
 #[tokio::test]
+async fn one_claim_batch_grants_ends_refuses_and_supersedes_each_task_as_it_stands() {
+    let (_db, store) = store().await;
+    let mut tasks: Vec<NewTask> = (0..4).map(|_| task(None, "d")).collect();
+    tasks[1].request.deadline = Some(Utc::now() - Duration::seconds(1));
+    let [fresh, overdue, done, redelivered] = [0, 1, 2, 3].map(|i| tasks[i].request.task_id);
+    store.insert_tasks(&tasks).await.expect("insert");
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, done).await else {
+        panic!("a queued task is granted")
+    };
+    store
+        .record_results(&[result(done, epoch, "done")])
+        .await
+        .expect("record");
+    let ClaimOutcome::Granted { epoch: first, .. } = claim(&store, redelivered).await else {
+        panic!("a queued task is granted")
+    };
+
+    let unknown = TaskId::generate();
+    let batch: Vec<(TaskId, WorkerId)> = [fresh, overdue, done, redelivered, unknown]
+        .iter()
+        .map(|id| (*id, WorkerId::new("w2")))
+        .collect();
+    let outcomes = store.claim_tasks(&batch, None).await.expect("claim");
+    assert!(
+        matches!(
+            outcomes[0],
+            ClaimOutcome::Granted {
+                epoch: ClaimEpoch(1),
+                attempt: 1,
+                ..
+            }
+        ),
+        "{:?}",
+        outcomes[0]
+    );
+    assert_eq!(
+        outcomes[1],
+        ClaimOutcome::Finished(TaskStatus::DeadlineExceeded)
+    );
+    assert_eq!(outcomes[2], ClaimOutcome::Finished(TaskStatus::Completed));
+    let ClaimOutcome::Granted {
+        epoch: second,
+        attempt: 2,
+        ..
+    } = outcomes[3]
+    else {
+        panic!(
+            "a redelivery of a running task is granted again: {:?}",
+            outcomes[3]
+        )
+    };
+    assert!(second > first);
+    assert_eq!(outcomes[4], ClaimOutcome::Unknown);
+
+    let history = |id| {
+        let store = store.clone();
+        async move {
+            let rec = store.get_task(id).await.expect("get").expect("exists");
+            let attempts: Vec<(i32, String)> = rec
+                .attempts
+                .iter()
+                .map(|a| (a.attempt, a.status.clone()))
+                .collect();
+            (rec.status, attempts)
+        }
+    };
+    assert_eq!(
+        history(fresh).await,
+        (TaskStatus::Running, vec![(1, "running".to_owned())])
+    );
+    assert_eq!(
+        history(overdue).await,
+        (TaskStatus::DeadlineExceeded, vec![])
+    );
+    assert_eq!(
+        history(done).await,
+        (TaskStatus::Completed, vec![(1, "completed".to_owned())])
+    );
+    assert_eq!(
+        history(redelivered).await,
+        (
+            TaskStatus::Running,
+            vec![(1, "abandoned".to_owned()), (2, "running".to_owned())]
+        )
+    );
+}
+
+#[tokio::test]
 async fn cancel_reaches_the_whole_subtree_once() {
     let (_db, store) = store().await;
     let root = task(None, "d");
