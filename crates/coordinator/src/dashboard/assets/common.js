@@ -51,13 +51,15 @@ const tw = {
 
   // Reads a server-sent-event stream with fetch (so the token travels in a header,
   // not the URL) and calls onEvent with each event's JSON data. Resolves when the
-  // stream ends.
-  async events(path, onEvent) {
+  // stream ends. onOpen (optional) is called once the server answered: from then on
+  // it sends every event, so what is read afterwards misses none.
+  async events(path, onEvent, onOpen) {
     const res = await fetch(path, { headers: tw.headers({ Accept: "text/event-stream" }) });
     if (!res.ok) {
       const body = await res.json().catch(() => ({}));
       throw new Error(body.error || ("HTTP " + res.status));
     }
+    if (onOpen) onOpen();
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
     let buf = "";

@@ -22,16 +22,15 @@ async function load() {
   const form = document.getElementById("filters");
   for (const [k, v] of params) if (form.elements[k]) form.elements[k].value = v;
   const body = document.querySelector("#tasks tbody");
-  try {
-    const { tasks } = await tw.api("/api/tasks?" + params.toString());
-    body.replaceChildren(...tasks.map(row));
-    if (!tasks.length) body.appendChild(tw.el("tr", {}, tw.el("td", { colspan: "6" }, "no tasks")));
-  } catch (e) { tw.showError(e); return; }
   const filter = params.get("status");
   // The last status each task's events named: a row read after a terminal event (its
   // read may predate the recorded result) still shows where the task ended.
   const latest = new Map();
-  tw.events("/api/live", (ev) => {
+  // The feed is opened before the list is read, so a status that changes in between
+  // is not missed; its events wait until the rows are there.
+  let loaded = false;
+  const early = [];
+  const apply = (ev) => {
     latest.set(ev.task_id, ev.status);
     const tr = rows.get(ev.task_id);
     if (tr) {
@@ -47,7 +46,20 @@ async function load() {
           if (last && tw.terminal(last)) tr.querySelector(".st").replaceChildren(tw.status(last));
           body.prepend(tr); }).catch(() => {});
     }
-  }).catch(tw.showError);
+  };
+  let open;
+  const opened = new Promise((resolve) => { open = resolve; });
+  const feed = tw.events("/api/live", (ev) => { if (loaded) apply(ev); else early.push(ev); }, open);
+  feed.catch(tw.showError);
+  // The list is read once the feed is open, or without it if it failed (shown above).
+  await Promise.race([opened, feed.catch(() => {})]);
+  try {
+    const { tasks } = await tw.api("/api/tasks?" + params.toString());
+    body.replaceChildren(...tasks.map(row));
+    if (!tasks.length) body.appendChild(tw.el("tr", {}, tw.el("td", { colspan: "6" }, "no tasks")));
+  } catch (e) { tw.showError(e); return; }
+  loaded = true;
+  for (const ev of early.splice(0)) apply(ev);
 }
 
 document.getElementById("filters").onsubmit = (e) => {
