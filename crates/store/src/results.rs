@@ -87,13 +87,8 @@ impl Store {
         // Transcripts are fenced by their attempt's claim, not by the task's status: a
         // session cancelled mid-way keeps what it did, for a resume.
         let writes = transcripts(results);
-        let s_sessions: Vec<uuid::Uuid> = writes.iter().map(|w| w.0.as_uuid()).collect();
-        let s_tasks: Vec<uuid::Uuid> = writes.iter().map(|w| w.1.as_uuid()).collect();
-        let s_epochs: Vec<i64> = writes
-            .iter()
-            .map(|w| i64::try_from(w.2.0).unwrap_or(i64::MAX))
-            .collect();
-        let s_transcripts: Vec<&str> = writes.iter().map(|w| w.3.as_str()).collect();
+        let (s_sessions, s_tasks, s_epochs, s_transcripts) =
+            crate::sessions::columns(writes.iter());
         type Row = (uuid::Uuid, i64, String, f64, Option<f64>);
         // One statement, so one round trip and its own transaction: the attempt's
         // outcome and the transcripts are written by CTEs on other tables, so all see

@@ -34,6 +34,22 @@ pub(crate) fn upsert_statement(first: u32) -> String {
     )
 }
 
+/// The upsert's parameters, column by column: sessions, tasks, epochs, transcripts.
+pub(crate) type Columns<'a> = (Vec<uuid::Uuid>, Vec<uuid::Uuid>, Vec<i64>, Vec<&'a str>);
+
+/// `writes` as the upsert's parameters ([`upsert_statement`]).
+pub(crate) fn columns<'a>(writes: impl Iterator<Item = &'a SessionWrite> + Clone) -> Columns<'a> {
+    (
+        writes.clone().map(|w| w.0.as_uuid()).collect(),
+        writes.clone().map(|w| w.1.as_uuid()).collect(),
+        writes
+            .clone()
+            .map(|w| i64::try_from(w.2.0).unwrap_or(i64::MAX))
+            .collect(),
+        writes.map(|w| w.3.as_str()).collect(),
+    )
+}
+
 /// Upserts transcripts in one statement, each only if `(task, epoch)` is the task's
 /// current claim and the session is the task's tenant's; returns the sessions saved.
 /// The JSON text goes to Postgres as is (it checks it): no parsing on the way.
@@ -44,13 +60,7 @@ pub(crate) async fn upsert(
     if writes.is_empty() {
         return Ok(Default::default());
     }
-    let sessions: Vec<uuid::Uuid> = writes.iter().map(|w| w.0.as_uuid()).collect();
-    let tasks: Vec<uuid::Uuid> = writes.iter().map(|w| w.1.as_uuid()).collect();
-    let epochs: Vec<i64> = writes
-        .iter()
-        .map(|w| i64::try_from(w.2.0).unwrap_or(i64::MAX))
-        .collect();
-    let transcripts: Vec<&str> = writes.iter().map(|w| w.3.as_str()).collect();
+    let (sessions, tasks, epochs, transcripts) = columns(writes.iter().copied());
     let saved: Vec<uuid::Uuid> = sqlx::query_scalar(crate::tasks::sql(upsert_statement(1)))
         .bind(&sessions)
         .bind(&tasks)
