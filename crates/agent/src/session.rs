@@ -101,8 +101,11 @@ pub async fn run_session(
     observer: &dyn SessionObserver,
     cancel: CancellationToken,
 ) -> SessionOutcome {
+    // At DEBUG, so not exported: the attempt's `invoke_agent` span already names the
+    // agent and its `chat` spans the model, and a span per task costs every exporting
+    // worker a few microseconds for nothing a trace reader lacks.
     let span =
-        tracing::info_span!("session", agent.name = %params.agent.name, model = %params.model);
+        tracing::debug_span!("session", agent.name = %params.agent.name, model = %params.model);
     let state = SessionState::new();
     // Background children run while the loop does; they end with it.
     let children = cancel.child_token();

@@ -15,6 +15,7 @@
 //! - [`report`]: the machine and the table, as a Markdown section.
 //! - [`statements`]: `--statements`, Postgres's statements per task.
 //! - [`timeline`]: `--timeline`, where one task's time goes, from its spans.
+//! - [`traffic`]: `--statements`, nats-server's messages per task.
 
 pub mod cluster;
 pub mod cpu;
@@ -24,3 +25,4 @@ pub mod raw;
 pub mod report;
 pub mod statements;
 pub mod timeline;
+pub mod traffic;

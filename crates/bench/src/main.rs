@@ -19,8 +19,8 @@ use taskwire_bench::figures::{self, Memory, Pass, Raw, Setup};
 use taskwire_bench::load::{self, Events};
 use taskwire_bench::raw;
 use taskwire_bench::report;
-use taskwire_bench::statements;
 use taskwire_bench::timeline;
+use taskwire_bench::{statements, traffic};
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
 };
@@ -69,7 +69,8 @@ struct Args {
     #[arg(long)]
     no_docs: bool,
     /// Also print Postgres's statements per task in the plain pass (from
-    /// `pg_stat_statements`, loaded for the run).
+    /// `pg_stat_statements`, loaded for the run), and nats-server's messages per task
+    /// (from its monitoring port's counters).
     #[arg(long)]
     statements: bool,
     /// Also print where one task's time goes: `--samples` tasks run one at a time with
@@ -146,6 +147,7 @@ async fn pass(
     events: &Events,
     args: &Args,
     label: &str,
+    traffic: Option<&str>,
 ) -> anyhow::Result<Pass> {
     // Warm up connections, pools, the model client and the database.
     let warm = args.tasks.min(500) as usize;
@@ -162,6 +164,11 @@ async fn pass(
     }
     let mut meters = stack.meters().to_vec();
     meters.extend(server_meters(s)?);
+    let http = reqwest::Client::new();
+    let traffic_before = match traffic {
+        Some(url) => Some(traffic::Counters::read(&http, url).await?),
+        None => None,
+    };
     let before = Readings::take(&meters)?;
     let n = args.tasks as usize;
     let batch = events
@@ -173,6 +180,10 @@ async fn pass(
         )
         .await?;
     let cpu = before.per_unit_since(&meters, n)?;
+    if let (Some(url), Some(before)) = (traffic, traffic_before) {
+        let after = traffic::Counters::read(&http, url).await?;
+        println!("{}", traffic::report(before, after, n));
+    }
     stack.coordinator.check_running()?;
     for w in &mut stack.workers {
         w.check_running()?;
@@ -207,7 +218,12 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut loads = vec![("at the start".to_owned(), report::load_average())];
     let taskwire = Taskwire::locate(args.taskwire_bin.clone())?;
-    let nats = NatsServer::start()?;
+    // With `--statements`, its monitoring port too, for its message counters.
+    let nats = if args.statements {
+        NatsServer::start_with_args(["-m", "-1"])?
+    } else {
+        NatsServer::start()?
+    };
     // Commits are durable, as in production: the raw rate and taskwire's both pay fsync.
     let mut settings = vec![("fsync", "on")];
     if args.statements {
@@ -254,7 +270,23 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
     let events = Events::listen(&s.nats.url()).await?;
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &[]).await?;
-    let mut plain = pass(&s, &mut stack, &events, &args, "plain").await?;
+    let monitoring = match args.statements {
+        true => Some(
+            s.nats
+                .monitoring_url()
+                .context("nats-server names no monitoring port")?,
+        ),
+        false => None,
+    };
+    let mut plain = pass(
+        &s,
+        &mut stack,
+        &events,
+        &args,
+        "plain",
+        monitoring.as_deref(),
+    )
+    .await?;
     if args.statements {
         println!(
             "{}",
@@ -287,7 +319,7 @@ async fn main() -> anyhow::Result<()> {
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ];
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &otel).await?;
-    let exported = pass(&s, &mut stack, &events, &args, "exported").await?;
+    let exported = pass(&s, &mut stack, &events, &args, "exported", None).await?;
     let spans = collector.span_count();
     let mut where_time_goes = None;
     if args.timeline {

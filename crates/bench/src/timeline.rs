@@ -11,12 +11,11 @@ use crate::load::quantile_ms;
 
 /// The segments, in the order a task passes through them: each is the time from one
 /// span edge to the next.
-const SEGMENTS: [&str; 8] = [
+const SEGMENTS: [&str; 7] = [
     "`Submit` until its insert is committed",
     "commit → the outbox relay publishes the dispatch",
     "publish → the worker's claim is granted (delivery, claim, its commit)",
-    "claim → the agent loop starts (history, workspace, inputs)",
-    "loop start → the model is called (system prompt, tools, first step)",
+    "claim → the model is called (history, workspace, inputs, system prompt, tools)",
     "the model call",
     "model answer → the attempt ends (result built, progress stored)",
     "attempt end → the result is recorded (publish, delivery, its commit)",
@@ -28,14 +27,13 @@ struct Edges {
     submit: Option<(u64, u64)>,
     publish: Option<u64>,
     attempt: Option<(u64, u64)>,
-    session: Option<u64>,
     chat: Option<(u64, u64)>,
     recorded: Option<u64>,
 }
 
 impl Edges {
     /// The segments' lengths, when every span was received.
-    fn segments(&self) -> Option<[u64; 8]> {
+    fn segments(&self) -> Option<[u64; 7]> {
         let (submit_start, submit_end) = self.submit?;
         let (attempt_start, attempt_end) = self.attempt?;
         let (chat_start, chat_end) = self.chat?;
@@ -44,13 +42,12 @@ impl Edges {
             submit_end,
             self.publish?,
             attempt_start,
-            self.session?,
             chat_start,
             chat_end,
             attempt_end,
             self.recorded?,
         ];
-        let mut out = [0; 8];
+        let mut out = [0; 7];
         for (i, w) in points.windows(2).enumerate() {
             out[i] = w[1].saturating_sub(w[0]);
         }
@@ -60,7 +57,7 @@ impl Edges {
 
 /// The tasks whose submit started at or after `since` (ns since the epoch) and whose
 /// spans have all been received, each cut into [`SEGMENTS`].
-pub fn tasks(spans: &[Received], since: u64) -> Vec<[u64; 8]> {
+pub fn tasks(spans: &[Received], since: u64) -> Vec<[u64; 7]> {
     let mut traces: HashMap<&[u8], Edges> = HashMap::new();
     for r in spans {
         let s = &r.span;
@@ -73,8 +70,6 @@ pub fn tasks(spans: &[Received], since: u64) -> Vec<[u64; 8]> {
             edges.publish = Some(start);
         } else if name.starts_with("invoke_agent ") {
             edges.attempt = Some((start, end));
-        } else if name == "session" {
-            edges.session = Some(start);
         } else if name.starts_with("chat ") {
             edges.chat = Some((start, end));
         } else if name == "record_result" {
@@ -89,7 +84,7 @@ pub fn tasks(spans: &[Received], since: u64) -> Vec<[u64; 8]> {
 }
 
 /// A markdown table of each segment's p50 and p90 in ms over `tasks`.
-pub fn report(tasks: &[[u64; 8]]) -> String {
+pub fn report(tasks: &[[u64; 7]]) -> String {
     let mut columns: Vec<Vec<Duration>> = vec![Vec::new(); SEGMENTS.len() + 1];
     for segments in tasks {
         for (i, v) in segments.iter().enumerate() {
@@ -155,7 +150,6 @@ mod tests {
                 at + 3_000_000,
                 at + 6_000_000,
             ),
-            span(trace, "session", at + 3_500_000, at + 5_900_000),
             span(trace, "chat m", at + 4_000_000, at + 5_000_000),
             span(trace, "record_result", at + 6_500_000, at + 7_000_000),
         ]
@@ -180,8 +174,7 @@ mod tests {
         );
         assert!(row("commit →").contains("| 0.50 ms |"), "{table}");
         assert!(row("publish →").contains("| 1.50 ms |"), "{table}");
-        assert!(row("claim →").contains("| 0.50 ms |"), "{table}");
-        assert!(row("loop start →").contains("| 0.50 ms |"), "{table}");
+        assert!(row("claim →").contains("| 1.00 ms |"), "{table}");
         assert!(row("the model call").contains("| 1.00 ms |"), "{table}");
         assert!(row("attempt end").contains("| 1.00 ms |"), "{table}");
         assert!(row("submit → result").contains("| 7.00 ms |"), "{table}");

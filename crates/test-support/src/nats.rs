@@ -73,6 +73,20 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// The HTTP monitoring endpoint (`http://127.0.0.1:PORT`), when the server was
+    /// started with one (`-m -1` picks a free port); read from its ports file.
+    pub fn monitoring_url(&self) -> Option<String> {
+        let pid = self.pid()?;
+        let text = std::fs::read_to_string(
+            self.dir
+                .path()
+                .join("ports")
+                .join(format!("nats-server_{pid}.ports")),
+        )
+        .ok()?;
+        parse_monitoring(&text)
+    }
+
     /// Kills the server (SIGKILL): for tests of what survives a broker failure.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -174,6 +188,18 @@ fn parse_port(text: &str) -> Option<u16> {
     url.rsplit(':').next()?.parse().ok()
 }
 
+/// The first monitoring URL of a ports file, if the server has one.
+fn parse_monitoring(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    Some(
+        v.get("monitoring")?
+            .as_array()?
+            .first()?
+            .as_str()?
+            .to_owned(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +208,12 @@ mod tests {
     fn ports_file_yields_the_client_port() {
         let text = r#"{"nats":["nats://127.0.0.1:40123"],"monitoring":[]}"#;
         assert_eq!(parse_port(text), Some(40123));
+        assert_eq!(parse_monitoring(text), None);
+        let text = r#"{"nats":["nats://127.0.0.1:40123"],"monitoring":["http://127.0.0.1:40124"]}"#;
+        assert_eq!(
+            parse_monitoring(text).as_deref(),
+            Some("http://127.0.0.1:40124")
+        );
     }
 
     /// The first line a client gets: `INFO {...}`, which names the server.

@@ -9,8 +9,10 @@ use async_nats::jetstream::{AckKind, Message};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
     /// The attempt's result is stored in the RESULTS stream, or there is nothing to do
-    /// (the task is already finished): remove the message. Double-acked, so a lost ack
-    /// cannot cause a redelivery.
+    /// (the task is already finished): remove the message. A plain ack, not awaited by
+    /// the server's reply: should it be lost, JetStream offers the message again after
+    /// the ack wait, and that delivery's claim finds the task finished and acks it
+    /// without starting anything.
     Done,
     /// Could not run now (coordinator unreachable, worker shutting down): redeliver,
     /// to any worker, after `delay`.
@@ -23,7 +25,7 @@ pub enum Disposition {
 /// unacknowledged message after the ack wait, and the fenced result write makes that safe.
 pub async fn settle(msg: &Message, disposition: &Disposition) {
     let res = match disposition {
-        Disposition::Done => msg.double_ack().await,
+        Disposition::Done => msg.ack().await,
         Disposition::Retry { delay } => msg.ack_with(AckKind::Nak(*delay)).await,
         Disposition::Reject { .. } => msg.ack_with(AckKind::Term).await,
     };
