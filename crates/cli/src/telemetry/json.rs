@@ -139,10 +139,11 @@ where
             trace_id: None,
         };
         let mut spans = Vec::new();
-        let mut leaf = None;
+        // Innermost first: the line's span and then those around it.
+        let mut scope_ids = Vec::new();
         if let Some(scope) = ctx.event_scope() {
             for span in scope {
-                leaf.get_or_insert_with(|| span.id());
+                scope_ids.push(span.id());
                 spans.push(Value::from(span.name()));
                 if let Some(found) = span.extensions().get::<TaskFields>() {
                     task.task_id = task.task_id.or_else(|| found.task_id.clone());
@@ -155,14 +156,14 @@ where
             spans.reverse();
             line.insert("spans".into(), spans.into());
         }
-        // The exported span's ids, when there is one (they name the trace exactly).
-        let exported = leaf.and_then(|id| {
-            tracing::dispatcher::get_default(|dispatch| {
-                tracing_opentelemetry::get_otel_context(&id, dispatch)
-            })
-        });
-        let ids = exported.and_then(|cx| {
+        // The ids of the innermost exported span the line is in, when there is one
+        // (they name the trace exactly); spans that are not exported (a DEBUG span
+        // inside an exported one) are passed over.
+        let ids = scope_ids.iter().find_map(|id| {
             use opentelemetry::trace::TraceContextExt;
+            let cx = tracing::dispatcher::get_default(|dispatch| {
+                tracing_opentelemetry::get_otel_context(id, dispatch)
+            })?;
             let sc = cx.span().span_context().clone();
             sc.is_valid()
                 .then(|| (sc.trace_id().to_string(), sc.span_id().to_string()))
