@@ -164,9 +164,9 @@ async fn pass(
     }
     let mut meters = stack.meters().to_vec();
     meters.extend(server_meters(s)?);
-    let http = reqwest::Client::new();
-    let traffic_before = match traffic {
-        Some(url) => Some(traffic::Counters::read(&http, url).await?),
+    let http = traffic.map(|url| (reqwest::Client::new(), url));
+    let traffic_before = match &http {
+        Some((client, url)) => Some(traffic::Counters::read(client, url).await?),
         None => None,
     };
     let before = Readings::take(&meters)?;
@@ -180,8 +180,8 @@ async fn pass(
         )
         .await?;
     let cpu = before.per_unit_since(&meters, n)?;
-    if let (Some(url), Some(before)) = (traffic, traffic_before) {
-        let after = traffic::Counters::read(&http, url).await?;
+    if let (Some((client, url)), Some(before)) = (&http, traffic_before) {
+        let after = traffic::Counters::read(client, url).await?;
         println!("{}", traffic::report(before, after, n));
     }
     stack.coordinator.check_running()?;
@@ -270,13 +270,14 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
     let events = Events::listen(&s.nats.url()).await?;
     let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &[]).await?;
-    let monitoring = match args.statements {
-        true => Some(
+    let monitoring = if args.statements {
+        Some(
             s.nats
                 .monitoring_url()
                 .context("nats-server names no monitoring port")?,
-        ),
-        false => None,
+        )
+    } else {
+        None
     };
     let mut plain = pass(
         &s,

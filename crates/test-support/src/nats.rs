@@ -183,21 +183,18 @@ fn wait_for_port(child: &mut Child, ports_dir: &Path) -> anyhow::Result<u16> {
 
 /// The client port in a ports file: `{"nats":["nats://127.0.0.1:40123"], ...}`.
 fn parse_port(text: &str) -> Option<u16> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let url = v.get("nats")?.as_array()?.first()?.as_str()?;
-    url.rsplit(':').next()?.parse().ok()
+    first_url(text, "nats")?.rsplit(':').next()?.parse().ok()
 }
 
 /// The first monitoring URL of a ports file, if the server has one.
 fn parse_monitoring(text: &str) -> Option<String> {
+    first_url(text, "monitoring")
+}
+
+/// The first URL a ports file lists under `kind` (`nats`, `monitoring`).
+fn first_url(text: &str, kind: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    Some(
-        v.get("monitoring")?
-            .as_array()?
-            .first()?
-            .as_str()?
-            .to_owned(),
-    )
+    Some(v.get(kind)?.as_array()?.first()?.as_str()?.to_owned())
 }
 
 #[cfg(test)]
