@@ -119,7 +119,7 @@ impl Provider for AnthropicClient {
                 LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
             })
         };
-        let span = crate::spans::chat("anthropic", request, self.transport.endpoint());
+        let span = crate::spans::chat("anthropic", request, self.transport.url());
         let answer = self
             .transport
             .chat::<StreamAssembler>(&encode, on_delta)

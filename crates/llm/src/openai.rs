@@ -82,7 +82,7 @@ impl Provider for OpenAiClient {
             serde_json::to_vec(&wire::Request::new(request, stream))
                 .map_err(|e| LlmError::Config(format!("failed to encode the chat request: {e}")))
         };
-        let span = crate::spans::chat("openai", request, self.transport.endpoint());
+        let span = crate::spans::chat("openai", request, self.transport.url());
         let answer = self
             .transport
             .chat::<StreamAssembler>(&encode, on_delta)

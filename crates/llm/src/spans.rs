@@ -27,7 +27,11 @@ fn capturing() -> bool {
 }
 
 /// The span of one chat call to `provider` (`openai`, `anthropic`) at `endpoint`.
-pub(crate) fn chat(provider: &'static str, request: &ChatRequest, endpoint: &str) -> tracing::Span {
+pub(crate) fn chat(
+    provider: &'static str,
+    request: &ChatRequest,
+    endpoint: &reqwest::Url,
+) -> tracing::Span {
     let model = request.model.as_str();
     let span = tracing::info_span!(
         "chat",
@@ -48,13 +52,11 @@ pub(crate) fn chat(provider: &'static str, request: &ChatRequest, endpoint: &str
     );
     if !span.is_disabled() {
         span.record("otel.name", format!("chat {model}"));
-        if let Ok(url) = reqwest::Url::parse(endpoint) {
-            if let Some(host) = url.host_str() {
-                span.record("server.address", host);
-            }
-            if let Some(port) = url.port_or_known_default() {
-                span.record("server.port", port);
-            }
+        if let Some(host) = endpoint.host_str() {
+            span.record("server.address", host);
+        }
+        if let Some(port) = endpoint.port_or_known_default() {
+            span.record("server.port", port);
         }
         if capturing() {
             let input = serde_json::to_string(&request.messages).unwrap_or_default();

@@ -107,6 +107,8 @@ pub(crate) struct Settings<'a> {
 pub(crate) struct Transport {
     http: reqwest::Client,
     endpoint: String,
+    /// `endpoint`, parsed once: a request given the text would parse it again.
+    url: reqwest::Url,
     stream: bool,
     retry: RetryPolicy,
     request_timeout: Duration,
@@ -150,13 +152,17 @@ impl Transport {
                     error_chain(&e)
                 ))
             })?;
+        let endpoint = format!(
+            "{}{}",
+            settings.base_url.trim_end_matches('/'),
+            settings.path
+        );
+        let url = reqwest::Url::parse(&endpoint)
+            .map_err(|e| LlmError::Config(format!("endpoint {endpoint:?} is not a url: {e}")))?;
         Ok(Self {
             http,
-            endpoint: format!(
-                "{}{}",
-                settings.base_url.trim_end_matches('/'),
-                settings.path
-            ),
+            endpoint,
+            url,
             stream: settings.stream,
             retry: settings.retry,
             request_timeout: settings.request_timeout,
@@ -167,6 +173,11 @@ impl Transport {
     /// The URL requests are posted to.
     pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The same, parsed.
+    pub(crate) fn url(&self) -> &reqwest::Url {
+        &self.url
     }
 
     /// Posts the request `encode` gives until an attempt succeeds, fails for good, or
@@ -225,7 +236,7 @@ impl Transport {
         };
         let response = self
             .http
-            .post(&self.endpoint)
+            .post(self.url.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)
             .body(once(body))
