@@ -18,18 +18,20 @@ fn first_user(req: &SeenRequest) -> &str {
 }
 
 /// A root prompt `call NAME` makes one `task` call to NAME, then reports its result;
-/// a child answers at once.
+/// `call NAME /CMD` also fills in the call's `command` argument; a child answers at
+/// once.
 fn script(req: &SeenRequest) -> ScriptedReply {
     let user = first_user(req);
-    let Some(agent) = user.strip_prefix("call ") else {
+    let Some(call) = user.strip_prefix("call ") else {
         return ScriptedReply::text(format!("{user}: done"));
     };
+    let (agent, command) = call.split_once(' ').unwrap_or((call, ""));
+    let mut args = json!({"description": "delegate", "prompt": format!("{agent} work"), "subagent_type": agent});
+    if !command.is_empty() {
+        args["command"] = json!(command);
+    }
     match req.assistant_turns() {
-        0 => ScriptedReply::tool_calls([(
-            "t1",
-            "task",
-            json!({"description": "delegate", "prompt": format!("{agent} work"), "subagent_type": agent}),
-        )]),
+        0 => ScriptedReply::tool_calls([("t1", "task", args)]),
         _ => {
             let result = req
                 .messages
@@ -178,5 +180,52 @@ async fn a_hidden_subagent_the_callers_rules_deny_is_refused() {
         !requests.iter().any(|r| first_user(r) == "scout work"),
         "the scout never ran"
     );
+    cluster.shutdown().await;
+}
+
+/// The `task` tool's `command` argument is what a model fills in: a label, never a way
+/// to start a primary agent (`build`) or an internal one (`compaction`) as a child.
+#[tokio::test]
+async fn a_task_call_with_a_command_cannot_start_a_primary_or_internal_agent() {
+    let (cluster, _config) = cluster().await;
+    for (agent, why) in [
+        (
+            "build",
+            "INVALID_ARGUMENT: invalid agent: `build` is a primary agent and cannot run as a subagent",
+        ),
+        (
+            "compaction",
+            "INVALID_ARGUMENT: invalid agent: `compaction` is an internal agent: workers run it themselves, never as a task",
+        ),
+    ] {
+        let (task, text) = run(&cluster, "build", &format!("call {agent} /review")).await;
+        assert_eq!(
+            text,
+            format!(
+                "task said: error: subagent {agent} failed: the child task was refused: {why}; \
+                 the listed subagents are: explore, general"
+            )
+        );
+        assert!(
+            cluster
+                .children(&task.task_id)
+                .await
+                .expect("children")
+                .is_empty(),
+            "{agent} never started"
+        );
+    }
+    let requests = cluster.model.requests();
+    assert!(
+        !requests
+            .iter()
+            .any(|r| matches!(first_user(r), "build work" | "compaction work")),
+        "neither ran"
+    );
+    // The same call to a subagent, with the same label, runs it.
+    let (task, text) = run(&cluster, "build", "call explore /review").await;
+    assert!(text.starts_with("task said: explore work: done"), "{text}");
+    let kids = cluster.children(&task.task_id).await.expect("children");
+    assert_eq!(kids.len(), 1);
     cluster.shutdown().await;
 }

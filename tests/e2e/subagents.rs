@@ -234,7 +234,7 @@ async fn a_parent_starts_two_explore_children_that_run_in_parallel_on_two_worker
 }
 
 #[tokio::test]
-async fn the_depth_limit_and_scope_widening_are_refused() {
+async fn the_depth_limit_scope_widening_and_agents_out_of_their_mode_are_refused() {
     let cluster = start(ScriptedModel::echo().await, 1, 2)
         .await
         .expect("cluster");
@@ -294,6 +294,56 @@ async fn the_depth_limit_and_scope_widening_are_refused() {
         .await
         .expect_err("a primary agent is not a subagent");
     assert_eq!(err.code(), Code::InvalidArgument);
+    // A client's `command` is a label: only RunCommand delegates to a primary agent,
+    // and a client's `subtask` may not name one either.
+    let err = client
+        .submit(pb::SubmitRequest {
+            agent: "build".into(),
+            prompt: "primary as child".into(),
+            parent_task_id: root.task_id.clone(),
+            command: "/fix".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a command label does not make a primary agent a subagent");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("primary agent"), "{}", err.message());
+    let err = client
+        .submit(pb::SubmitRequest {
+            agent: "explore".into(),
+            prompt: "/fix".into(),
+            subtask: Some(pb::Subtask {
+                agent: "build".into(),
+                prompt: "fix it".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a client's subtask to a primary agent");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("subtask.agent"), "{}", err.message());
+    // The internal agents are the worker's own: never a task, root or child.
+    for agent in ["compaction", "title", "summary"] {
+        for parent_task_id in [String::new(), root.task_id.clone()] {
+            let err = client
+                .submit(pb::SubmitRequest {
+                    agent: agent.into(),
+                    prompt: "internal".into(),
+                    parent_task_id,
+                    command: "/x".into(),
+                    ..Default::default()
+                })
+                .await
+                .expect_err("an internal agent");
+            assert_eq!(err.code(), Code::InvalidArgument, "{agent}");
+            assert!(
+                err.message().contains("internal agent"),
+                "{}",
+                err.message()
+            );
+        }
+    }
 
     // The child inherited the parent's scope and trace.
     let got = client

@@ -176,6 +176,16 @@ pub fn explore() -> AgentSpec {
     explore
 }
 
+/// The internal agents: the worker runs them itself (compacting, titling and
+/// summarising a session), never as a task; a submit or a delegation naming one is
+/// refused.
+pub const INTERNAL_AGENTS: [&str; 3] = ["compaction", "title", "summary"];
+
+/// Whether `name` is one of the [`INTERNAL_AGENTS`].
+pub fn is_internal(name: &AgentName) -> bool {
+    INTERNAL_AGENTS.contains(&name.as_str())
+}
+
 /// A hidden, tool-less agent that answers in one step.
 fn internal(agent: &str, description: &str, prompt: &str) -> AgentSpec {
     let mut internal = spec(agent, AgentMode::Primary, description, prompt);
@@ -385,11 +395,23 @@ mod tests {
     #[test]
     fn internal_agents_are_hidden_tool_less_and_single_step() {
         for agent in [compaction(), title(), summary()] {
+            assert!(is_internal(&agent.name), "{}", agent.name);
             assert!(agent.hidden, "{}", agent.name);
             assert!(offered(&agent).is_empty(), "{}", agent.name);
             assert_eq!(agent.max_steps, 1);
             assert!(!agent.prompt.is_empty());
         }
+    }
+
+    #[test]
+    fn only_the_three_internal_agents_are_internal() {
+        let internal: Vec<_> = AgentRegistry::builtin()
+            .list(true)
+            .into_iter()
+            .filter(|a| is_internal(&a.name))
+            .map(|a| a.name.to_string())
+            .collect();
+        assert_eq!(internal, ["compaction", "summary", "title"]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::auth::{Principal, principal};
 use crate::convert::{task_of, task_with_subtree};
 use crate::ownership;
 use crate::spans;
-use crate::submit::submit_task;
+use crate::submit::{Origin, submit_task};
 use crate::watch::{WatchItem, stream_task};
 use crate::{CoordinatorError, State};
 
@@ -90,7 +90,7 @@ impl pb::task_service_server::TaskService for TaskApi {
             None => req.trace_id.parse().ok(),
         };
         let span = spans::submit(&traceparent, trace);
-        let submitted = submit_task(&self.state, &caller, req, parent)
+        let submitted = submit_task(&self.state, &caller, req, parent, Origin::Request)
             .instrument(span.clone())
             .await;
         match submitted {

@@ -18,7 +18,7 @@ use taskwire_protocol::{SessionId, pb};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
-use crate::submit::submit_task;
+use crate::submit::{Origin, submit_task};
 use crate::{CoordinatorError, State};
 
 const RELOAD_POLL: Duration = Duration::from_secs(2);
@@ -171,7 +171,7 @@ pub async fn run_command(
     };
     let mut submit = submit;
     let parent = crate::ownership::parent(state, caller, &mut submit).await?;
-    submit_task(state, caller, submit, parent).await
+    submit_task(state, caller, submit, parent, Origin::Command).await
 }
 
 /// The agent of the newest task of session `raw`, or the default agent for none (an

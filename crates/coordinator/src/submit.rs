@@ -11,7 +11,7 @@ use chrono::Utc;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use taskwire_agent::agent::AgentName;
-use taskwire_agent::builtin::AgentRegistry;
+use taskwire_agent::builtin::{AgentRegistry, is_internal};
 use taskwire_agent::output_schema::OutputSchema;
 use taskwire_protocol::{
     Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time, value,
@@ -139,6 +139,23 @@ fn layers_for_children(parent: &TaskRequest) -> Vec<pb::PermissionLayer> {
         .collect()
 }
 
+/// Who decided that a task is started, which bounds the agents it may name.
+///
+/// A `task` call's `command` argument is filled in by a model, and a client's
+/// `SubmitRequest.command` is a label: neither lets a task start a primary agent as a
+/// child. Only the coordinator's own slash-command path does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A client's `Submit`, or a worker's child submit for a model's `task` call:
+    /// under a parent only a subagent (mode `subagent` or `all`), and a `subtask`
+    /// only to one.
+    Request,
+    /// The coordinator's slash-command path: `RunCommand`, and the child a worker
+    /// starts for the subtask `RunCommand` put in its parent's request. It may name
+    /// any agent but an internal one (`subtask: true` delegates even to a primary).
+    Command,
+}
+
 /// The span a submit runs in, as the task records it.
 #[derive(Debug, Clone, Default)]
 pub struct SubmitTrace {
@@ -166,6 +183,7 @@ pub fn build_task(
     subjects: &taskwire_bus::Subjects,
     mut req: pb::SubmitRequest,
     parent: Option<ParentInfo>,
+    origin: Origin,
     trace: SubmitTrace,
 ) -> Result<NewTask, CoordinatorError> {
     if req.agent.is_empty() {
@@ -178,10 +196,22 @@ pub fn build_task(
     let spec = registry
         .get(&agent_name)
         .ok_or_else(|| CoordinatorError::NotFound(format!("agent `{}`", req.agent)))?;
+    if is_internal(&agent_name) {
+        return Err(CoordinatorError::invalid(
+            "agent",
+            format!(
+                "`{}` is an internal agent: workers run it themselves, never as a task",
+                req.agent
+            ),
+        ));
+    }
+    if let Some(subtask) = &req.subtask {
+        delegation_allowed(registry, "subtask.agent", &subtask.agent, origin)?;
+    }
     if let Some(p) = &parent {
         // A slash command may delegate to any agent (`subtask: true`); the `task` tool
-        // only to subagents.
-        if !spec.mode.is_subagent() && req.command.is_empty() {
+        // and a client naming a parent only to subagents.
+        if !spec.mode.is_subagent() && origin != Origin::Command {
             return Err(CoordinatorError::invalid(
                 "agent",
                 format!(
@@ -403,6 +433,40 @@ pub fn build_task(
     })
 }
 
+/// Refuses a `subtask` whose agent `origin` may not delegate to: an internal agent
+/// always, a primary one unless the slash-command path put it there. An unknown one is
+/// refused when the worker starts it (as for a `task` call).
+fn delegation_allowed(
+    registry: &AgentRegistry,
+    field: &'static str,
+    agent: &str,
+    origin: Origin,
+) -> Result<(), CoordinatorError> {
+    let Ok(name) = agent.parse::<AgentName>() else {
+        return Err(CoordinatorError::invalid(
+            field,
+            format!("`{agent}` is not an agent name"),
+        ));
+    };
+    if is_internal(&name) {
+        return Err(CoordinatorError::invalid(
+            field,
+            format!("`{agent}` is an internal agent: workers run it themselves, never as a task"),
+        ));
+    }
+    match registry.get(&name) {
+        Some(spec) if !spec.mode.is_subagent() && origin != Origin::Command => {
+            Err(CoordinatorError::invalid(
+                field,
+                format!(
+                    "`{agent}` is a primary agent: only a slash command (RunCommand) may delegate to it"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Submits a task for `caller` (gRPC `Submit`, a worker's child submit, `RunCommand`):
 /// backpressure, tenant and scope from the caller, validation, the batched insert.
 pub async fn submit_task(
@@ -410,6 +474,7 @@ pub async fn submit_task(
     caller: &crate::auth::Principal,
     mut req: pb::SubmitRequest,
     parent: Option<ParentInfo>,
+    origin: Origin,
 ) -> Result<pb::SubmitResponse, CoordinatorError> {
     let depth = state.queue_depth.get();
     if depth >= u64::try_from(state.config.max_queued_tasks).unwrap_or(u64::MAX) {
@@ -438,6 +503,7 @@ pub async fn submit_task(
         &state.subjects,
         req,
         parent,
+        origin,
         SubmitTrace::current(),
     )?;
     if let Some(parent_id) = parent_id
@@ -507,8 +573,6 @@ mod tests {
         let req = pb::SubmitRequest {
             agent: agent.into(),
             prompt: "work".into(),
-            // A command may start a primary agent under a parent.
-            command: "/work".into(),
             ..Default::default()
         };
         let subjects = taskwire_bus::Subjects::new("t");
@@ -518,6 +582,8 @@ mod tests {
             &subjects,
             req,
             parent.map(ParentInfo::of),
+            // A slash command may start a primary agent under a parent.
+            Origin::Command,
             SubmitTrace::default(),
         )
         .expect("valid submit")
@@ -528,6 +594,14 @@ mod tests {
         req: pb::SubmitRequest,
         parent: Option<&TaskRequest>,
     ) -> Result<NewTask, CoordinatorError> {
+        build_from(req, parent, Origin::Request)
+    }
+
+    fn build_from(
+        req: pb::SubmitRequest,
+        parent: Option<&TaskRequest>,
+        origin: Origin,
+    ) -> Result<NewTask, CoordinatorError> {
         let subjects = taskwire_bus::Subjects::new("t");
         build_task(
             &CoordinatorConfig::default(),
@@ -535,8 +609,93 @@ mod tests {
             &subjects,
             req,
             parent.map(ParentInfo::of),
+            origin,
             SubmitTrace::default(),
         )
+    }
+
+    fn refused_field(result: Result<NewTask, CoordinatorError>) -> (String, String) {
+        match result.map(|_| ()) {
+            Err(CoordinatorError::InvalidArgument { field, reason }) => (field, reason),
+            other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_requests_command_label_never_lets_a_primary_agent_run_as_a_child() {
+        let root = submit("build", None);
+        for agent in ["build", "plan"] {
+            let req = pb::SubmitRequest {
+                agent: agent.into(),
+                prompt: "work".into(),
+                // What a model fills in as the `task` tool's `command` argument.
+                command: "/anything".into(),
+                ..Default::default()
+            };
+            let (field, reason) = refused_field(build(req.clone(), Some(&root)));
+            assert_eq!(field, "agent");
+            assert!(reason.contains("primary agent"), "{reason}");
+            build_from(req, Some(&root), Origin::Command)
+                .expect("the slash-command path may delegate to a primary agent");
+        }
+    }
+
+    #[test]
+    fn internal_agents_are_refused_on_every_path_and_subagents_stay_open_to_root_submits() {
+        let root = submit("build", None);
+        for agent in ["compaction", "title", "summary"] {
+            let req = pb::SubmitRequest {
+                agent: agent.into(),
+                prompt: "work".into(),
+                command: "/anything".into(),
+                ..Default::default()
+            };
+            for (parent, origin) in [
+                (None, Origin::Request),
+                (None, Origin::Command),
+                (Some(&root), Origin::Request),
+                (Some(&root), Origin::Command),
+            ] {
+                let (field, reason) = refused_field(build_from(req.clone(), parent, origin));
+                assert_eq!(field, "agent", "{agent}");
+                assert!(reason.contains("internal agent"), "{agent}: {reason}");
+            }
+        }
+        for agent in ["explore", "general", "build"] {
+            build(
+                pb::SubmitRequest {
+                    agent: agent.into(),
+                    prompt: "work".into(),
+                    ..Default::default()
+                },
+                None,
+            )
+            .unwrap_or_else(|e| panic!("a root submit of {agent}: {e:?}"));
+        }
+    }
+
+    #[test]
+    fn a_subtask_to_a_primary_or_internal_agent_comes_only_from_a_slash_command() {
+        let with_subtask = |agent: &str| pb::SubmitRequest {
+            agent: "explore".into(),
+            prompt: "/fix the build".into(),
+            subtask: Some(pb::Subtask {
+                agent: agent.into(),
+                prompt: "fix it".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (field, reason) = refused_field(build(with_subtask("build"), None));
+        assert_eq!(field, "subtask.agent");
+        assert!(reason.contains("only a slash command"), "{reason}");
+        build_from(with_subtask("build"), None, Origin::Command).expect("RunCommand's subtask");
+        build(with_subtask("explore"), None).expect("a subtask to a subagent");
+        for origin in [Origin::Request, Origin::Command] {
+            let (field, reason) = refused_field(build_from(with_subtask("title"), None, origin));
+            assert_eq!(field, "subtask.agent");
+            assert!(reason.contains("internal agent"), "{reason}");
+        }
     }
 
     #[test]

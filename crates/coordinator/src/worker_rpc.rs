@@ -21,12 +21,12 @@ use taskwire_bus::messages::{
     ClaimRequest, ClaimVerdict, FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup,
     TaskState,
 };
-use taskwire_protocol::{AgentSpecBundle, TaskError, TaskId, Usage};
+use taskwire_protocol::{AgentSpecBundle, Subtask, TaskError, TaskId, TaskRequest, Usage, pb};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
 use tracing::Instrument;
 
 use crate::auth::Principal;
-use crate::submit::{ParentInfo, submit_task};
+use crate::submit::{Origin, ParentInfo, submit_task};
 use crate::{CoordinatorError, State};
 
 /// Answers workers from the coordinator's state.
@@ -198,13 +198,14 @@ async fn child(state: &State, req: ChildSubmit) -> Answered<ChildSubmitted> {
     parent.model = req.parent_model;
     let mut submit = req.request;
     submit.parent_task_id = parent_id.to_string();
+    let origin = origin_of_child(&parent_request, &submit);
     // The child runs as its parent's tenant; its scope is bounded by the parent's.
     let caller = Principal {
         tenant: Some(record.tenant.clone()),
         scopes: None,
     };
     let span = crate::spans::child_submit(&req.traceparent, parent_id, parent.trace_id);
-    let submitted = submit_task(state, &caller, submit, Some(parent))
+    let submitted = submit_task(state, &caller, submit, Some(parent), origin)
         .instrument(span.clone())
         .await;
     if let Err(e) = &submitted {
@@ -217,6 +218,23 @@ async fn child(state: &State, req: ChildSubmit) -> Answered<ChildSubmitted> {
         session: r.session_id,
         created: r.created,
     })
+}
+
+/// Who decided the child a worker asks for: the slash command, when it is the subtask
+/// the coordinator put in the parent's request (that agent, under that call's key,
+/// which names one child per parent); a model's `task` call otherwise, whatever its
+/// `command` argument says.
+fn origin_of_child(parent: &TaskRequest, child: &pb::SubmitRequest) -> Origin {
+    let is_subtask = parent
+        .subtask
+        .as_ref()
+        .is_some_and(|s| s.agent == child.agent)
+        && child.idempotency_key == taskwire_protocol::child_key(parent.task_id, Subtask::CALL_ID);
+    if is_subtask {
+        Origin::Command
+    } else {
+        Origin::Request
+    }
 }
 
 async fn session_save(state: &State, save: SessionSave) -> Answered<()> {
@@ -327,4 +345,65 @@ async fn hand_over_patch(
     result.patch.clear();
     result.patch_ref = Some(reference);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use taskwire_agent::builtin::AgentRegistry;
+
+    use super::*;
+    use crate::CoordinatorConfig;
+    use crate::submit::{SubmitTrace, build_task};
+
+    /// A root task `RunCommand` made with a subtask for `agent`.
+    fn commanded(agent: &str) -> TaskRequest {
+        let req = pb::SubmitRequest {
+            agent: "build".into(),
+            prompt: "/fix the build".into(),
+            subtask: Some(pb::Subtask {
+                agent: agent.into(),
+                prompt: "fix the build".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        build_task(
+            &CoordinatorConfig::default(),
+            &AgentRegistry::builtin(),
+            &taskwire_bus::Subjects::new("t"),
+            req,
+            None,
+            Origin::Command,
+            SubmitTrace::default(),
+        )
+        .expect("valid")
+        .request
+    }
+
+    fn child(agent: &str, call_id: &str, parent: &TaskRequest) -> pb::SubmitRequest {
+        pb::SubmitRequest {
+            agent: agent.into(),
+            prompt: "fix the build".into(),
+            command: "/fix".into(),
+            idempotency_key: taskwire_protocol::child_key(parent.task_id, call_id),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_the_subtask_a_command_put_in_the_parent_is_the_commands_child() {
+        let parent = commanded("build");
+        let subtask = child("build", Subtask::CALL_ID, &parent);
+        assert_eq!(origin_of_child(&parent, &subtask), Origin::Command);
+        // The parent's model later asking for the same agent, whatever its `command`.
+        let by_model = child("build", "call_1", &parent);
+        assert_eq!(origin_of_child(&parent, &by_model), Origin::Request);
+        let other_agent = child("plan", Subtask::CALL_ID, &parent);
+        assert_eq!(origin_of_child(&parent, &other_agent), Origin::Request);
+        // A task without a subtask never has the command's child.
+        let mut plain = commanded("build");
+        plain.subtask = None;
+        let subtask = child("build", Subtask::CALL_ID, &plain);
+        assert_eq!(origin_of_child(&plain, &subtask), Origin::Request);
+    }
 }

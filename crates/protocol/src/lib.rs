@@ -45,7 +45,7 @@ pub use spec_digest::{AgentSpecBundle, AgentSpecDigest};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{
     Attachment, ContextRef, Provenance, Subtask, TaskError, TaskRequest, TaskResult,
-    ToolCallSummary, Usage,
+    ToolCallSummary, Usage, child_key,
 };
 
 /// Generated protobuf and gRPC code for `taskwire.v1`.

@@ -104,6 +104,19 @@ pub struct Subtask {
     pub command: String,
 }
 
+impl Subtask {
+    /// The call id a worker runs a task's subtask under: its child is the one whose
+    /// idempotency key is [`child_key`]`(task, SUBTASK_CALL_ID)`.
+    pub const CALL_ID: &str = "call_subtask";
+}
+
+/// The idempotency key of the child a parent starts for its call `call_id` (a `task`
+/// call, or [`Subtask::CALL_ID`]): a later attempt of the parent asking again finds
+/// the same child.
+pub fn child_key(parent: TaskId, call_id: &str) -> String {
+    format!("child:{parent}:{call_id}")
+}
+
 impl From<pb::Subtask> for Subtask {
     fn from(s: pb::Subtask) -> Self {
         Self {

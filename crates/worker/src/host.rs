@@ -154,7 +154,7 @@ impl SessionHost for WorkerHost<'_> {
         let idempotency_key = if request.call_id.is_empty() {
             String::new()
         } else {
-            format!("child:{}:{}", self.task_id, request.call_id)
+            taskwire_protocol::child_key(self.task_id, &request.call_id)
         };
         let workspace = self
             .files

@@ -206,7 +206,7 @@ pub async fn run<'a>(
             };
             let done = Box::pin(run_subtask(
                 &part,
-                "call_subtask",
+                taskwire_protocol::Subtask::CALL_ID,
                 &host,
                 &sink,
                 stop.token(),

@@ -224,6 +224,7 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
             ..task("load my transcript")
         },
         None,
+        taskwire_coordinator::submit::Origin::Request,
         taskwire_coordinator::submit::SubmitTrace::default(),
     )
     .expect("a valid task");
