@@ -1,11 +1,15 @@
 //! Settings of `taskwire coordinator` and `taskwire worker`, in layers:
 //! defaults → TOML file → `TASKWIRE_*` env → flags.
 //!
+//! The defaults are the library config types', except where [`Defaults`] moves them:
+//! `TASKWIRE_DEFAULT_LISTEN_IP`, which the image sets, puts the default listeners on all
+//! interfaces without outranking a file (see `defaults`).
+//!
 //! Each section is one struct of `Option`s that serves twice: clap fills it from flags
 //! and env (a flag beats its env variable), and serde fills it from the file's
 //! `[coordinator]` or `[worker]` table, whose keys are the flag names in snake_case. The
-//! layers are merged with [`CoordinatorSettings::over`] and put on the library's
-//! defaults with `apply`, so the defaults live in one place: the library config types.
+//! layers are merged with [`CoordinatorSettings::over`] and put on the defaults with
+//! `apply`, so the defaults live in one place: the library config types.
 //! Both structs are declared with `settings!`, which writes the NATS options they share.
 //!
 //! ```toml
@@ -147,9 +151,11 @@ macro_rules! settings {
 }
 
 mod coordinator;
+mod defaults;
 mod worker;
 
 pub use coordinator::CoordinatorSettings;
+pub use defaults::{DEFAULT_LISTEN_IP_ENV, Defaults, WORKER_HTTP_PORT};
 pub use worker::WorkerSettings;
 
 /// Puts a set value in its slot.
@@ -172,13 +178,14 @@ fn redacted(secret: Option<&str>) -> Option<String> {
 }
 
 /// The effective coordinator config: `flags` (flags and env, as clap read them) over the
-/// file's `[coordinator]` table over the defaults.
+/// file's `[coordinator]` table over `defaults`.
 pub fn coordinator_config(
     flags: CoordinatorSettings,
     file: &FileConfig,
+    defaults: Defaults,
 ) -> anyhow::Result<CoordinatorConfig> {
     let file = file.coordinator.clone().unwrap_or_default();
-    let config = flags.over(file).apply(CoordinatorConfig::default());
+    let config = flags.over(file).apply(defaults.coordinator());
     if config.ack_wait.is_zero() {
         bail!("invalid coordinator config: ack_wait must be more than zero");
     }
@@ -200,13 +207,17 @@ pub fn coordinator_config(
 }
 
 /// The effective worker config: `flags` (flags and env) over the file's `[worker]` table
-/// over the defaults.
-pub fn worker_config(flags: WorkerSettings, file: &FileConfig) -> anyhow::Result<WorkerConfig> {
+/// over `defaults`.
+pub fn worker_config(
+    flags: WorkerSettings,
+    file: &FileConfig,
+    defaults: Defaults,
+) -> anyhow::Result<WorkerConfig> {
     let file = file.worker.clone().unwrap_or_default().with_old_names();
     let config = flags
         .with_old_names()
         .merged_over(file)
-        .apply(WorkerConfig::default());
+        .apply(defaults.worker());
     if config.concurrency == 0 {
         bail!("invalid worker config: concurrency must be at least 1");
     }
@@ -309,13 +320,21 @@ mod tests {
 
     #[test]
     fn defaults_apply_when_nothing_is_set() {
-        let config =
-            worker_config(WorkerSettings::default(), &FileConfig::default()).expect("valid");
+        let config = worker_config(
+            WorkerSettings::default(),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect("valid");
         assert_eq!(config.concurrency, 16);
         assert_eq!(config.workspace, PathBuf::from("."));
         assert!(config.model.stream);
-        let config = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
-            .expect("valid");
+        let config = coordinator_config(
+            CoordinatorSettings::default(),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect("valid");
         assert_eq!(config.listen, SocketAddr::from(([127, 0, 0, 1], 50051)));
         assert_eq!(config.prefix, "taskwire");
     }
@@ -324,7 +343,8 @@ mod tests {
     fn file_beats_defaults() {
         let file =
             FileConfig::parse("[worker]\nconcurrency = 2\nno_stream = true\n").expect("valid toml");
-        let config = worker_config(WorkerSettings::default(), &file).expect("valid");
+        let config =
+            worker_config(WorkerSettings::default(), &file, Defaults::LIBRARY).expect("valid");
         assert_eq!(config.concurrency, 2);
         assert!(!config.model.stream);
         assert_eq!(config.model.default_model, "default");
@@ -335,7 +355,7 @@ mod tests {
         // Clap fills one struct from env and flags (flag first), so this layer is one value.
         let file = FileConfig::parse("[worker]\nconcurrency = 2\nmodel = \"from-file\"\n")
             .expect("valid toml");
-        let config = worker_config(worker(Some(8), None), &file).expect("valid");
+        let config = worker_config(worker(Some(8), None), &file, Defaults::LIBRARY).expect("valid");
         assert_eq!(config.concurrency, 8);
         assert_eq!(config.model.default_model, "from-file");
     }
@@ -353,7 +373,7 @@ mod tests {
         .expect("valid toml");
         let flags: Probe = crate::testing::parse(["probe", "--queue", "flag", "--ack-wait", "2m"])
             .expect("valid flags");
-        let config = coordinator_config(flags.settings, &file).expect("valid");
+        let config = coordinator_config(flags.settings, &file, Defaults::LIBRARY).expect("valid");
         assert_eq!(config.queue, "flag");
         assert_eq!(config.ack_wait, Duration::from_secs(120));
         assert_eq!(config.prefix, "file");
@@ -374,8 +394,12 @@ mod tests {
 
     #[test]
     fn the_patch_buckets_limits_layer_print_and_refuse_nonsense() {
-        let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
-            .expect("valid");
+        let defaults = coordinator_config(
+            CoordinatorSettings::default(),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect("valid");
         assert_eq!(defaults.patches_max_age, Duration::from_secs(7 * 24 * 3600));
         assert_eq!(defaults.patches_max_bytes, 1024 * 1024 * 1024);
         let printed = render_coordinator(&defaults).expect("renders");
@@ -390,32 +414,38 @@ mod tests {
         )
         .expect("valid toml");
         let flags = coordinator_flags(&["--patches-max-age", "12h"]);
-        let config = coordinator_config(flags, &file).expect("valid");
+        let config = coordinator_config(flags, &file, Defaults::LIBRARY).expect("valid");
         assert_eq!(config.patches_max_age, Duration::from_secs(12 * 3600));
         assert_eq!(config.patches_max_bytes, 100_000_000);
 
         let small = coordinator_flags(&["--patches-max-bytes", "1000"]);
-        let err =
-            coordinator_config(small, &FileConfig::default()).expect_err("smaller than one patch");
+        let err = coordinator_config(small, &FileConfig::default(), Defaults::LIBRARY)
+            .expect_err("smaller than one patch");
         assert!(err.to_string().contains("patches_max_bytes"), "{err}");
     }
 
     #[test]
     fn inline_agent_specs_are_off_unless_set_and_layer_like_every_setting() {
-        let defaults = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
-            .expect("valid");
+        let defaults = coordinator_config(
+            CoordinatorSettings::default(),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect("valid");
         assert!(!defaults.inline_agent_specs);
         let printed = render_coordinator(&defaults).expect("renders");
         assert!(printed.contains("inline_agent_specs = false"), "{printed}");
 
         let file = FileConfig::parse("[coordinator]\ninline_agent_specs = true\n").expect("toml");
-        let config = coordinator_config(CoordinatorSettings::default(), &file).expect("valid");
+        let config = coordinator_config(CoordinatorSettings::default(), &file, Defaults::LIBRARY)
+            .expect("valid");
         assert!(config.inline_agent_specs, "from the file");
         let flags = coordinator_flags(&["--inline-agent-specs=false"]);
-        let config = coordinator_config(flags, &file).expect("valid");
+        let config = coordinator_config(flags, &file, Defaults::LIBRARY).expect("valid");
         assert!(!config.inline_agent_specs, "a flag beats the file");
         let bare = coordinator_flags(&["--inline-agent-specs"]);
-        let config = coordinator_config(bare, &FileConfig::default()).expect("valid");
+        let config =
+            coordinator_config(bare, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
         assert!(config.inline_agent_specs, "the bare flag turns it on");
     }
 
@@ -432,6 +462,7 @@ mod tests {
         let reread = coordinator_config(
             CoordinatorSettings::default(),
             &FileConfig::parse(&printed).expect("parses"),
+            Defaults::LIBRARY,
         )
         .expect("valid");
         assert_eq!(reread.listen, config.listen);
@@ -444,8 +475,12 @@ mod tests {
             PathBuf::from("/home/ada/.config/taskwire"),
             PathBuf::from("/work/project/.taskwire"),
         ];
-        let mut config = coordinator_config(CoordinatorSettings::default(), &FileConfig::default())
-            .expect("valid");
+        let mut config = coordinator_config(
+            CoordinatorSettings::default(),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect("valid");
         config.discovered_config_dirs = discovered;
         let printed = render_coordinator(&config).expect("renders");
         assert!(
@@ -473,7 +508,8 @@ mod tests {
             nats_url: Some("nats://app:hunter2@nats:4222".to_owned()),
             ..WorkerSettings::default()
         };
-        let config = worker_config(flags, &FileConfig::default()).expect("valid");
+        let config =
+            worker_config(flags, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
         assert_eq!(config.model.api_key.as_deref(), Some("sk-secret"));
         let printed = render_worker(&config).expect("renders");
         assert!(
@@ -497,7 +533,8 @@ mod tests {
             nats_require_tls: Some(true),
             ..CoordinatorSettings::default()
         };
-        let config = coordinator_config(flags, &FileConfig::default()).expect("valid");
+        let config =
+            coordinator_config(flags, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
         assert_eq!(config.nats.token.as_deref(), Some("s3cret"));
         let printed = render_coordinator(&config).expect("renders");
         assert!(!printed.contains("s3cret"), "{printed}");
@@ -539,7 +576,8 @@ mod tests {
             nats_tls_ca: path(),
             ..CoordinatorSettings::default()
         };
-        let config = coordinator_config(coordinator, &FileConfig::default()).expect("valid");
+        let config = coordinator_config(coordinator, &FileConfig::default(), Defaults::LIBRARY)
+            .expect("valid");
         let printed = render_coordinator(&config).expect("renders");
         assert_prints_every_setting::<CoordinatorSettings>(&printed, "coordinator");
 
@@ -554,7 +592,8 @@ mod tests {
             http_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
             ..WorkerSettings::default()
         };
-        let config = worker_config(worker, &FileConfig::default()).expect("valid");
+        let config =
+            worker_config(worker, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
         let printed = render_worker(&config).expect("renders");
         assert_prints_every_setting::<WorkerSettings>(&printed, "worker");
     }
@@ -597,8 +636,11 @@ mod tests {
                 .settings
         };
         let none = FileConfig::default();
-        let grace =
-            |flags, file: &FileConfig| worker_config(flags, file).expect("valid").drain_grace;
+        let grace = |flags, file: &FileConfig| {
+            worker_config(flags, file, Defaults::LIBRARY)
+                .expect("valid")
+                .drain_grace
+        };
         assert_eq!(grace(flags(&[]), &none), Duration::from_secs(30));
         assert_eq!(
             grace(flags(&["--drain-grace", "7s"]), &none),
@@ -625,7 +667,8 @@ mod tests {
             "a flag under the old name still beats the file"
         );
         let printed = render_worker(
-            &worker_config(flags(&["--shutdown-grace", "8s"]), &none).expect("valid"),
+            &worker_config(flags(&["--shutdown-grace", "8s"]), &none, Defaults::LIBRARY)
+                .expect("valid"),
         )
         .expect("renders");
         assert!(printed.contains("drain_grace = \"8s\""), "{printed}");
@@ -634,8 +677,12 @@ mod tests {
 
     #[test]
     fn workspaces_dir_and_keep_default_to_temp_and_off_and_layer_like_the_rest() {
-        let config =
-            worker_config(WorkerSettings::default(), &FileConfig::default()).expect("valid");
+        let config = worker_config(
+            WorkerSettings::default(),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect("valid");
         assert_eq!(
             config.workspaces_dir,
             std::env::temp_dir().join("taskwire-workspaces")
@@ -644,7 +691,8 @@ mod tests {
         let file =
             FileConfig::parse("[worker]\nworkspaces_dir = \"/srv/ws\"\nkeep_workspaces = true\n")
                 .expect("valid toml");
-        let config = worker_config(WorkerSettings::default(), &file).expect("valid");
+        let config =
+            worker_config(WorkerSettings::default(), &file, Defaults::LIBRARY).expect("valid");
         assert_eq!(config.workspaces_dir, PathBuf::from("/srv/ws"));
         assert!(config.keep_workspaces);
         let flags = WorkerSettings {
@@ -652,15 +700,19 @@ mod tests {
             keep_workspaces: Some(false),
             ..WorkerSettings::default()
         };
-        let config = worker_config(flags, &file).expect("valid");
+        let config = worker_config(flags, &file, Defaults::LIBRARY).expect("valid");
         assert_eq!(config.workspaces_dir, PathBuf::from("/fast/ws"));
         assert!(!config.keep_workspaces, "a flag beats the file");
     }
 
     #[test]
     fn zero_concurrency_is_rejected() {
-        let err =
-            worker_config(worker(Some(0), None), &FileConfig::default()).expect_err("invalid");
+        let err = worker_config(
+            worker(Some(0), None),
+            &FileConfig::default(),
+            Defaults::LIBRARY,
+        )
+        .expect_err("invalid");
         assert!(err.to_string().contains("concurrency"), "{err}");
     }
 }

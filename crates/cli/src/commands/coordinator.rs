@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, CoordinatorSettings, FileConfig};
+use crate::config::{self, CoordinatorSettings, Defaults, FileConfig};
 use crate::shutdown;
 
 #[derive(Debug, Args)]
@@ -25,7 +25,8 @@ pub struct CoordinatorArgs {
 
 pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     let file = FileConfig::load(args.config.as_deref())?;
-    let mut config = config::coordinator_config(args.settings, &file)?;
+    let defaults = Defaults::from_env(|name| std::env::var(name).ok())?;
+    let mut config = config::coordinator_config(args.settings, &file, defaults)?;
     if config.config_dir.is_none() {
         config.discovered_config_dirs = config::discovered_config_dirs()?;
     }

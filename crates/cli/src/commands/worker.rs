@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, FileConfig, WorkerSettings};
+use crate::config::{self, Defaults, FileConfig, WorkerSettings};
 use crate::shutdown;
 
 #[derive(Debug, Args)]
@@ -27,8 +27,9 @@ pub struct WorkerArgs {
 /// The worker's id, as its configuration names it; when nothing does, a new one, set
 /// as if given by flag so that the worker runs under the id its telemetry reports.
 pub fn settle_worker_id(args: &mut WorkerArgs) -> String {
+    // The defaults the environment moves are listen addresses, never the id.
     let configured = FileConfig::load(args.config.as_deref())
-        .and_then(|file| config::worker_config(args.settings.clone(), &file))
+        .and_then(|file| config::worker_config(args.settings.clone(), &file, Defaults::LIBRARY))
         .ok()
         .and_then(|c| c.worker_id);
     match configured {
@@ -45,7 +46,8 @@ pub fn settle_worker_id(args: &mut WorkerArgs) -> String {
 /// model client is built without one.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let file = FileConfig::load(args.config.as_deref())?;
-    let mut config = config::worker_config(args.settings, &file)?;
+    let defaults = Defaults::from_env(|name| std::env::var(name).ok())?;
+    let mut config = config::worker_config(args.settings, &file, defaults)?;
     // It may hold the model API key: no command may read it.
     config.hidden_paths.extend(args.config.clone());
     if args.print_config {

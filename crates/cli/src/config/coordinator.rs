@@ -18,10 +18,10 @@ settings! {
         /// NATS URL [default: nats://127.0.0.1:4222]
         #[arg(long, env = "TASKWIRE_NATS_URL", value_name = "URL")]
         pub nats_url: Option<String>,
-        /// gRPC listen address [default: 127.0.0.1:50051]
+        /// gRPC listen address [default: 127.0.0.1:50051; its IP is TASKWIRE_DEFAULT_LISTEN_IP's when set, as in the image]
         #[arg(long, env = "TASKWIRE_LISTEN", value_name = "ADDR")]
         pub listen: Option<SocketAddr>,
-        /// HTTP listen address of /healthz, /readyz and /metrics [default: 127.0.0.1:8080]
+        /// HTTP listen address of /healthz, /readyz and /metrics [default: 127.0.0.1:8080; its IP is TASKWIRE_DEFAULT_LISTEN_IP's when set, as in the image]
         #[arg(long, env = "TASKWIRE_HTTP_LISTEN", value_name = "ADDR")]
         pub http_listen: Option<SocketAddr>,
         /// Subject prefix of this deployment [default: taskwire]
@@ -39,7 +39,7 @@ settings! {
         /// Most tasks waiting in the tasks stream [default: 1000000]
         #[arg(long, env = "TASKWIRE_MAX_QUEUED_TASKS", value_name = "N")]
         pub max_queued_tasks: Option<i64>,
-        /// Workers' ack wait: redelivery after a silent worker, e.g. 30s [default: 30s]
+        /// Workers' ack wait: redelivery after a silent worker, e.g. 6s [default: 6s]
         #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
         pub ack_wait: Option<HumanDuration>,
         /// Postgres connection pool size [default: 16]

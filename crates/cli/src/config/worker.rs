@@ -76,7 +76,7 @@ settings! {
         /// Retries of one model call on 429, 5xx or timeouts before the attempt fails [default: 3]
         #[arg(long, env = "TASKWIRE_MODEL_MAX_RETRIES", value_name = "N")]
         pub model_max_retries: Option<u32>,
-        /// Ack wait of the shared consumer, set when it is first created; match the coordinator's [default: 30s]
+        /// Ack wait of the shared consumer: how soon a silent worker's tasks go to another worker; set on the consumer at start, give every worker the same [default: 6s]
         #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
         pub ack_wait: Option<HumanDuration>,
         /// How long a claim may take before the task is retried [default: 10s]
@@ -88,7 +88,7 @@ settings! {
         /// The former name of drain_grace (--shutdown-grace, TASKWIRE_SHUTDOWN_GRACE); drain_grace wins where both are set
         #[arg(long, env = "TASKWIRE_SHUTDOWN_GRACE", value_name = "DURATION", hide = true)]
         pub shutdown_grace: Option<HumanDuration>,
-        /// Address to serve /healthz, /readyz and /metrics on over HTTP, e.g. 0.0.0.0:8080 [default: none]
+        /// Address to serve /healthz, /readyz and /metrics on over HTTP, e.g. 0.0.0.0:8080 [default: none; TASKWIRE_DEFAULT_LISTEN_IP:8080 when that is set, as in the image]
         #[arg(long, env = "TASKWIRE_HTTP_LISTEN", value_name = "ADDR")]
         pub http_listen: Option<SocketAddr>,
         /// Delay before the first retry of a retryable failure; doubles per attempt [default: 1s]
