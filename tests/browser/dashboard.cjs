@@ -7,7 +7,9 @@
 // appear in the tree, answers the approval a child raises ("allow once") from the
 // page, waits until all three nodes say completed — on the same page load — and until
 // the list, open since before, shows the three tasks completed without a reload too;
-// saves screenshots of the tree and the list pages into OUT_DIR. Prints one JSON line describing what it saw; exits
+// then opens the finished tree on a second page (its events replayed after the tree
+// was read) and reads its nodes again, so the test can check that both pages show each
+// node's usage as the API records it; saves screenshots of the tree and the list pages into OUT_DIR. Prints one JSON line describing what it saw; exits
 // non-zero (with the reason on stderr) on anything else, a script error included.
 "use strict";
 
@@ -51,8 +53,11 @@ async function main() {
       () => document.querySelectorAll('.node[data-status="completed"]').length === 3,
       null, { timeout: PATIENCE });
     const sameLoad = await page.evaluate(() => window.__taskwireLoad === "first");
-    const nodes = await page.$$eval(".node", (ns) => ns.map((n) => ({
+    const readNodes = (p) => p.$$eval(".node", (ns) => ns.map((n) => ({
       task_id: n.dataset.task, status: n.dataset.status, text: n.innerText })));
+    await page.waitForFunction(() => document.getElementById("live").textContent === "finished",
+      null, { timeout: PATIENCE });
+    const nodes = await readNodes(page);
     // Select a child so the screenshot shows a timeline with the answered ask.
     await page.locator(`.node[data-task="${asker}"]`).click();
     await page.waitForSelector('#timeline li[data-kind="tool"]', { timeout: PATIENCE });
@@ -68,8 +73,16 @@ async function main() {
     const list = path.join(out, "dashboard-list.png");
     await listPage.screenshot({ path: list, fullPage: true });
 
+    // The finished tree, opened afresh: every event is replayed after the tree was read.
+    const again = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    again.on("pageerror", (e) => errors.push(String(e)));
+    await again.goto(`${base}/tasks/${parent}`);
+    await again.waitForFunction(() => document.getElementById("live").textContent === "finished"
+      && document.querySelectorAll('.node[data-status="completed"]').length === 3, null, { timeout: PATIENCE });
+    const reloadedNodes = await readNodes(again);
+
     if (errors.length) throw new Error("errors on the page: " + errors.join("; "));
-    console.log(JSON.stringify({ asker, request, same_load: sameLoad, nodes, rows,
+    console.log(JSON.stringify({ asker, request, same_load: sameLoad, nodes, reloaded_nodes: reloadedNodes, rows,
       list_status_before: listStatusBefore, list_same_load: listSameLoad, screenshots: [tree, list] }));
   } finally {
     await browser.close();

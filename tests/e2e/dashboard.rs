@@ -4,7 +4,9 @@
 //!   system's `/usr/bin/chromium`): a parent that starts two children shows three
 //!   nodes that turn completed without a reload, an approval raised by a child is
 //!   answered from the page, and the list opened before shows the three tasks
-//!   completed without a reload too. Screenshots go to `$CARGO_TARGET_TMPDIR/dashboard/`.
+//!   completed without a reload too; every node shows the usage `Get` records (own and
+//!   subtree), on that page and on one opened after the tree finished. Screenshots go
+//!   to `$CARGO_TARGET_TMPDIR/dashboard/`.
 //! - Over plain HTTP: with a tokens file, the JSON and live endpoints show a tenant only
 //!   its own tasks, and another tenant's task is 404 exactly like a missing one.
 
@@ -22,8 +24,13 @@ pub(crate) const ASKER: &str = "---\ndescription: Runs one command, asking first
                      permission:\n  bash: { \"*\": ask }\n---\nYou run commands.\n";
 
 /// The parent starts an `asker` child (which needs an approval) and an `explore`
-/// child in one step; everyone then answers.
+/// child in one step; everyone then answers. Every call reports 100 input and 10
+/// output tokens.
 pub(crate) fn script(req: &SeenRequest) -> ScriptedReply {
+    answer(req).with_usage(100, 10)
+}
+
+fn answer(req: &SeenRequest) -> ScriptedReply {
     let user = req.first_user_message().unwrap_or_default().to_owned();
     let first = req.assistant_turns() == 0;
     match user.as_str() {
@@ -155,6 +162,30 @@ async fn a_browser_sees_a_tree_complete_live_and_answers_a_childs_approval_from_
     let nodes = seen["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 3, "{seen}");
     assert!(nodes.iter().all(|n| n["status"] == "completed"), "{seen}");
+
+    // Each node shows its usage as `Get` records it, own and subtree: on the page that
+    // watched the tree run, and on one opened after it finished (whose replayed steps
+    // must not count again).
+    let reloaded = seen["reloaded_nodes"].as_array().expect("reloaded nodes");
+    assert_eq!(reloaded.len(), 3, "{seen}");
+    let mut client = cluster.client().await.expect("client");
+    for node in nodes.iter().chain(reloaded) {
+        let id = node["task_id"].as_str().expect("task id");
+        let task = client
+            .get(taskwire_protocol::pb::GetRequest {
+                task_id: id.to_owned(),
+            })
+            .await
+            .expect("get")
+            .into_inner();
+        let usage = taskwire_protocol::cost::TaskUsage::of_task(&task).tokens_line();
+        if id == parent {
+            // Two calls of its own, two of the asker's and one of the explorer's.
+            assert_eq!(usage, "own 220, subtree 550 tokens");
+        }
+        let text = node["text"].as_str().unwrap_or("");
+        assert!(text.contains(&usage), "{id} shows `{usage}`: {text}");
+    }
 
     // What the page showed is what happened: the child the page approved ran its
     // command, and the whole tree is recorded completed.

@@ -35,6 +35,7 @@ mod tls;
 mod traces;
 mod tree_approvals;
 mod tree_edits;
+mod usage_views;
 mod validation;
 mod watch_tree;
 mod workspaces;

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::auth::{Principal, principal};
-use crate::convert::{task_of, task_with_subtree};
+use crate::convert::task_with_subtree;
 use crate::ownership;
 use crate::spans;
 use crate::submit::{Origin, submit_task};
@@ -245,7 +245,12 @@ impl pb::task_service_server::TaskService for TaskApi {
             }
         }
         let rec = self.visible_task(&caller, id).await?;
-        Ok(Response::new(task_of(&rec)))
+        let mut subtree = st
+            .store
+            .subtree_usage(&[id])
+            .await
+            .map_err(CoordinatorError::from)?;
+        Ok(Response::new(task_with_subtree(&rec, subtree.remove(&id))))
     }
 
     async fn approve(

@@ -1,19 +1,28 @@
 //! Store records to API messages.
 
+use taskwire_protocol::cost::TaskUsage;
 use taskwire_protocol::{TaskStatus, Usage, pb, time};
 use taskwire_store::{AttemptRecord, TaskRecord};
 
-/// The API view of a task with its subtree's usage (recorded results of it and every
-/// descendant; see `Store::subtree_usage`).
-pub fn task_with_subtree(r: &TaskRecord, subtree: Option<Usage>) -> pb::Task {
-    pb::Task {
-        subtree_usage: Some(pb::Usage::from(&subtree.unwrap_or(r.own_usage))),
-        ..task_of(r)
+/// The task's [`TaskUsage`]: its own usage from its row, its subtree's as summed by
+/// `Store::subtree_usage` (the row's own when the sum did not find it).
+pub fn usage_of(r: &TaskRecord, subtree: Option<Usage>) -> TaskUsage {
+    TaskUsage {
+        own: r.own_usage,
+        subtree: subtree.unwrap_or(r.own_usage),
     }
 }
 
-/// The API view of a task; its subtree usage is its own (see [`task_with_subtree`]).
-pub fn task_of(r: &TaskRecord) -> pb::Task {
+/// The API view of a task with its usage, on the task and on its result (see
+/// [`TaskUsage`]): what `Get`, `List` and `Replay` answer.
+pub fn task_with_subtree(r: &TaskRecord, subtree: Option<Usage>) -> pb::Task {
+    let mut task = task_of(r);
+    usage_of(r, subtree).set_on_task(&mut task);
+    task
+}
+
+/// The API view of a task, its usage left unset (see [`task_with_subtree`]).
+fn task_of(r: &TaskRecord) -> pb::Task {
     pb::Task {
         task_id: r.task_id.to_string(),
         parent_task_id: r.parent_task_id.map(|p| p.to_string()).unwrap_or_default(),
@@ -31,8 +40,8 @@ pub fn task_of(r: &TaskRecord) -> pb::Task {
         max_attempts: r.max_attempts,
         attempts: r.attempts.iter().map(attempt_of).collect(),
         title: r.title.clone().unwrap_or_default(),
-        usage: Some(pb::Usage::from(&r.own_usage)),
-        subtree_usage: Some(pb::Usage::from(&r.own_usage)),
+        usage: None,
+        subtree_usage: None,
         max_cost_usd: r.budget.max_cost_usd(),
         max_tokens: r.budget.max_tokens,
     }
@@ -55,8 +64,10 @@ fn attempt_of(a: &AttemptRecord) -> pb::Attempt {
     }
 }
 
-/// The result of a finished task: the one a worker reported, or, for a task stopped
-/// without one (cancelled, expired), a result that carries only the status.
+/// The result of a finished task: the one a worker reported (its `usage` the attempt's
+/// own report), or, for a task stopped without one (cancelled, expired), a result that
+/// carries only the status. A view's result carries the task's [`TaskUsage`] instead
+/// ([`task_with_subtree`], `Watch`).
 pub fn result_of(r: &TaskRecord) -> pb::TaskResult {
     match &r.result {
         Some(result) => {

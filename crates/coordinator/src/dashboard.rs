@@ -260,10 +260,8 @@ async fn tree(
             .await?
             .into_inner()
             .tasks;
-        // `List` leaves out attempts (and so the worker): read each child whole.
-        for child in children.into_iter().rev() {
-            tasks.push(get_task(api, &caller, child.task_id).await?);
-        }
+        // `List` answers each child as `Get` would: attempts, usage and result.
+        tasks.extend(children.into_iter().rev());
     }
     Ok(Json(json!({
         "tasks": tasks.iter().map(json::task).collect::<Vec<_>>(),

@@ -3,7 +3,8 @@
 //! Progress is replayed from the EVENTS stream with an ordered consumer on the task's
 //! subject. The end is decided by the store: once the task is finished (the aggregator's
 //! "finished" notice, or a periodic check as a safety net) the watcher reads up to the
-//! last event stored at that moment, sends the recorded result, and closes.
+//! last event stored at that moment, sends the recorded result (with the task's
+//! recorded usage, own and subtree: `TaskUsage`), and closes.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::State;
-use crate::convert::result_of;
+use crate::convert::{result_of, usage_of};
 
 /// How often a live watcher checks the store in case a "finished" notice was missed.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -109,8 +110,16 @@ async fn stream_inner(
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("task {task_id} disappeared"))?;
+    // The result carries the task's usage as every view shows it, not the attempt's report.
+    let mut subtree = state
+        .store
+        .subtree_usage(&[task_id])
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut result = result_of(&record);
+    usage_of(&record, subtree.remove(&task_id)).set_on_result(&mut result);
     let ev = pb::WatchEvent {
-        event: Some(pb::watch_event::Event::Result(result_of(&record))),
+        event: Some(pb::watch_event::Event::Result(result)),
     };
     let _ = tx.send(Ok(ev)).await;
     Ok(())

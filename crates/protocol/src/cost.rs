@@ -1,5 +1,6 @@
-//! Usage, cost and budgets: what a step, an attempt and a subtree spent, and the
-//! limits a submit may set on a subtree.
+//! Usage, cost and budgets: what a step, an attempt and a subtree spent, what a task
+//! spent as every view shows it ([`TaskUsage`]), and the limits a submit may set on a
+//! subtree.
 //!
 //! Cost is kept as whole pico-dollars (10⁻¹² USD) so that sums over steps and trees
 //! are exact and the types stay `Eq`; the wire carries US dollars as a double. Tokens
@@ -80,6 +81,75 @@ impl From<&Usage> for pb::Usage {
             cost_usd: u.cost_usd(),
             unpriced_tokens: u.unpriced_tokens,
         }
+    }
+}
+
+/// What one task spent: the one definition of a task's usage, which every view reads
+/// and labels the same way (`taskwire get` and `ls`, a result, `watch --tree`, the
+/// dashboard's nodes and results).
+///
+/// - `own`: the task's own model calls (its steps, compaction summaries and title) over
+///   all its recorded attempts, retried ones included; descendants excluded.
+/// - `subtree`: `own` plus every descendant's `own`.
+///
+/// Both count recorded results only: a running attempt's calls are in its progress
+/// events (`step_finished`) until its result is recorded. The store keeps `own` on
+/// each task row and sums `subtree` over the tree in one query; the API carries them
+/// as `Task.usage` and `Task.subtree_usage`, and on a finished task's result (`Get`,
+/// `List`, `Watch`) as `TaskResult.own_usage` and `TaskResult.usage`. A worker's own
+/// report of an attempt (its calls plus its children's results) never reaches a view.
+///
+/// `U` is [`Usage`] in the coordinator, `pb::Usage` in the views, which show what the
+/// server sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TaskUsage<U = Usage> {
+    pub own: U,
+    pub subtree: U,
+}
+
+impl TaskUsage {
+    /// Sets it on the API view of a task, and on its result when it has one.
+    pub fn set_on_task(&self, t: &mut pb::Task) {
+        t.usage = Some(pb::Usage::from(&self.own));
+        t.subtree_usage = Some(pb::Usage::from(&self.subtree));
+        if let Some(r) = &mut t.result {
+            self.set_on_result(r);
+        }
+    }
+
+    /// Sets it on a finished task's result, in place of the attempt's own report.
+    pub fn set_on_result(&self, r: &mut pb::TaskResult) {
+        r.own_usage = Some(pb::Usage::from(&self.own));
+        r.usage = Some(pb::Usage::from(&self.subtree));
+    }
+}
+
+impl TaskUsage<pb::Usage> {
+    /// As `Get` and `List` carry it on a task.
+    pub fn of_task(t: &pb::Task) -> Self {
+        Self {
+            own: t.usage.unwrap_or_default(),
+            subtree: t.subtree_usage.unwrap_or_default(),
+        }
+    }
+
+    /// As `Get`, `List` and `Watch` carry it on a finished task's result.
+    pub fn of_result(r: &pb::TaskResult) -> Self {
+        Self {
+            own: r.own_usage.unwrap_or_default(),
+            subtree: r.usage.unwrap_or_default(),
+        }
+    }
+
+    /// `own 330, subtree 770 tokens` (input and output together): how every text view
+    /// labels it.
+    pub fn tokens_line(&self) -> String {
+        let tokens = |u: &pb::Usage| u.input_tokens.saturating_add(u.output_tokens);
+        format!(
+            "own {}, subtree {} tokens",
+            tokens(&self.own),
+            tokens(&self.subtree)
+        )
     }
 }
 
@@ -186,6 +256,40 @@ mod tests {
         let wire = pb::Usage::from(&usage);
         assert_eq!(wire.cost_usd, Some(0.006));
         assert_eq!(Usage::from(wire), usage);
+    }
+
+    #[test]
+    fn a_tasks_usage_travels_as_own_and_subtree_on_the_task_and_its_result() {
+        let usage = TaskUsage {
+            own: Usage {
+                input_tokens: 300,
+                output_tokens: 30,
+                ..Usage::default()
+            },
+            subtree: Usage {
+                input_tokens: 700,
+                output_tokens: 70,
+                ..Usage::default()
+            },
+        };
+        let mut task = pb::Task {
+            result: Some(pb::TaskResult {
+                // The attempt's own report, which the recorded usage replaces.
+                usage: Some(pb::Usage {
+                    input_tokens: 1,
+                    ..pb::Usage::default()
+                }),
+                ..pb::TaskResult::default()
+            }),
+            ..pb::Task::default()
+        };
+        usage.set_on_task(&mut task);
+        let shown = TaskUsage::of_task(&task);
+        let result = TaskUsage::of_result(task.result.as_ref().expect("a result"));
+        assert_eq!(shown, result);
+        assert_eq!(Usage::from(shown.own), usage.own);
+        assert_eq!(Usage::from(shown.subtree), usage.subtree);
+        assert_eq!(shown.tokens_line(), "own 330, subtree 770 tokens");
     }
 
     #[test]

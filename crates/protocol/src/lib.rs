@@ -5,8 +5,9 @@
 //!   It stays at the edges: the API and bus layers convert it with `TryFrom`.
 //! - [`ids`]: newtype identifiers ([`TaskId`], [`TraceId`], [`WorkerId`], ...).
 //! - [`status`]: [`TaskStatus`] and the pure task state machine.
-//! - [`cost`]: [`Usage`] with its cost in pico-dollars, and [`Budget`], a subtree's
-//!   spending limits.
+//! - [`cost`]: [`Usage`] with its cost in pico-dollars, [`cost::TaskUsage`] (a task's
+//!   own and subtree usage: the one definition every view shows), and [`Budget`], a
+//!   subtree's spending limits.
 //! - [`task`]: the domain task request and result, and their proto conversions.
 //! - [`spec_digest`]: [`AgentSpecBundle`] and [`AgentSpecDigest`], how a dispatched
 //!   request names its agent spec and subagents.

@@ -121,7 +121,8 @@ pub struct TaskRecord {
     pub own_usage: Usage,
     /// The budget in effect for the task's subtree.
     pub budget: Budget,
-    /// Every attempt, oldest first (filled by `get_task`; empty in lists).
+    /// Every attempt, oldest first (filled by `get_task` and `list_tasks`; empty only
+    /// for a task never claimed).
     pub attempts: Vec<AttemptRecord>,
 }
 

@@ -345,7 +345,8 @@ impl Store {
         Ok(id.map(TaskId::from_uuid))
     }
 
-    /// Lists tasks matching `filter`, newest first.
+    /// Lists tasks matching `filter`, newest first, each with its attempt history (one
+    /// more query for all of them).
     pub async fn list_tasks(&self, filter: &ListFilter) -> Result<Vec<TaskRecord>, StoreError> {
         let mut q: QueryBuilder<Postgres> =
             QueryBuilder::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE true"));
@@ -376,8 +377,36 @@ impl Store {
             .fetch_all(&self.pool)
             .await
             .map_err(|e| StoreError::from_sqlx("list tasks", e))?;
-        rows.into_iter().map(TaskRecord::try_from).collect()
+        let mut tasks = rows
+            .into_iter()
+            .map(TaskRecord::try_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        let ids: Vec<uuid::Uuid> = tasks.iter().map(|t| t.task_id.as_uuid()).collect();
+        let attempts: Vec<ListedAttempt> = sqlx::query_as(
+            "SELECT task_id, attempt, claim_epoch, worker_id, status, error, retryable, started_at, finished_at \
+             FROM attempts WHERE task_id = ANY($1) ORDER BY task_id, claim_epoch",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read listed tasks' attempts", e))?;
+        let mut by_task: HashMap<uuid::Uuid, Vec<crate::AttemptRecord>> = HashMap::new();
+        for a in attempts {
+            by_task.entry(a.task_id).or_default().push(a.attempt);
+        }
+        for t in &mut tasks {
+            t.attempts = by_task.remove(&t.task_id.as_uuid()).unwrap_or_default();
+        }
+        Ok(tasks)
     }
+}
+
+/// An attempt of one of the tasks a list found.
+#[derive(sqlx::FromRow)]
+struct ListedAttempt {
+    task_id: uuid::Uuid,
+    #[sqlx(flatten)]
+    attempt: crate::AttemptRecord,
 }
 
 /// Decodes a stored `request` column, with `bundle`, the stored agent spec bundle it

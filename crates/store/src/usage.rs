@@ -2,7 +2,8 @@
 //!
 //! Each task row keeps its own usage (the sum of its recorded attempts' own model
 //! calls, descendants excluded; see `results`). A subtree's usage is the sum of those
-//! rows over the task and all its descendants, computed in one recursive query. A
+//! rows over the task and all its descendants, computed in one recursive query: the two
+//! halves of `cost::TaskUsage`, which every view of a task shows. A
 //! budget belongs to the topmost task of the chain of budgeted ancestors (a child
 //! inherits its parent's budget, so budgeted tasks form a connected top of the tree):
 //! its subtree's recorded usage is what the budget has spent.

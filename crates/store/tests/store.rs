@@ -551,6 +551,32 @@ async fn cancel_reaches_the_whole_subtree_once() {
     assert_eq!(children[0].status, TaskStatus::Cancelled);
 }
 
+#[tokio::test]
+async fn a_list_carries_each_tasks_attempts_as_get_does() {
+    let (_db, store) = store().await;
+    let tasks = [task(None, "d"), task(None, "d")];
+    let (ran, waiting) = (tasks[0].request.task_id, tasks[1].request.task_id);
+    store.insert_tasks(&tasks).await.expect("insert");
+    // Claimed twice: the first attempt abandoned, the second running.
+    claim(&store, ran).await;
+    claim(&store, ran).await;
+    let listed = store
+        .list_tasks(&ListFilter::default())
+        .await
+        .expect("list");
+    let attempts = |id| {
+        listed
+            .iter()
+            .find(|t| t.task_id == id)
+            .map(|t| t.attempts.clone())
+            .expect("listed")
+    };
+    let got = store.get_task(ran).await.expect("get").expect("exists");
+    assert_eq!(got.attempts.len(), 2);
+    assert_eq!(attempts(ran), got.attempts);
+    assert!(attempts(waiting).is_empty(), "never claimed");
+}
+
 fn retryable_failure(id: TaskId, epoch: ClaimEpoch) -> TaskResult {
     TaskResult {
         status: TaskStatus::Error,

@@ -3,6 +3,7 @@
 //! `null`, an absent text is `""`.
 
 use serde_json::{Map, Value, json};
+use taskwire_protocol::cost::TaskUsage;
 use taskwire_protocol::pb;
 use taskwire_protocol::value::struct_to_json;
 
@@ -11,8 +12,12 @@ use super::{
     tool_call_state_name,
 };
 
-/// `taskwire get`, `taskwire replay` and each element of `taskwire ls`.
+/// `taskwire get`, `taskwire replay` and each element of `taskwire ls`: `usage` (and
+/// `cost_usd`) is the task's own, `subtree` its own and its descendants' ([`TaskUsage`]).
+/// `attempts` lists every attempt (`List` answers them too): empty only for a task no
+/// worker has claimed.
 pub fn task(t: &pb::Task) -> Value {
+    let spent = TaskUsage::of_task(t);
     json!({
         "task_id": t.task_id,
         "title": non_empty(&t.title),
@@ -29,9 +34,9 @@ pub fn task(t: &pb::Task) -> Value {
         "created_at": timestamp(t.created_at.as_ref()),
         "updated_at": timestamp(t.updated_at.as_ref()),
         "deadline": timestamp(t.deadline.as_ref()),
-        "usage": usage(&t.usage.unwrap_or_default()),
-        "cost_usd": t.usage.and_then(|u| u.cost_usd),
-        "subtree": usage(&t.subtree_usage.unwrap_or_default()),
+        "usage": usage(&spent.own),
+        "cost_usd": spent.own.cost_usd,
+        "subtree": usage(&spent.subtree),
         "max_cost_usd": t.max_cost_usd,
         "max_tokens": t.max_tokens,
         "text": t.result.as_ref().map_or("", result_text),
@@ -62,9 +67,10 @@ pub fn attempt(a: &pb::Attempt) -> Value {
     })
 }
 
-/// A finished task's result; `taskwire submit --wait` prints it.
+/// A finished task's result; `taskwire submit --wait` prints it. Its `usage` is the
+/// task's subtree's, `own_usage` the task's own ([`TaskUsage`], as on the task).
 pub fn result(r: &pb::TaskResult) -> Value {
-    let usage = r.usage.unwrap_or_default();
+    let spent = TaskUsage::of_result(r);
     let metrics = r.metrics.unwrap_or_default();
     json!({
         "task_id": r.task_id,
@@ -73,7 +79,8 @@ pub fn result(r: &pb::TaskResult) -> Value {
         "attempt": r.attempt,
         "text": result_text(r),
         "structured": r.output.as_ref().and_then(|o| o.structured.as_ref()).map(struct_to_json),
-        "usage": self::usage(&usage),
+        "usage": usage(&spent.subtree),
+        "own_usage": usage(&spent.own),
         "steps": metrics.steps,
         "latency_ms": metrics.latency_ms,
         "tool_calls": r.tool_calls.iter().map(|c| json!({
@@ -388,6 +395,7 @@ mod tests {
             "text",
             "attempt",
             "usage",
+            "own_usage",
             "steps",
             "tool_calls",
             "errors",

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use taskwire_protocol::cost::TaskUsage;
 use taskwire_protocol::pb;
 
 use super::{
@@ -141,18 +142,17 @@ fn approval_line(task_id: &str, e: &pb::ApprovalRequired) -> String {
     )
 }
 
-/// `completed (attempt 1, 3 steps, in 120, out 30 tokens)`.
+/// `completed (attempt 1, 3 steps, own 150, subtree 400 tokens)`: the task's usage
+/// ([`TaskUsage`]) labelled as `get` and `watch --tree` label it.
 pub fn result_status_line(r: &pb::TaskResult) -> String {
-    let usage = r.usage.unwrap_or_default();
     let steps = r.metrics.map_or(0, |m| m.steps);
     format!(
-        "{} (attempt {}, {} step{}, in {}, out {} tokens)",
+        "{} (attempt {}, {} step{}, {})",
         status_name(r.status),
         r.attempt,
         steps,
         if steps == 1 { "" } else { "s" },
-        usage.input_tokens,
-        usage.output_tokens
+        TaskUsage::of_result(r).tokens_line()
     )
 }
 
@@ -182,8 +182,10 @@ pub fn answer(r: &pb::TaskResult) -> String {
     }
 }
 
-/// `taskwire get`: one labelled field per line, then the answer.
+/// `taskwire get`: one labelled field per line, then the answer. `usage` is the task's
+/// own, `subtree` its own and its descendants' ([`TaskUsage`]).
 pub fn task_summary(t: &pb::Task) -> String {
+    let spent = TaskUsage::of_task(t);
     let dash = |s: &str| {
         if s.is_empty() {
             "-".to_owned()
@@ -207,8 +209,8 @@ pub fn task_summary(t: &pb::Task) -> String {
         ("updated", time(t.updated_at.as_ref())),
         ("deadline", time(t.deadline.as_ref())),
         ("prompt", truncate(first_line(&t.prompt), 100)),
-        ("usage", usage_line(&t.usage.unwrap_or_default())),
-        ("subtree", usage_line(&t.subtree_usage.unwrap_or_default())),
+        ("usage", usage_line(&spent.own)),
+        ("subtree", usage_line(&spent.subtree)),
     ];
     let budget: Vec<String> = t
         .max_tokens
@@ -576,13 +578,18 @@ mod tests {
     }
 
     #[test]
-    fn result_status_line_names_status_attempt_steps_and_tokens() {
+    fn result_status_line_names_status_attempt_steps_and_own_and_subtree_tokens() {
         let r = pb::TaskResult {
             status: pb::TaskStatus::MaxSteps as i32,
             attempt: 1,
             usage: Some(pb::Usage {
                 input_tokens: 5,
                 output_tokens: 6,
+                ..Default::default()
+            }),
+            own_usage: Some(pb::Usage {
+                input_tokens: 2,
+                output_tokens: 1,
                 ..Default::default()
             }),
             metrics: Some(pb::Metrics {
@@ -593,7 +600,7 @@ mod tests {
         };
         assert_eq!(
             result_status_line(&r),
-            "max_steps (attempt 1, 1 step, in 5, out 6 tokens)"
+            "max_steps (attempt 1, 1 step, own 3, subtree 11 tokens)"
         );
     }
 

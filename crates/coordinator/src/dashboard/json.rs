@@ -5,6 +5,7 @@
 //! and timestamps. Only what the pages show is converted.
 
 use serde_json::{Value, json};
+use taskwire_protocol::cost::TaskUsage;
 use taskwire_protocol::{TaskStatus, pb};
 
 /// A wire status as the lowercase name the CLI and the store use (`completed`).
@@ -23,8 +24,10 @@ fn usage(u: Option<&pb::Usage>) -> Value {
     json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd})
 }
 
-/// A task, with its result once finished.
+/// A task, with its usage ([`TaskUsage`]: `usage` its own, `subtree` with its
+/// descendants', recorded results only) and its result once finished.
 pub fn task(t: &pb::Task) -> Value {
+    let spent = TaskUsage::of_task(t);
     // The worker of the latest attempt; empty while queued.
     let worker = t
         .attempts
@@ -47,19 +50,24 @@ pub fn task(t: &pb::Task) -> Value {
         "updated_at": time(t.updated_at.as_ref()),
         "started_at": time(t.attempts.first().and_then(|a| a.started_at.as_ref())),
         "finished_at": time(t.attempts.last().and_then(|a| a.finished_at.as_ref())),
+        "usage": usage(Some(&spent.own)),
+        "subtree": usage(Some(&spent.subtree)),
         "result": t.result.as_ref().map_or(Value::Null, result),
     })
 }
 
-/// A task's result: output, patch, errors, tokens (descendants included).
+/// A task's result: output, patch, errors, and the task's usage ([`TaskUsage`]:
+/// `own_usage` its own, `usage` its subtree's).
 pub fn result(r: &pb::TaskResult) -> Value {
+    let spent = TaskUsage::of_result(r);
     json!({
         "task_id": r.task_id,
         "status": status(r.status),
         "text": r.output.as_ref().map(|o| o.text.as_str()).unwrap_or(""),
         "patch": r.patch,
         "errors": r.errors.iter().map(|e| json!({"code": e.code, "message": e.message})).collect::<Vec<_>>(),
-        "usage": usage(r.usage.as_ref()),
+        "own_usage": usage(Some(&spent.own)),
+        "usage": usage(Some(&spent.subtree)),
         "latency_ms": r.metrics.as_ref().map_or(0, |m| m.latency_ms),
         "steps": r.metrics.as_ref().map_or(0, |m| m.steps),
         "session_id": r.session_id,
@@ -138,6 +146,31 @@ mod tests {
             "awaiting_approval"
         );
         assert_eq!(status(999), "unknown");
+    }
+
+    #[test]
+    fn a_task_shows_its_own_and_subtree_usage_on_itself_and_its_result() {
+        let usage = |tokens| {
+            Some(pb::Usage {
+                input_tokens: tokens,
+                ..Default::default()
+            })
+        };
+        let t = pb::Task {
+            usage: usage(330),
+            subtree_usage: usage(770),
+            result: Some(pb::TaskResult {
+                own_usage: usage(330),
+                usage: usage(770),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let v = task(&t);
+        assert_eq!(v["usage"]["input_tokens"], 330);
+        assert_eq!(v["subtree"]["input_tokens"], 770);
+        assert_eq!(v["result"]["own_usage"], v["usage"]);
+        assert_eq!(v["result"]["usage"], v["subtree"]);
     }
 
     #[test]

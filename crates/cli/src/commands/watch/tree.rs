@@ -1,7 +1,9 @@
 //! `taskwire watch --tree TASK_ID`: a task tree, live, in the terminal.
 //!
 //! The root is followed with `Watch`; every `child_task` event opens a `Watch` of that
-//! child, so each node's status, current tool call and tokens stay current. On a
+//! child, so each node's status, current tool call and tokens stay current: a running
+//! task's own tokens from its finished steps, a finished one's recorded usage, own and
+//! subtree, from its result (`TaskUsage`, the numbers `taskwire get` shows). On a
 //! terminal the tree is redrawn in place (the previous drawing's lines are cleared with
 //! ANSI cursor codes, at most ten times a second); when stdout is not a terminal each
 //! change is one plain line instead (`<task> <agent>: running`), so logs and pipes get
@@ -13,6 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use taskwire_protocol::cost::TaskUsage;
 use taskwire_protocol::pb;
 use tokio::sync::mpsc;
 
@@ -31,8 +34,10 @@ pub struct Node {
     pub status: String,
     /// The running tool call: tool and title.
     pub tool: Option<(String, String)>,
-    /// Tokens of finished steps; the result's (descendants included) once finished.
-    pub tokens: u64,
+    /// Tokens of the finished steps seen, while no result has come.
+    pub live_tokens: u64,
+    /// The recorded usage, own and subtree, from the result.
+    pub usage: Option<TaskUsage<pb::Usage>>,
     pub finished: bool,
 }
 
@@ -78,7 +83,7 @@ impl Tree {
         match &p.event {
             Some(Event::StepFinished(s)) => {
                 let u = s.usage.unwrap_or_default();
-                node.tokens += u.input_tokens + u.output_tokens;
+                node.live_tokens += u.input_tokens + u.output_tokens;
             }
             Some(Event::ToolCall(c)) if c.task_id.is_empty() || c.task_id == id => {
                 let state = tool_call_state_name(c.state);
@@ -120,9 +125,9 @@ impl Tree {
         node.status = status_name(r.status).to_owned();
         node.tool = None;
         node.finished = true;
-        let u = r.usage.unwrap_or_default();
-        node.tokens = node.tokens.max(u.input_tokens + u.output_tokens);
-        let text = format!("{} ({} tokens)", node.status, node.tokens);
+        let usage = TaskUsage::of_result(r);
+        node.usage = Some(usage);
+        let text = format!("{} ({})", node.status, usage.tokens_line());
         self.line(id, &text)
     }
 
@@ -151,13 +156,16 @@ impl Tree {
         let tool = n.tool.as_ref().map_or(String::new(), |(tool, title)| {
             format!("  ▶ {tool}: {title}")
         });
+        let tokens = n.usage.map_or_else(
+            || format!("own {} tokens so far", n.live_tokens),
+            |u| u.tokens_line(),
+        );
         out.push(format!(
-            "{lead}{branch}{} {} [{}] {} · {} tokens{tool}",
+            "{lead}{branch}{} {} [{}] {} · {tokens}{tool}",
             short(id),
             if n.agent.is_empty() { "?" } else { &n.agent },
             n.status,
             first_line(&n.description, 48),
-            n.tokens,
         ));
         let kids: Vec<&String> = self
             .order
@@ -393,9 +401,9 @@ mod tests {
         assert_eq!(
             tree.render(),
             vec![
-                "00000001 general [running] do two things · 0 tokens",
-                "├─ 00000002 explore [running] explore work · 15 tokens",
-                "└─ 00000003 asker [running] asker work · 0 tokens  ▶ bash: write a file",
+                "00000001 general [running] do two things · own 0 tokens so far",
+                "├─ 00000002 explore [running] explore work · own 15 tokens so far",
+                "└─ 00000003 asker [running] asker work · own 0 tokens so far  ▶ bash: write a file",
             ]
         );
     }
@@ -412,10 +420,15 @@ mod tests {
                     output_tokens: 10,
                     ..Default::default()
                 }),
+                own_usage: Some(pb::Usage {
+                    input_tokens: 2,
+                    output_tokens: 1,
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
         );
-        assert_eq!(line, "00000001 : completed (30 tokens)");
+        assert_eq!(line, "00000001 : completed (own 3, subtree 30 tokens)");
         let (lines, _) = tree.progress(&progress(
             "root-00000001",
             pb::TaskStatus::Running,
@@ -423,6 +436,50 @@ mod tests {
         ));
         assert!(lines.is_empty(), "{lines:?}");
         assert!(tree.render()[0].contains("[completed]"));
+    }
+
+    #[test]
+    fn a_finished_node_shows_its_recorded_usage_whatever_steps_were_seen() {
+        use pb::task_progress::Event;
+        let step = |tokens| {
+            progress(
+                "root-00000001",
+                pb::TaskStatus::Running,
+                Event::StepFinished(pb::StepFinished {
+                    step: 1,
+                    usage: Some(pb::Usage {
+                        input_tokens: tokens,
+                        ..Default::default()
+                    }),
+                }),
+            )
+        };
+        let mut tree = Tree::new("root-00000001");
+        tree.progress(&step(110));
+        assert!(tree.render()[0].ends_with("· own 110 tokens so far"));
+        let usage = |tokens| {
+            Some(pb::Usage {
+                input_tokens: tokens,
+                ..Default::default()
+            })
+        };
+        tree.result(
+            "root-00000001",
+            &pb::TaskResult {
+                status: pb::TaskStatus::Completed as i32,
+                own_usage: usage(330),
+                usage: usage(770),
+                ..Default::default()
+            },
+        );
+        // A step the title call never had, and one replayed after the result: neither
+        // adds to what was recorded.
+        tree.progress(&step(110));
+        assert!(
+            tree.render()[0].ends_with("· own 330, subtree 770 tokens"),
+            "{:?}",
+            tree.render()
+        );
     }
 
     #[test]

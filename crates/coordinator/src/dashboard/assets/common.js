@@ -99,6 +99,14 @@ const tw = {
 
   tokens(u) { return u ? (u.input_tokens + u.output_tokens) : 0; },
 
+  // A task's usage labelled as every view labels it: `own 330, subtree 770 tokens`.
+  // `own` and `subtree` are the API's (a task's `usage` and `subtree`, a result's
+  // `own_usage` and `usage`): recorded results, the numbers `taskwire get` shows.
+  usageLine(own, subtree) { return "own " + tw.tokens(own) + ", subtree " + tw.tokens(subtree) + " tokens"; },
+
+  // `$0.0012`, or `unpriced` when no call counted had a price.
+  cost(u) { return u && u.cost_usd !== null && u.cost_usd !== undefined ? "$" + u.cost_usd.toFixed(4) : "unpriced"; },
+
   time(iso) { return iso ? new Date(iso).toLocaleString() : ""; },
 
   showError(err) {

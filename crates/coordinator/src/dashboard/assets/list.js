@@ -5,7 +5,8 @@
 const rows = new Map();
 
 function row(t) {
-  const tokens = t.result ? tw.tokens(t.result.usage) : "";
+  // A finished task's recorded usage; a running one's is not known yet.
+  const tokens = tw.terminal(t.status) ? tw.usageLine(t.usage, t.subtree) : "";
   const tr = tw.el("tr", { "data-task": t.task_id },
     tw.el("td", { class: "st" }, tw.status(t.status)),
     tw.el("td", {}, tw.el("a", { href: "/tasks/" + t.task_id, class: "mono" }, t.task_id)),

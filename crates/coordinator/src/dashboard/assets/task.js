@@ -14,7 +14,7 @@ function node(id) {
   let n = nodes.get(id);
   if (!n) {
     n = { id, parent: "", agent: "", description: "", status: "queued", worker: "",
-      start: null, end: null, tokens: 0, cost: null, result: null, timeline: [], calls: new Map(),
+      start: null, end: null, live: 0, usage: null, result: null, timeline: [], calls: new Map(),
       current: null };
     nodes.set(id, n);
   }
@@ -28,13 +28,14 @@ function fromTask(t) {
   n.worker = t.worker || n.worker;
   n.start = t.started_at ? Date.parse(t.started_at) : n.start;
   n.end = tw.terminal(t.status) && t.finished_at ? Date.parse(t.finished_at) : n.end;
+  if (tw.terminal(t.status)) n.usage = { own: t.usage, subtree: t.subtree };
   if (t.result) setResult(n, t.result);
 }
 
 function setResult(n, r) {
   n.result = r; n.status = r.status; n.current = null;
-  n.tokens = Math.max(n.tokens, tw.tokens(r.usage));
-  if (r.usage && r.usage.cost_usd !== null && r.usage.cost_usd !== undefined) n.cost = r.usage.cost_usd;
+  // The recorded usage replaces the live count, and replayed steps never add to it.
+  n.usage = { own: r.own_usage, subtree: r.usage };
   if (r.worker) n.worker = r.worker;
   if (!n.end) n.end = Date.now();
   if (n.start === null && r.latency_ms) n.start = n.end - r.latency_ms;
@@ -54,7 +55,7 @@ function onEvent(ev) {
   switch (e.kind) {
     case "step_started": n.timeline.push({ at, kind: "step", text: "step " + e.step + " started" }); break;
     case "step_finished":
-      n.tokens += tw.tokens(e.usage);
+      n.live += tw.tokens(e.usage);
       n.timeline.push({ at, kind: "step", text: "step " + e.step + " finished · " + tw.tokens(e.usage) + " tokens" });
       break;
     case "tool_call": {
@@ -105,7 +106,13 @@ function draw() {
 function nodeView(n) {
   const end = n.end || (tw.terminal(n.status) ? null : Date.now());
   const dur = n.start && end ? tw.duration(Math.max(0, end - n.start)) : "";
-  const meta = [n.worker ? "worker " + n.worker : "not claimed yet", dur, n.tokens + " tokens", !n.result ? "" : n.cost === null ? "unpriced" : "$" + n.cost.toFixed(4)]
+  // A finished node: its recorded usage, own and subtree. A running one: the tokens of
+  // the steps seen so far (its own calls; what they cost is known once recorded).
+  const usage = !n.usage ? [n.live ? "own " + n.live + " tokens so far" : ""] : [
+    tw.usageLine(n.usage.own, n.usage.subtree),
+    tw.cost(n.usage.subtree) === "unpriced" ? "unpriced"
+      : tw.cost(n.usage.own) + " own, " + tw.cost(n.usage.subtree) + " subtree"];
+  const meta = [n.worker ? "worker " + n.worker : "not claimed yet", dur, ...usage]
     .filter(Boolean).join(" · ");
   const div = tw.el("div", { class: "node" + (n.id === selected ? " selected" : ""),
       "data-task": n.id, "data-status": n.status, onclick: () => { selected = n.id; loadTranscript(); draw(); } },
@@ -177,8 +184,8 @@ function drawDetail() {
   const result = document.getElementById("result");
   if (!r) { result.replaceChildren(tw.el("p", {}, "not finished")); return; }
   result.replaceChildren(
-    tw.el("p", {}, tw.status(r.status), " · ", tw.tokens(r.usage) + " tokens (" + r.usage.input_tokens + " in, " +
-      r.usage.output_tokens + " out, descendants included) · " + r.steps + " steps · " + tw.duration(r.latency_ms)),
+    tw.el("p", {}, tw.status(r.status), " · ", tw.usageLine(r.own_usage, r.usage) + " (subtree " + r.usage.input_tokens +
+      " in, " + r.usage.output_tokens + " out) · " + r.steps + " steps · " + tw.duration(r.latency_ms)),
     ...r.errors.map((e) => tw.el("p", { class: "error" }, e.code + ": " + e.message)),
     tw.el("pre", { class: "output" }, r.text || "(no text)"),
     r.patch ? tw.el("div", {}, tw.el("h3", {}, "patch"), diff(r.patch)) : tw.el("p", {}, "no changes"));
