@@ -108,7 +108,7 @@ async fn a_draining_worker_finishes_what_fits_its_grace_and_another_worker_takes
     let http = free_addr().expect("a free port");
     let options = WorkerOptions {
         concurrency: 2,
-        ack_wait: ACK_WAIT,
+        ack_wait: Some(ACK_WAIT),
         drain_grace: DRAIN_GRACE,
         http_listen: Some(http),
         ..WorkerOptions::new(&nats_url, &model_url, cluster.workspace.path())

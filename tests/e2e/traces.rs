@@ -96,7 +96,7 @@ async fn a_task_tree_on_two_workers_is_one_trace_with_genai_spans_and_no_prompt_
     let worker = |name: &str, concurrency: usize| {
         let options = WorkerOptions {
             concurrency,
-            ack_wait: ACK_WAIT,
+            ack_wait: Some(ACK_WAIT),
             ..WorkerOptions::new(&nats_url, &model_url, workspace.path())
         };
         let log = "info,taskwire_worker=debug,taskwire_agent=debug";

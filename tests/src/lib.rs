@@ -5,7 +5,9 @@
 //! - [`process`]: `taskwire` as child processes, for tests that kill them or read their
 //!   output.
 //! - [`tls`]: a deployment whose coordinator serves gRPC over TLS.
+//! - [`partition`]: a relay that cuts one process off from a server.
 
+pub mod partition;
 pub mod process;
 pub mod tls;
 

@@ -134,7 +134,7 @@ impl Taskwire {
         env: &[(&str, &str)],
     ) -> anyhow::Result<Process> {
         let concurrency = options.concurrency.to_string();
-        let ack_wait = format!("{}ms", options.ack_wait.as_millis());
+        let ack_wait = options.ack_wait.map(|a| format!("{}ms", a.as_millis()));
         let drain_grace = format!("{}ms", options.drain_grace.as_millis());
         let workspace = options.workspace.to_string_lossy();
         let http_listen = options.http_listen.map(|a| a.to_string());
@@ -155,8 +155,6 @@ impl Taskwire {
             name,
             "--concurrency",
             &concurrency,
-            "--ack-wait",
-            &ack_wait,
             "--claim-timeout",
             "2s",
             "--drain-grace",
@@ -167,6 +165,9 @@ impl Taskwire {
         ];
         if let Some(addr) = &http_listen {
             args.extend(["--http-listen", addr]);
+        }
+        if let Some(ack_wait) = &ack_wait {
+            args.extend(["--ack-wait", ack_wait]);
         }
         self.spawn_with_env(name, &args, env)
     }
@@ -302,9 +303,9 @@ pub struct WorkerOptions<'a> {
     pub model_base_url: &'a str,
     pub workspace: &'a Path,
     pub concurrency: usize,
-    /// The shared consumer's ack wait: set by whichever worker creates it first, so give
-    /// every worker the same.
-    pub ack_wait: Duration,
+    /// The shared consumer's ack wait (each worker sets it on the consumer at start, so
+    /// give every worker the same); `None`: the worker's default, no flag.
+    pub ack_wait: Option<Duration>,
     /// How long sessions may finish after SIGTERM before their tasks are released.
     pub drain_grace: Duration,
     /// Where the worker serves `/healthz` and `/readyz`, if anywhere.
@@ -319,7 +320,7 @@ impl<'a> WorkerOptions<'a> {
             model_base_url,
             workspace,
             concurrency: 1,
-            ack_wait: Duration::from_secs(10),
+            ack_wait: Some(Duration::from_secs(10)),
             drain_grace: Duration::from_secs(1),
             http_listen: None,
         }

@@ -32,7 +32,7 @@ impl Default for BusConfig {
         Self {
             subjects: Subjects::default(),
             max_queued_tasks: 1_000_000,
-            ack_wait: Duration::from_secs(30),
+            ack_wait: Duration::from_secs(6),
             max_deliver: 100,
             events_max_age: Duration::from_secs(24 * 3600),
             patches: crate::patches::BucketLimits::default(),
@@ -163,13 +163,27 @@ pub async fn tasks_consumer(
         max_ack_pending,
         ..Default::default()
     };
-    stream
-        .get_or_create_consumer(&name, config)
+    let fail = |e: &dyn std::fmt::Display| BusError::Consumer {
+        consumer: name.clone(),
+        reason: e.to_string(),
+    };
+    let mut consumer: consumer::PullConsumer = stream
+        .get_or_create_consumer(&name, config.clone())
         .await
-        .map_err(|e| BusError::Consumer {
-            consumer: name,
-            reason: e.to_string(),
-        })
+        .map_err(|e| fail(&e))?;
+    // A consumer made by an earlier version (or another worker's settings) keeps its
+    // ack wait until told otherwise; this worker's liveness beats are timed for its own.
+    let existing = consumer.cached_info().config.ack_wait;
+    if existing != cfg.ack_wait {
+        consumer = stream.create_consumer(config).await.map_err(|e| fail(&e))?;
+        tracing::info!(
+            consumer = %name,
+            from_ms = existing.as_millis(),
+            to_ms = consumer.cached_info().config.ack_wait.as_millis(),
+            "tasks consumer's ack wait updated"
+        );
+    }
+    Ok(consumer)
 }
 
 /// A durable pull consumer on one of the coordinator's streams (results, dead letters).

@@ -489,3 +489,37 @@ async fn an_unanswered_idempotent_request_is_tried_as_often_as_the_table_says() 
     assert_eq!(e.code(), ErrorCode::Unavailable);
     assert!(e.message.contains("no coordinator is listening"), "{e}");
 }
+
+#[tokio::test]
+async fn the_tasks_consumer_takes_the_ack_wait_of_the_worker_that_starts_with_another() {
+    let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+    let client = async_nats::connect(nats.url()).await.expect("connects");
+    let js = async_nats::jetstream::new(client);
+    let with = |ack_wait| taskwire_bus::BusConfig {
+        subjects: Subjects::new("bustest"),
+        ack_wait,
+        ..Default::default()
+    };
+    // As an earlier version made it.
+    let old = with(Duration::from_secs(30));
+    taskwire_bus::ensure_streams(&js, &old)
+        .await
+        .expect("streams");
+    let mut consumer = taskwire_bus::tasks_consumer(&js, &old, "default", -1)
+        .await
+        .expect("consumer");
+    assert_eq!(
+        consumer.info().await.expect("info").config.ack_wait,
+        Duration::from_secs(30)
+    );
+    let new = with(Duration::from_secs(6));
+    let mut consumer = taskwire_bus::tasks_consumer(&js, &new, "default", -1)
+        .await
+        .expect("the same consumer, updated");
+    let info = consumer.info().await.expect("info");
+    assert_eq!(info.config.ack_wait, Duration::from_secs(6));
+    assert_eq!(
+        info.name,
+        Subjects::new("bustest").workers_consumer("default")
+    );
+}

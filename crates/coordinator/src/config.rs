@@ -28,7 +28,7 @@ pub struct CoordinatorConfig {
     pub max_request_bytes: usize,
     /// Most tasks waiting in the tasks stream. Default 1,000,000.
     pub max_queued_tasks: i64,
-    /// Workers' ack wait (redelivery after a silent worker). Default 30 s.
+    /// Workers' ack wait (redelivery after a silent worker). Default 6 s.
     pub ack_wait: Duration,
     /// Postgres pool size. Default 16.
     pub db_max_connections: u32,
@@ -84,7 +84,7 @@ impl Default for CoordinatorConfig {
             max_prompt_bytes: 256 * 1024,
             max_request_bytes: 768 * 1024,
             max_queued_tasks: 1_000_000,
-            ack_wait: Duration::from_secs(30),
+            ack_wait: Duration::from_secs(6),
             db_max_connections: 16,
             sweep_interval: Duration::from_secs(1),
             default_max_attempts: 3,

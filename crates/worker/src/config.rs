@@ -35,8 +35,10 @@ pub struct WorkerConfig {
     pub worker_id: Option<String>,
     /// The model endpoint.
     pub model: ModelConfig,
-    /// Ack wait of the shared consumer (set when the consumer is first created); the
-    /// worker sends an in-progress ack every third of it. Default 30 s.
+    /// Ack wait of the shared consumer: how long a task of a worker that went silent
+    /// (killed, cut off) waits before another worker takes it. The worker sets it on
+    /// the consumer at start, and its liveness thread sends an in-progress ack for
+    /// every held task every quarter of it. Default 6 s.
     pub ack_wait: Duration,
     /// How long a claim request may take before the message is retried. Default 10 s:
     /// longer than the coordinator waits for a database connection (5 s), so a claim it
@@ -141,7 +143,7 @@ impl Default for WorkerConfig {
                 anthropic_base_url: None,
                 anthropic_api_key: None,
             },
-            ack_wait: Duration::from_secs(30),
+            ack_wait: Duration::from_secs(6),
             claim_timeout: Duration::from_secs(10),
             drain_grace: Duration::from_secs(30),
             http_listen: None,

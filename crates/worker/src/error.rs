@@ -10,6 +10,8 @@ pub enum WorkerError {
     Workspaces(#[from] taskwire_workspaces::WorkspaceError),
     #[error("failed to subscribe to {subject}: {reason}")]
     Subscribe { subject: String, reason: String },
+    #[error("failed to start the liveness signal: {0}")]
+    Liveness(String),
     #[error("failed to listen for http on {addr}: {reason}")]
     Listen {
         addr: std::net::SocketAddr,

@@ -27,6 +27,7 @@ pub mod cost;
 pub mod error;
 pub mod health;
 pub mod host;
+pub mod liveness;
 pub mod metrics;
 pub mod outcome;
 pub mod progress;
@@ -148,6 +149,16 @@ pub async fn run_with_provider(
     let concurrency = config.concurrency.max(1);
     metrics.set_capacity(concurrency);
     let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;
+    // Beats as often as the stricter of this worker's ack wait and the consumer's
+    // (another worker may have made it, with other settings).
+    let ack_wait = consumer.cached_info().config.ack_wait.min(config.ack_wait);
+    let liveness = liveness::Liveness::start(
+        &config.nats_url,
+        &format!("{worker_id}-liveness"),
+        &config.nats,
+        liveness::beat_period(ack_wait),
+    )
+    .await?;
 
     let running = Running::default();
     let cancel_sub =
@@ -190,7 +201,6 @@ pub async fn run_with_provider(
         workspaces,
         base_facts: Default::default(),
         default_model: config.model.default_model.clone(),
-        ack_wait: config.ack_wait,
         running: running.clone(),
         retry_base_delay: config.retry_base_delay,
         retry_max_delay: config.retry_max_delay,
@@ -263,12 +273,15 @@ pub async fn run_with_provider(
             };
             let ctx = ctx.clone();
             let held = metrics.session_started();
+            // Beaten for from now until it is settled.
+            let alive = liveness.hold(&msg);
             handlers.spawn(async move {
                 let _held = held;
                 let disposition = task::handle(&ctx, &msg).await;
                 // Boxed, like every step a session is not waiting in: the task
                 // holds room only for what is under way (see `task::handle`).
                 Box::pin(outcome::settle(&msg, &disposition)).await;
+                drop(alive);
                 drop(slot);
             });
         }
@@ -292,6 +305,7 @@ pub async fn run_with_provider(
     }
     listener_stop.cancel();
     let _ = listener.await;
+    liveness.stop().await;
     let _ = client.flush().await;
     http_stop.cancel();
     if let Some(http) = http {

@@ -34,13 +34,6 @@ pub async fn settle(msg: &Message, disposition: &Disposition) {
     }
 }
 
-/// Tells JetStream the task is still being worked on (resets its ack wait).
-pub async fn in_progress(msg: &Message) {
-    if let Err(e) = msg.ack_with(AckKind::Progress).await {
-        tracing::warn!(error = %e, "failed to send in-progress ack");
-    }
-}
-
 /// Backoff before retry `attempt + 1`: `base * 2^(attempt - 1)`, capped at `max`, scaled by
 /// `jitter` in `[0.5, 1.0]` so that tasks failing together do not retry together.
 pub fn retry_delay(attempt: u32, base: Duration, max: Duration, jitter: f64) -> Duration {

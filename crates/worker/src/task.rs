@@ -17,7 +17,7 @@ use taskwire_protocol::{
 use tracing::Instrument;
 
 use crate::cancel::{Running, StopReason};
-use crate::outcome::{Disposition, in_progress, jitter, retry_delay};
+use crate::outcome::{Disposition, jitter, retry_delay};
 use crate::session::StartError;
 
 /// How long a message that could not run now (the coordinator unreachable, the tenant
@@ -47,7 +47,6 @@ pub struct Context {
     /// workspace is made.
     pub base_facts: crate::workspace::BaseFacts,
     pub default_model: String,
-    pub ack_wait: Duration,
     pub running: Running,
     pub retry_base_delay: Duration,
     pub retry_max_delay: Duration,
@@ -122,31 +121,9 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     };
     let session_id = request.resume_token.unwrap_or_else(SessionId::generate);
     let span = crate::spans::invoke_agent(&request, claim.attempt, &ctx.worker_id, session_id);
-    with_heartbeat(
-        Box::pin(run_claimed(ctx, msg, request, claim, session_id).instrument(span)),
-        msg,
-        ctx.ack_wait,
-    )
-    .await
-}
-
-/// Drives `work` while telling JetStream every `ack_wait / 3` that the message is being
-/// worked on, from the claim until the result is stored: whatever is slow in between
-/// (the model, a coordinator request, publishing the result) never lets the ack wait
-/// run out while this worker still holds the task.
-async fn with_heartbeat<T>(work: impl Future<Output = T>, msg: &Message, ack_wait: Duration) -> T {
-    let mut work = std::pin::pin!(work);
-    // The first beat is one period away. (An `interval`'s immediate first tick is not
-    // immediate: tokio's timer fires on its next millisecond, so awaiting it held up
-    // every attempt's start by about a millisecond.)
-    let period = ack_wait / 3;
-    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    loop {
-        tokio::select! {
-            done = &mut work => return done,
-            _ = heartbeat.tick() => Box::pin(in_progress(msg)).await,
-        }
-    }
+    // The message is kept from redelivery by the worker's liveness thread
+    // (`crate::liveness`), from the pull until it is settled.
+    Box::pin(run_claimed(ctx, msg, request, claim, session_id).instrument(span)).await
 }
 
 async fn run_claimed(

@@ -77,7 +77,7 @@ impl Deployment {
         let (nats_url, model_url) = (self.nats.url(), self.model.base_url());
         let options = WorkerOptions {
             concurrency,
-            ack_wait: ACK_WAIT,
+            ack_wait: Some(ACK_WAIT),
             ..WorkerOptions::new(&nats_url, &model_url, self.workspace.path())
         };
         self.taskwire

@@ -17,7 +17,7 @@ use taskwire_test_support::{Gate, ScriptedModel, ScriptedReply, SeenRequest};
 
 use super::eventually;
 
-/// Short, so the redelivery comes quickly; workers heartbeat every third of it.
+/// Short, so the redelivery comes quickly; workers beat every quarter of it.
 const ACK_WAIT: Duration = Duration::from_secs(3);
 const PARENT_PROMPT: &str = "investigate alpha and omega";
 const CHILD_PROMPTS: [&str; 2] = ["child: find alpha", "child: find omega"];
@@ -116,7 +116,7 @@ impl Fleet {
     async fn worker(&self, name: &str, concurrency: usize) -> Process {
         let (nats, model) = (self.cluster.nats.url(), self.cluster.model.base_url());
         let options = WorkerOptions {
-            ack_wait: ACK_WAIT,
+            ack_wait: Some(ACK_WAIT),
             concurrency,
             ..WorkerOptions::new(&nats, &model, self.cluster.workspace.path())
         };

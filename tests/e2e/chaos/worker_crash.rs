@@ -13,7 +13,7 @@ use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
 use super::eventually;
 
-/// Short, so the redelivery comes quickly; workers heartbeat every third of it.
+/// Short, so the redelivery comes quickly; workers beat every quarter of it.
 const ACK_WAIT: Duration = Duration::from_secs(3);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +39,7 @@ async fn a_worker_killed_mid_session_loses_the_task_to_another_worker_which_comp
         .expect("cluster");
     let (nats_url, model_url) = (cluster.nats.url(), cluster.model.base_url());
     let options = WorkerOptions {
-        ack_wait: ACK_WAIT,
+        ack_wait: Some(ACK_WAIT),
         ..WorkerOptions::new(&nats_url, &model_url, cluster.workspace.path())
     };
     let mut first = taskwire
