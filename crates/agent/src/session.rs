@@ -227,7 +227,18 @@ async fn run(
     }
 
     if let Some(step) = interrupted {
-        if let Err(error) = workspace_ready(host, &cancel).await {
+        let calls: Vec<_> = step
+            .parts
+            .iter()
+            .filter(|part| part.is_unfinished_call())
+            .filter_map(Part::as_call)
+            .collect();
+        let ready = if uses_files(tools, calls.iter().map(|call| call.name.as_str())) {
+            workspace_ready(host, &cancel).await
+        } else {
+            Ok(())
+        };
+        if let Err(error) = ready {
             // The step stays unfinished in the record: a later run goes on from it.
             totals.record.messages.push(step);
             let status = match error {
@@ -427,7 +438,12 @@ async fn run(
             }
         }
 
-        match workspace_ready(host, &cancel).await {
+        let ready = if uses_files(tools, tool_calls.iter().map(|call| call.name.as_str())) {
+            workspace_ready(host, &cancel).await
+        } else {
+            Ok(())
+        };
+        match ready {
             Ok(()) => {}
             Err(None) => {
                 return totals.end(SessionStatus::Cancelled, request.messages, None, state);
@@ -500,6 +516,14 @@ async fn compact(
         tokens_after,
         usage,
     }))
+}
+
+/// Whether any of the calls named `calls` works on the session's files ([`Tool::uses_files`]);
+/// a name no tool has counts as one that does.
+fn uses_files<'a>(tools: &ToolRegistry, calls: impl IntoIterator<Item = &'a str>) -> bool {
+    calls
+        .into_iter()
+        .any(|name| tools.get(name).is_none_or(Tool::uses_files))
 }
 
 /// Waits for the host to make the session's files ready ([`SessionHost::ensure_workspace`]);

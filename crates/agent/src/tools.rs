@@ -130,6 +130,22 @@ pub trait Tool: Send + Sync {
         true
     }
 
+    /// Whether a call works on the session's files, which must then be ready (made by
+    /// the host, [`SessionHost::ensure_workspace`]) before it runs. Most tools do;
+    /// `task`, `task_status`, `webfetch` and the todo list do not, so a session that only
+    /// delegates, fetches or plans never has its files made.
+    fn uses_files(&self) -> bool {
+        true
+    }
+
+    /// Whether a call can change the session's files: with its own writes (`edit`,
+    /// `write`), through a command (`bash`), or by bringing a child's changes back
+    /// (`task`; `task_status` only reports on the children `task` started). A session offered none of these only reads, and a
+    /// worker gives it no workspace of its own (see [`ToolRegistry::may_change_files`]).
+    fn changes_files(&self) -> bool {
+        false
+    }
+
     /// Runs the call.
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 
@@ -276,6 +292,15 @@ impl ToolRegistry {
             })
     }
 
+    /// Whether a session of `agent` under `permissions` may be offered a tool that
+    /// changes files ([`Tool::changes_files`]). Rules that ask count as allowing: only
+    /// a tool disabled outright (denied for every subject, by the agent or an
+    /// ancestor) or left off the agent's list is out.
+    pub fn may_change_files(&self, agent: &AgentSpec, permissions: Permissions<'_>) -> bool {
+        self.available_to(agent, permissions)
+            .any(|tool| tool.changes_files())
+    }
+
     fn registered_for<'a>(
         &'a self,
         agent: &'a AgentSpec,
@@ -401,6 +426,39 @@ pub(crate) fn truncate_line(line: &str, max: usize) -> std::borrow::Cow<'_, str>
 mod tests {
     use super::*;
     use crate::permission::{PermissionAction, PermissionRule};
+
+    #[test]
+    fn only_a_session_offered_no_writing_tool_reads_without_changing_files() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let registry = ToolRegistry::builtin();
+        let may_change = |agent: &AgentSpec, inherited: &[crate::permission::PermissionLayer]| {
+            registry.may_change_files(agent, Permissions::new(&agent.permission, inherited))
+        };
+        assert!(
+            !may_change(&crate::builtin::explore(), &[]),
+            "explore only reads"
+        );
+        assert!(may_change(&crate::builtin::general(), &[]));
+        // `plan` denies edit but asks before commands: it may still change files.
+        assert!(may_change(&crate::builtin::plan(), &[]));
+        // A general child whose ancestors deny every writing tool only reads.
+        let deny = |tool: &str| PermissionRule::new(tool, "*", PermissionAction::Deny);
+        let ancestors = [crate::permission::PermissionLayer {
+            agent: "lead".into(),
+            rules: vec![deny("edit"), deny("bash"), deny("task")],
+        }];
+        assert!(!may_change(&crate::builtin::general(), &ancestors));
+        // Denying only some subjects leaves the tool offered.
+        let partly = [crate::permission::PermissionLayer {
+            agent: "lead".into(),
+            rules: vec![
+                deny("edit"),
+                deny("task"),
+                PermissionRule::new("bash", "rm *", PermissionAction::Deny),
+            ],
+        }];
+        assert!(may_change(&crate::builtin::general(), &partly));
+    }
 
     #[test]
     fn available_tools_follow_allow_list_and_blanket_denies() {

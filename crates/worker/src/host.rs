@@ -156,11 +156,6 @@ impl SessionHost for WorkerHost<'_> {
         } else {
             taskwire_protocol::child_key(self.task_id, &request.call_id)
         };
-        let workspace = self
-            .files
-            .get()
-            .await
-            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
         if let Some(reason) = self
             .children_refused
             .lock()
@@ -169,7 +164,7 @@ impl SessionHost for WorkerHost<'_> {
         {
             return Err(reason);
         }
-        let start = crate::workspace::child_start(self.ctx, self.task_id, workspace).await?;
+        let start = self.files.child_start().await?;
         let context_refs = start
             .source
             .map(|s| {
@@ -237,9 +232,7 @@ impl SessionHost for WorkerHost<'_> {
         } else if outcome.succeeded() {
             outcome.changes_not_applied = match finished.not_carried {
                 Some(why) => Some(format!("they did not come back with its result: {why}")),
-                None => crate::workspace::bring_back(workspace, &finished.patch)
-                    .await
-                    .err(),
+                None => self.files.bring_back(&finished.patch).await.err(),
             };
             match &outcome.changes_not_applied {
                 None if !finished.patch.is_empty() => {
@@ -263,6 +256,9 @@ impl SessionHost for WorkerHost<'_> {
     }
 
     async fn ensure_workspace(&self) -> Result<(), SessionError> {
+        if self.files.reads_base() {
+            return Ok(());
+        }
         match self.files.get().await {
             Ok(_) => Ok(()),
             Err(e) => Err(SessionError {
@@ -273,12 +269,7 @@ impl SessionHost for WorkerHost<'_> {
     }
 
     async fn apply_child_changes(&self, patch: &str) -> Result<(), String> {
-        let workspace = self
-            .files
-            .get()
-            .await
-            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
-        crate::workspace::bring_back(workspace, patch).await?;
+        self.files.bring_back(patch).await?;
         tracing::info!(task.id = %self.task_id, bytes = patch.len(), "background child's changes applied");
         Ok(())
     }

@@ -347,6 +347,12 @@ impl Tool for MeteredTool {
     fn available(&self, host: &dyn SessionHost) -> bool {
         self.inner.available(host)
     }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
+    fn uses_files(&self) -> bool {
+        self.inner.uses_files()
+    }
     fn definition(&self) -> ToolDef {
         self.inner.definition()
     }

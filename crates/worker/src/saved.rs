@@ -31,6 +31,11 @@ pub struct WorkspaceState {
 }
 
 impl WorkspaceState {
+    /// Whether the attempt changed nothing of its own (whatever commit it was on).
+    pub fn is_unchanged(&self) -> bool {
+        self.patch.is_empty() && self.patch_ref.is_none()
+    }
+
     /// The state as it is saved: changes larger than 256 KiB are put in the patch
     /// bucket (by `task`) and referenced.
     pub async fn for_saving(&self, patches: &Patches, task: TaskId) -> Result<Self, PatchError> {

@@ -113,20 +113,29 @@ pub async fn run<'a>(
     } = Box::pin(history(ctx, request, claim, session_id)).await?;
     let history_was_empty = history.messages.is_empty();
     let title_model = model.clone();
-    let workspace = Box::pin(TaskFiles::reserve(ctx, request, claim, earlier)).await?;
+    // A session offered no tool that changes files, and running no command template's
+    // !`cmd`, reads the base directly when it starts from it as it is: no copy of its
+    // own.
+    let read_only = !request.expand_shell
+        && !ctx.tools.may_change_files(
+            &agent,
+            taskwire_agent::permission::Permissions::new(&agent.permission, &inherited),
+        );
+    let workspace = Box::pin(TaskFiles::reserve(ctx, request, claim, earlier, read_only)).await?;
     let tools_workspace = taskwire_agent::Workspace::planned(workspace.root().to_owned());
     // The files are made when first needed: now, when the first message or the
     // system prompt reads some (inputs naming files, project instructions). Until then
     // the system prompt tells them as the base's, which the workspace will copy.
     let base_facts = ctx.base_facts.of(ctx.workspaces.base());
-    let workspace_facts = if needs_files_at_start(ctx, request, base_facts) {
-        Box::pin(workspace.get())
-            .await
-            .map_err(|e| StartError::Unavailable(format!("failed to make the workspace: {e}")))?;
-        None
-    } else {
-        Some(base_facts)
-    };
+    let workspace_facts =
+        if !workspace.reads_base() && needs_files_at_start(ctx, request, base_facts) {
+            Box::pin(workspace.get()).await.map_err(|e| {
+                StartError::Unavailable(format!("failed to make the workspace: {e}"))
+            })?;
+            None
+        } else {
+            Some(base_facts)
+        };
     // What the task brought along goes into its first user message; a ref the task
     // cannot have (outside the workspace) fails it before anything runs.
     let inputs = inputs_of(request);

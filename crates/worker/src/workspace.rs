@@ -42,6 +42,10 @@ pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
 /// in its context refs (at the commit an earlier attempt used, when going on from its
 /// checkpoint) or from the worker's base, then the changes the task starts from and
 /// the earlier attempt's own are applied.
+///
+/// A task that cannot change files (no tool that writes is offered to it, after every
+/// permission layer) and starts from nothing but the worker's base gets no copy at all:
+/// its tools read the base directly ([`TaskFiles::reads_base`]).
 pub struct TaskFiles<'a> {
     ctx: &'a Context,
     request: &'a TaskRequest,
@@ -52,17 +56,22 @@ pub struct TaskFiles<'a> {
     name: String,
     root: std::path::PathBuf,
     earlier: Option<WorkspaceState>,
+    /// The task reads the base directly: `root` is the base, and nothing is made.
+    reads_base: bool,
     made: tokio::sync::OnceCell<TaskWorkspace>,
 }
 
 impl<'a> TaskFiles<'a> {
     /// Checks the task's context refs, reads the changes it starts from when they came
-    /// by reference, and names the attempt's directory (made when first needed).
+    /// by reference, and names the attempt's directory (made when first needed). A task
+    /// that only reads (`read_only`: it is offered no tool that changes files) and
+    /// starts from the worker's base as it is reads the base itself.
     pub async fn reserve(
         ctx: &'a Context,
         request: &'a TaskRequest,
         claim: Claim,
         earlier: Option<WorkspaceState>,
+        read_only: bool,
     ) -> Result<Self, StartError> {
         let git = GitSource::from_refs(&request.context_refs)
             .map_err(|e| StartError::Invalid(format!("invalid context refs: {e}")))?;
@@ -71,7 +80,15 @@ impl<'a> TaskFiles<'a> {
             None => request.workspace_patch.clone(),
         };
         let name = format!("{}-{}", request.task_id, claim.attempt);
-        let root = ctx.workspaces.path_of(&name);
+        let reads_base = read_only
+            && git.is_none()
+            && starting.is_empty()
+            && earlier.as_ref().is_none_or(WorkspaceState::is_unchanged);
+        let root = if reads_base {
+            ctx.workspaces.base().to_owned()
+        } else {
+            ctx.workspaces.path_of(&name)
+        };
         Ok(Self {
             ctx,
             request,
@@ -80,19 +97,76 @@ impl<'a> TaskFiles<'a> {
             name,
             root,
             earlier,
+            reads_base,
             made: tokio::sync::OnceCell::new(),
         })
     }
 
-    /// The directory the session works in.
+    /// The directory the session works in: the base itself when the task only reads
+    /// it.
     pub fn root(&self) -> &std::path::Path {
         &self.root
     }
 
+    /// Whether the task reads the worker's base directly, without a workspace of its
+    /// own: its files need no making.
+    pub fn reads_base(&self) -> bool {
+        self.reads_base
+    }
+
     /// The workspace with its files, made on the first call. A failed attempt to make
-    /// it leaves the directory empty, and the next call tries again.
+    /// it leaves the directory empty, and the next call tries again. A task that reads
+    /// the base has none ([`WorkspaceError::ReadsBase`]).
     pub async fn get(&self) -> Result<&TaskWorkspace, WorkspaceError> {
+        if self.reads_base {
+            return Err(WorkspaceError::ReadsBase);
+        }
         self.made.get_or_try_init(|| self.make()).await
+    }
+
+    /// What a child of this task starts from. Files never made changed nothing of the
+    /// task's own, so a child of a task that started from the base with no earlier
+    /// attempt's changes starts from what the task started from, and this task's files
+    /// are not made for it. `Err` is for the model: the child is not started.
+    pub async fn child_start(&self) -> Result<ChildStart, String> {
+        let untouched = self.made.get().is_none()
+            && self.git.is_none()
+            && self
+                .earlier
+                .as_ref()
+                .is_none_or(WorkspaceState::is_unchanged);
+        if untouched {
+            return Ok(match &self.request.workspace_patch_ref {
+                Some(reference) => ChildStart {
+                    source: None,
+                    inline: String::new(),
+                    by_reference: Some(reference.clone()),
+                },
+                None => ChildStart {
+                    source: None,
+                    inline: self.starting.clone(),
+                    by_reference: None,
+                },
+            });
+        }
+        let workspace = self
+            .get()
+            .await
+            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
+        child_start(self.ctx, self.request.task_id, workspace).await
+    }
+
+    /// Brings a finished child's `patch` into the task's files (made for it when not
+    /// yet); why not, for the model. Nothing to bring costs nothing.
+    pub async fn bring_back(&self, patch: &str) -> Result<(), String> {
+        if patch.is_empty() {
+            return Ok(());
+        }
+        let workspace = self
+            .get()
+            .await
+            .map_err(|e| format!("failed to prepare your workspace: {e}"))?;
+        bring_back(workspace, patch).await
     }
 
     async fn make(&self) -> Result<TaskWorkspace, WorkspaceError> {
@@ -265,7 +339,7 @@ pub struct ChildStart {
 
 /// What a child of `task` (working in `workspace`) starts from. `Err` is for the
 /// model: the child is not started.
-pub async fn child_start(
+async fn child_start(
     ctx: &Context,
     task: taskwire_protocol::TaskId,
     workspace: &TaskWorkspace,
@@ -312,7 +386,7 @@ pub fn too_large_to_delegate(bytes: usize) -> Option<String> {
 }
 
 /// Brings a finished child's `patch` into `workspace`; why not, for the model.
-pub async fn bring_back(workspace: &TaskWorkspace, patch: &str) -> Result<(), String> {
+async fn bring_back(workspace: &TaskWorkspace, patch: &str) -> Result<(), String> {
     match workspace.apply(patch).await {
         Ok(()) => Ok(()),
         Err(WorkspaceError::Conflict { report }) => Err(format!(

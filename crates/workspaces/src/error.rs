@@ -44,6 +44,10 @@ pub enum WorkspaceError {
     #[error("{what} do not apply to this workspace: {reason}")]
     DoesNotApply { what: &'static str, reason: String },
 
+    /// A read-only task reads the worker's base directly: it has no workspace to make.
+    #[error("a read-only task reads the base directly and has no workspace of its own")]
+    ReadsBase,
+
     /// A patch conflicts with the workspace's own changes; nothing was applied.
     /// `report` shows the conflicting hunks.
     #[error("{report}")]

@@ -83,6 +83,11 @@ impl Tool for BashTool {
         "bash"
     }
 
+    /// Changes files: a command's writes.
+    fn changes_files(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
         "Runs a command with `bash -c` in the workspace root and returns its combined \
          stdout and stderr (long output keeps its start and end) and its exit code. The \

@@ -32,6 +32,11 @@ impl Tool for EditTool {
         "edit"
     }
 
+    /// Changes files: its own writes.
+    fn changes_files(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
         "Replaces exact text in a file. `oldString` must match the file's text exactly \
          (including whitespace and indentation) and exactly once; include enough \

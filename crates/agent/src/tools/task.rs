@@ -87,6 +87,16 @@ impl Tool for TaskTool {
         "task"
     }
 
+    /// Works on no file: a child works in files of its own; what it hands over is made when needed.
+    fn uses_files(&self) -> bool {
+        false
+    }
+
+    /// Changes files: a child's changes, brought back.
+    fn changes_files(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
         DESCRIPTION
     }

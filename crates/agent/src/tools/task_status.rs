@@ -40,6 +40,11 @@ impl Tool for TaskStatusTool {
         "task_status"
     }
 
+    /// Works on no file: it reports on children.
+    fn uses_files(&self) -> bool {
+        false
+    }
+
     fn description(&self) -> &str {
         DESCRIPTION
     }

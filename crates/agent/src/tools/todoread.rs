@@ -17,6 +17,11 @@ impl Tool for TodoReadTool {
         "todoread"
     }
 
+    /// Works on no file: the list is the session's.
+    fn uses_files(&self) -> bool {
+        false
+    }
+
     fn description(&self) -> &str {
         "Returns your todo list for this session (as last written with todowrite). Use \
          it to check what is still open before continuing or finishing."

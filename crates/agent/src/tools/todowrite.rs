@@ -67,6 +67,11 @@ impl Tool for TodoWriteTool {
         "todowrite"
     }
 
+    /// Works on no file: the list is the session's.
+    fn uses_files(&self) -> bool {
+        false
+    }
+
     fn description(&self) -> &str {
         "Replaces your todo list for this session with `todos` (always send the whole \
          list). Use it to plan tasks with three or more steps and to track progress: \

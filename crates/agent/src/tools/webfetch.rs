@@ -79,6 +79,11 @@ impl Tool for WebFetchTool {
         "webfetch"
     }
 
+    /// Works on no file: it fetches from the network.
+    fn uses_files(&self) -> bool {
+        false
+    }
+
     fn description(&self) -> &str {
         "Fetches a URL (http or https) and returns its content. `format` is `markdown` \
          (default; HTML converted to markdown), `text` (HTML reduced to plain text) or \

@@ -27,6 +27,11 @@ impl Tool for WriteTool {
         "write"
     }
 
+    /// Changes files: its own writes.
+    fn changes_files(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &str {
         "Writes a file in the workspace, replacing it if it exists and creating missing \
          parent directories. Prefer the edit tool for changing part of an existing file; \
