@@ -37,11 +37,19 @@ impl Cache {
 
     /// The cache repository of the base `base` (a repository's top level), holding
     /// `commit`: cloned the first time, fetched when the base has moved since.
+    ///
+    /// Tasks on a base that has not moved only look: the repository appears whole (a
+    /// clone is renamed into place) and a fetch adds objects before it moves a ref, so
+    /// reading it needs no lock, and concurrent tasks never wait on each other here.
+    /// Only a clone or a fetch takes the lock, and looks again once it holds it.
     pub(crate) async fn base(&self, base: &Path, commit: &str) -> Result<PathBuf, WorkspaceError> {
         let key = key("base", &base.to_string_lossy());
         let repo = self.dir.join(format!("{key}.git"));
-        let _lock = self.lock(&key, true).await?;
         let git = Git::repo(&repo);
+        if repo.exists() && has_commit(&git, commit).await? {
+            return Ok(repo);
+        }
+        let _lock = self.lock(&key, true).await?;
         if !repo.exists() {
             clone_bare(base, &repo, &["--no-hardlinks"], true).await?;
             // A local clone copies loose objects one by one; every checkout would then
