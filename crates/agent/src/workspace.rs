@@ -15,9 +15,28 @@ use std::sync::Arc;
 use crate::error::ToolError;
 
 /// A canonical root directory that confines all tool paths. Cheap to clone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Workspace {
     root: Arc<PathBuf>,
+    /// Told of what the tools write, when the host keeps track of it.
+    writes: Option<Arc<dyn WriteLog>>,
+}
+
+impl PartialEq for Workspace {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for Workspace {}
+
+/// What a host learns of the session's writes, so that recording the files later
+/// looks only at what changed (a worker's workspace otherwise walks every file).
+pub trait WriteLog: Send + Sync + std::fmt::Debug {
+    /// A tool is writing the file at `path` (canonical, inside the root).
+    fn wrote(&self, path: &Path);
+    /// Any file may change: a command runs.
+    fn wrote_anywhere(&self);
 }
 
 impl Workspace {
@@ -35,6 +54,7 @@ impl Workspace {
         }
         Ok(Self {
             root: Arc::new(root),
+            writes: None,
         })
     }
 
@@ -46,6 +66,27 @@ impl Workspace {
         debug_assert!(root.is_absolute(), "a workspace root is canonical");
         Self {
             root: Arc::new(root),
+            writes: None,
+        }
+    }
+
+    /// The same workspace, its tools' writes told to `log`.
+    pub fn with_write_log(mut self, log: Arc<dyn WriteLog>) -> Self {
+        self.writes = Some(log);
+        self
+    }
+
+    /// Tells the host's log (if any) that a tool is writing `path`.
+    pub fn wrote(&self, path: &Path) {
+        if let Some(log) = &self.writes {
+            log.wrote(path);
+        }
+    }
+
+    /// Tells the host's log (if any) that any file may change.
+    pub fn wrote_anywhere(&self) {
+        if let Some(log) = &self.writes {
+            log.wrote_anywhere();
         }
     }
 

@@ -122,7 +122,7 @@ pub async fn run<'a>(
             taskwire_agent::permission::Permissions::new(&agent.permission, &inherited),
         );
     let workspace = Box::pin(TaskFiles::reserve(ctx, request, claim, earlier, read_only)).await?;
-    let tools_workspace = taskwire_agent::Workspace::planned(workspace.root().to_owned());
+    let tools_workspace = workspace.for_tools();
     // The files are made when first needed: now, when the first message or the
     // system prompt reads some (inputs naming files, project instructions). Until then
     // the system prompt tells them as the base's, which the workspace will copy.

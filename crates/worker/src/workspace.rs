@@ -10,16 +10,17 @@
 //! [`MAX_PATCH_BYTES`] travels at all.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use taskwire_agent::system_prompt::WorkspaceFacts;
+use taskwire_agent::workspace::WriteLog;
 use taskwire_bus::PatchError;
 use taskwire_protocol::{
     GitSource, INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef,
     TaskError, TaskRequest,
 };
-use taskwire_workspaces::{Origin, Source, TaskWorkspace, WorkspaceError};
+use taskwire_workspaces::{Origin, Source, TaskWorkspace, WorkspaceError, Writes};
 
 use crate::saved::WorkspaceState;
 use crate::session::StartError;
@@ -58,7 +59,22 @@ pub struct TaskFiles<'a> {
     earlier: Option<WorkspaceState>,
     /// The task reads the base directly: `root` is the base, and nothing is made.
     reads_base: bool,
+    /// What the session's tools write, so that recording the files looks only there.
+    writes: Arc<Writes>,
     made: tokio::sync::OnceCell<TaskWorkspace>,
+}
+
+/// The session's tools tell the workspace's journal what they write.
+#[derive(Debug)]
+struct ToolWrites(Arc<Writes>);
+
+impl WriteLog for ToolWrites {
+    fn wrote(&self, path: &Path) {
+        self.0.path(path);
+    }
+    fn wrote_anywhere(&self) {
+        self.0.anywhere();
+    }
 }
 
 impl<'a> TaskFiles<'a> {
@@ -98,8 +114,16 @@ impl<'a> TaskFiles<'a> {
             root,
             earlier,
             reads_base,
+            writes: Arc::default(),
             made: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The workspace the session's tools are confined to: the files' directory, with
+    /// the tools' writes told to the workspace's journal.
+    pub fn for_tools(&self) -> taskwire_agent::Workspace {
+        taskwire_agent::Workspace::planned(self.root.clone())
+            .with_write_log(Arc::new(ToolWrites(self.writes.clone())))
     }
 
     /// The directory the session works in: the base itself when the task only reads
@@ -182,7 +206,7 @@ impl<'a> TaskFiles<'a> {
         let workspace = self
             .ctx
             .workspaces
-            .prepare(&self.name, source, &self.starting)
+            .prepare_with(&self.name, source, &self.starting, self.writes.clone())
             .await?;
         if let Some(earlier) = &self.earlier {
             workspace

@@ -92,6 +92,12 @@ impl Git {
         self
     }
 
+    /// Pathspecs are literal paths, never patterns (a file may be named `*.rs`).
+    pub(crate) fn literal_pathspecs(mut self) -> Self {
+        self.global.push("--literal-pathspecs".into());
+        self
+    }
+
     /// Adds `-c key=value`.
     pub(crate) fn config(mut self, setting: impl Into<OsString>) -> Self {
         self.global.push("-c".into());

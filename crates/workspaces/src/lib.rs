@@ -33,12 +33,14 @@
 //! `tasks/<worker>.lock` while it runs; at start it removes what workers that no longer
 //! hold theirs left behind.
 //!
-//! Modules: [`task`] (one workspace: patches in and out), `cache` (bare repositories),
+//! Modules: [`task`] (one workspace: patches in and out), [`writes`] (what changed
+//! since the files were last recorded), `cache` (bare repositories),
 //! `conflict` (what a model reads about a conflict), `copy` (plain copies), `git` (the
 //! command runner), [`error`].
 
 pub mod error;
 pub mod task;
+pub mod writes;
 
 mod cache;
 mod conflict;
@@ -51,6 +53,7 @@ use std::sync::Arc;
 
 pub use error::WorkspaceError;
 pub use task::{Origin, TaskWorkspace};
+pub use writes::Writes;
 
 use crate::cache::Cache;
 use crate::git::Git;
@@ -164,9 +167,33 @@ impl Workspaces {
         source: Source<'_>,
         inherited: &str,
     ) -> Result<TaskWorkspace, WorkspaceError> {
+        self.make_named(name, source, inherited, None).await
+    }
+
+    /// [`Workspaces::prepare`], with `writes` as the journal the task's tools tell
+    /// what they write (see [`Writes`]): recording the files then looks only at those,
+    /// walking every file only after a command. A workspace made without one walks
+    /// every file each time.
+    pub async fn prepare_with(
+        &self,
+        name: &str,
+        source: Source<'_>,
+        inherited: &str,
+        writes: Arc<Writes>,
+    ) -> Result<TaskWorkspace, WorkspaceError> {
+        self.make_named(name, source, inherited, Some(writes)).await
+    }
+
+    async fn make_named(
+        &self,
+        name: &str,
+        source: Source<'_>,
+        inherited: &str,
+        writes: Option<Arc<Writes>>,
+    ) -> Result<TaskWorkspace, WorkspaceError> {
         let (root, git_dir) = self.paths(name);
         let made = self
-            .make(root.clone(), git_dir.clone(), source, inherited)
+            .make(root.clone(), git_dir.clone(), source, inherited, writes)
             .await;
         if made.is_err() {
             let _ = remove_dirs(&[&root, &git_dir]).await;
@@ -180,6 +207,7 @@ impl Workspaces {
         git_dir: PathBuf,
         source: Source<'_>,
         inherited: &str,
+        writes: Option<Arc<Writes>>,
     ) -> Result<TaskWorkspace, WorkspaceError> {
         let inner = &self.inner;
         let mut ws = match source {
@@ -191,7 +219,9 @@ impl Workspaces {
                     let origin = Origin::Base {
                         commit: commit.clone(),
                     };
-                    let mut ws = self.checkout(&repo, &commit, root, git_dir, origin).await?;
+                    let mut ws = self
+                        .checkout(&repo, &commit, root, git_dir, origin, writes)
+                        .await?;
                     let uncommitted = base_changes(&inner.base, &commit).await?;
                     if !uncommitted.is_empty() {
                         ws.apply_exactly(&uncommitted, "the base's uncommitted changes")
@@ -208,7 +238,8 @@ impl Workspaces {
                             WorkspaceError::io("copy", &root, std::io::Error::other(e))
                         })??;
                     init_private(&git_dir, None).await?;
-                    TaskWorkspace::track(root, git_dir, Origin::Copy, inner.keep, true).await?
+                    TaskWorkspace::track(root, git_dir, Origin::Copy, inner.keep, true, writes)
+                        .await?
                 }
             },
             Source::Git { url, reference } => {
@@ -217,7 +248,8 @@ impl Workspaces {
                     url: url.to_owned(),
                     commit: commit.clone(),
                 };
-                self.checkout(&repo, &commit, root, git_dir, origin).await?
+                self.checkout(&repo, &commit, root, git_dir, origin, writes)
+                    .await?
             }
         };
         ws.inherit(
@@ -238,6 +270,7 @@ impl Workspaces {
         root: PathBuf,
         git_dir: PathBuf,
         origin: Origin,
+        writes: Option<Arc<Writes>>,
     ) -> Result<TaskWorkspace, WorkspaceError> {
         {
             let _reading = self.inner.cache.lock(&Cache::key_of(repo), false).await?;
@@ -272,7 +305,7 @@ impl Workspaces {
         tokio::fs::copy(&from, &to)
             .await
             .map_err(|e| WorkspaceError::io("copy", &from, e))?;
-        TaskWorkspace::track(root, git_dir, origin, self.inner.keep, false).await
+        TaskWorkspace::track(root, git_dir, origin, self.inner.keep, false, writes).await
     }
 }
 

@@ -15,12 +15,14 @@
 //! file too, so git commands the session runs see their own index untouched.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
 
 use tokio::sync::Mutex;
 
 use crate::WorkspaceError;
 use crate::conflict;
 use crate::git::{Git, stderr_of};
+use crate::writes::{Since, Writes};
 
 /// What a workspace was made from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +50,12 @@ pub struct TaskWorkspace {
     /// Index work (patches in and out) one at a time: a turn's parallel `task` calls
     /// return together.
     busy: Mutex<()>,
+    /// What the task's tools changed since the files were last recorded; without a
+    /// journal, anything may have.
+    writes: Option<Arc<Writes>>,
+    /// The tree the private index held when it was last written, while nothing has
+    /// changed it since.
+    recorded: std::sync::Mutex<Option<String>>,
 }
 
 /// Options of every diff this crate makes: whole object ids (so a patch can be
@@ -73,6 +81,7 @@ impl TaskWorkspace {
         origin: Origin,
         keep: bool,
         record: bool,
+        writes: Option<Arc<Writes>>,
     ) -> Result<Self, WorkspaceError> {
         let mut ws = Self {
             root,
@@ -83,12 +92,13 @@ impl TaskWorkspace {
             keep,
             removed: false,
             busy: Mutex::new(()),
+            writes,
+            recorded: std::sync::Mutex::new(None),
         };
-        ws.source = if record {
-            ws.snapshot().await?
-        } else {
-            ws.tree().await?
-        };
+        if record {
+            ws.add_all().await?;
+        }
+        ws.source = ws.tree().await?;
         ws.start = ws.source.clone();
         Ok(ws)
     }
@@ -107,19 +117,87 @@ impl TaskWorkspace {
         Git::with_work_tree(&self.git_dir, &self.root)
     }
 
-    /// Records the files as they are now in the private index; the tree's id.
+    /// Records the files as they are now in the private index; the tree's id. Only
+    /// what changed since the last record is looked at ([`Writes`]): the paths the
+    /// tools wrote, every file after a command, nothing (and no git at all) when
+    /// nothing changed.
     async fn snapshot(&self) -> Result<String, WorkspaceError> {
+        let since = self.writes.as_ref().map_or(Since::Anywhere, |w| w.take());
+        match since {
+            Since::Nothing => {
+                if let Some(tree) = self.recorded() {
+                    return Ok(tree);
+                }
+            }
+            Since::Paths(paths) => {
+                if let Err(e) = self.add_paths(&paths).await {
+                    // An ignored file, or one a command removed meanwhile: the walk
+                    // records them as `add -A` always did.
+                    tracing::debug!(workspace = %self.root.display(), error = %e, "recording the written paths failed, walking the files");
+                    self.add_all().await?;
+                }
+            }
+            Since::Anywhere => self.add_all().await?,
+        }
+        self.tree().await
+    }
+
+    /// Records every file (a walk of the whole tree).
+    async fn add_all(&self) -> Result<(), WorkspaceError> {
+        self.forget_tree();
         self.git()
             .run("record the workspace", &["add", "-A", "--", "."])
-            .await?;
-        self.tree().await
+            .await
+            .map(drop)
+    }
+
+    /// Records the files at `paths` (absolute, inside the root) and nothing else.
+    async fn add_paths(&self, paths: &[PathBuf]) -> Result<(), WorkspaceError> {
+        self.forget_tree();
+        let mut list = Vec::new();
+        for path in paths {
+            let relative = path
+                .strip_prefix(&self.root)
+                .map_err(|_| WorkspaceError::Git {
+                    action: "record the workspace".to_owned(),
+                    stderr: format!("{} is outside the workspace", path.display()),
+                })?;
+            list.extend_from_slice(relative.as_os_str().as_encoded_bytes());
+            list.push(0);
+        }
+        self.git()
+            .literal_pathspecs()
+            .config("advice.addIgnoredFile=false")
+            .run_with_input(
+                "record the written files",
+                &["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                &list,
+            )
+            .await
+            .map(drop)
     }
 
     /// The tree of the private index as it is.
     async fn tree(&self) -> Result<String, WorkspaceError> {
-        self.git()
+        let tree = self
+            .git()
             .run("record the workspace", &["write-tree"])
-            .await
+            .await?;
+        *self.recorded_lock() = Some(tree.clone());
+        Ok(tree)
+    }
+
+    fn recorded(&self) -> Option<String> {
+        self.recorded_lock().clone()
+    }
+
+    /// The private index is about to change: its tree must be written again.
+    fn forget_tree(&self) {
+        *self.recorded_lock() = None;
+    }
+
+    fn recorded_lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.recorded.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     async fn diff(&self, from: &str, to: &str) -> Result<Vec<u8>, WorkspaceError> {
@@ -148,6 +226,9 @@ impl TaskWorkspace {
     }
 
     async fn diff_utf8(&self, from: &str, to: &str) -> Result<String, WorkspaceError> {
+        if from == to {
+            return Ok(String::new());
+        }
         match String::from_utf8(self.diff(from, to).await?) {
             Ok(patch) => Ok(patch),
             // Text in another encoding than UTF-8 cannot travel in a protobuf string.
@@ -244,6 +325,7 @@ impl TaskWorkspace {
         if patch.is_empty() {
             return Ok(());
         }
+        self.forget_tree();
         let output = self
             .git()
             .output(
@@ -293,14 +375,16 @@ impl TaskWorkspace {
             .await?;
         let result = if merged.status.success() {
             match merging.run("merge the patch", &["write-tree"]).await {
-                Ok(after) => self
-                    .git()
-                    .run(
-                        "update the workspace's files",
-                        &["read-tree", "-m", "-u", &before, &after],
-                    )
-                    .await
-                    .map(|_| ()),
+                Ok(after) => {
+                    self.forget_tree();
+                    self.git()
+                        .run(
+                            "update the workspace's files",
+                            &["read-tree", "-m", "-u", &before, &after],
+                        )
+                        .await
+                        .map(|_| *self.recorded_lock() = Some(after))
+                }
                 Err(e) => Err(e),
             }
         } else {

@@ -498,3 +498,63 @@ async fn a_workspace_path_is_canonical_and_nothing_is_made_until_prepared() {
         .await
         .expect("the next try");
 }
+
+/// With a journal, recording the files looks only at what the tools said they wrote
+/// (an unreported change stays unseen until a command runs), and a command makes the
+/// next record walk every file.
+#[tokio::test]
+async fn a_journaled_workspace_records_the_written_paths_and_walks_only_after_a_command() {
+    let setup = Setup::new();
+    let base = setup.git_base();
+    std::fs::write(base.join(".gitignore"), "*.log\n").expect("write");
+    git(&base, &["add", ".gitignore"]);
+    git(&base, &["commit", "-q", "-m", "ignore logs"]);
+    let workspaces = setup.open(&base, "w1", false).await;
+    let writes = std::sync::Arc::new(taskwire_workspaces::Writes::default());
+    let ws = workspaces
+        .prepare_with("t1-1", Source::Base, "", writes.clone())
+        .await
+        .expect("checkout");
+    let root = ws.root().to_owned();
+    assert_eq!(ws.patch().await.expect("patch"), "", "nothing written yet");
+
+    // A tool's write, reported; a name git would take for a pattern is a file here.
+    std::fs::write(root.join("lib/[x]*.txt"), "literal\n").expect("write");
+    writes.path(&root.join("lib/[x]*.txt"));
+    std::fs::write(root.join("lib/b.txt"), "bee\nchanged\n").expect("write");
+    writes.path(&root.join("lib/b.txt"));
+    // A change no tool reported (it could only come from a command).
+    std::fs::write(root.join("a.txt"), "unreported\n").expect("write");
+    let patch = ws.patch().await.expect("patch");
+    assert!(
+        patch.contains("diff --git a/lib/[x]*.txt b/lib/[x]*.txt\nnew file mode"),
+        "{patch}"
+    );
+    assert!(patch.contains("+changed"), "{patch}");
+    assert!(
+        !patch.contains("a.txt"),
+        "only the reported paths were looked at: {patch}"
+    );
+
+    // An ignored file reported by a tool is left out, as the walk leaves it out.
+    std::fs::write(root.join("run.log"), "log\n").expect("write");
+    writes.path(&root.join("run.log"));
+    let patch = ws.patch().await.expect("patch");
+    assert!(!patch.contains("run.log"), "{patch}");
+
+    // After a command, every file is looked at again.
+    writes.anywhere();
+    let patch = ws.patch().await.expect("patch");
+    assert!(patch.contains("+unreported"), "the walk found it: {patch}");
+    assert!(
+        patch.contains("lib/[x]*.txt") && patch.contains("+changed"),
+        "{patch}"
+    );
+    assert!(!patch.contains("run.log"), "{patch}");
+    // The changes a child starts from say the same.
+    let changes = ws.changes().await.expect("changes");
+    assert!(
+        changes.contains("+unreported") && changes.contains("+changed"),
+        "{changes}"
+    );
+}

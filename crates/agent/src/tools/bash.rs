@@ -161,13 +161,17 @@ impl Tool for BashTool {
             None => DEFAULT_TIMEOUT_MS,
         };
         let sandbox = self.sandbox();
+        // A command may change any file, while it runs and until it ends.
+        ctx.workspace.wrote_anywhere();
         let run = run(
             &args.command,
             ctx,
             &sandbox,
             Duration::from_millis(timeout_ms),
         )
-        .await?;
+        .await;
+        ctx.workspace.wrote_anywhere();
+        let run = run?;
         match run.ending {
             Ending::Cancelled => Err(ToolError::Cancelled),
             Ending::TimedOut => Err(ToolError::CommandTimedOut {

@@ -103,6 +103,7 @@ fn edit(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
             ));
         }
         super::write::create_parents(&path, &shown)?;
+        workspace.wrote(&path);
         std::fs::write(&path, &args.new_string)
             .map_err(|err| ToolError::io("create", &shown, err))?;
         return Ok(ToolOutput {
@@ -138,6 +139,7 @@ fn edit(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
     } else {
         text.replacen(&args.old_string, &args.new_string, 1)
     };
+    workspace.wrote(&path);
     std::fs::write(&path, edited).map_err(|err| ToolError::io("write", &shown, err))?;
     let output = if count == 1 {
         format!("edited {shown}: replaced 1 occurrence")

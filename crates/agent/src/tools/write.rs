@@ -85,6 +85,7 @@ fn write(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
         Err(_) => false,
     };
     create_parents(&path, &shown)?;
+    workspace.wrote(&path);
     std::fs::write(&path, &args.content).map_err(|err| ToolError::io("write", &shown, err))?;
     let bytes = args.content.len();
     let verb = if existed { "overwrote" } else { "created" };
