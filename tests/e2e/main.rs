@@ -23,6 +23,7 @@ mod lifecycle;
 mod metrics;
 mod nats_permissions;
 mod outputs;
+mod overlays;
 mod read_only;
 mod reflection;
 mod retries;

@@ -51,6 +51,19 @@ pub fn trace_settings(
     }
 }
 
+/// For a worker whose workspaces may be overlays, enters a mount namespace of the
+/// process's own (`taskwire_worker::enter_private_mounts`). Call it before any thread
+/// starts (the kernel refuses a new user namespace to a multi-threaded process); a
+/// refusal is kept, and the worker logs it and makes copies.
+pub fn prepare_process(cli: &Cli) {
+    if let Command::Worker(args) = &cli.command
+        && !args.print_config
+        && commands::worker::wants_overlays(args)
+    {
+        let _ = taskwire_worker::enter_private_mounts();
+    }
+}
+
 /// Runs the parsed command to its exit status.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {

@@ -26,6 +26,8 @@ fn main() -> ExitCode {
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
     let mut cli = Cli::parse();
+    // Still one thread: a worker enters its own mount namespace here, if it may.
+    taskwire_cli::prepare_process(&cli);
     // reqwest (the worker's model client) is built without a crypto provider so that
     // ring stays the only one; it must be installed before any client is built. An
     // error only means one is installed already.

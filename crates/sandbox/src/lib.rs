@@ -22,12 +22,14 @@
 //! - `ruleset`: the Landlock ruleset of one command.
 //! - `seccomp`: the seccomp programs.
 //! - `cgroup`: the per-command pids cgroup.
+//! - [`mounts`]: a mount namespace of the worker's own, for its workspaces' overlays.
 //! - `sys`: the only unsafe code: raw system calls and the pre-exec hook.
 //! - [`error`](mod@error): [`SandboxError`].
 
 mod cgroup;
 mod confine;
 pub mod error;
+pub mod mounts;
 mod paths;
 pub mod policy;
 pub mod probe;

@@ -233,3 +233,18 @@ fn set_limit(limit: &Limit) -> io::Result<()> {
     // SAFETY: reads one rlimit from a valid local.
     check(unsafe { libc::setrlimit(limit.resource, &new) }.into())
 }
+
+/// `unshare(CLONE_NEWUSER | CLONE_NEWNS)`: the calling process gets a user namespace
+/// and a mount namespace of its own. Must be called while the process has one thread
+/// (the kernel refuses a new user namespace otherwise).
+pub(crate) fn unshare_user_and_mounts() -> io::Result<()> {
+    // SAFETY: no file descriptor table is unshared (`CLONE_FILES` is not given), which
+    // is what `unshare_unsafe` asks callers to care about; the namespaces apply to the
+    // whole (single-threaded) process.
+    unsafe {
+        rustix::thread::unshare_unsafe(
+            rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNS,
+        )
+    }
+    .map_err(io::Error::from)
+}

@@ -31,6 +31,10 @@ pub struct WorkerConfig {
     /// Keep each task's workspace after its result is recorded (for inspection)
     /// instead of removing it. Default false.
     pub keep_workspaces: bool,
+    /// Make a git base's workspaces as overlays of one shared checkout, where the
+    /// process has a mount namespace of its own (the binary enters one at start);
+    /// copies otherwise. Default true.
+    pub workspace_overlays: bool,
     /// This worker's name in logs and results. Default `worker-<random>`.
     pub worker_id: Option<String>,
     /// The model endpoint.
@@ -132,6 +136,7 @@ impl Default for WorkerConfig {
             workspace: PathBuf::from("."),
             workspaces_dir: std::env::temp_dir().join("taskwire-workspaces"),
             keep_workspaces: false,
+            workspace_overlays: true,
             worker_id: None,
             model: ModelConfig {
                 base_url: "http://127.0.0.1:8000/v1".to_owned(),

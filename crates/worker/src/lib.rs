@@ -102,6 +102,32 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
 /// On shutdown it drains: it stops pulling (and `/readyz` turns 503), lets running
 /// sessions finish for `config.drain_grace`, then stops the rest and releases their
 /// tasks (nak) so that another worker picks them up at once.
+/// Enters a user and mount namespace of the process's own, so that its workspaces can
+/// be overlays; see `taskwire_sandbox::mounts`. Call it while the process has a single
+/// thread, before the runtime starts.
+pub fn enter_private_mounts() -> Result<(), taskwire_sandbox::SandboxError> {
+    taskwire_sandbox::mounts::enter_private_mounts()
+}
+
+/// Whether workspaces may be overlays: asked for, and this process entered a mount
+/// namespace of its own at start (`taskwire_sandbox::mounts`), which a worker run
+/// inside another program (its tests) has not. Says why not, once.
+fn overlays_usable(config: &WorkerConfig) -> bool {
+    if !config.workspace_overlays {
+        return false;
+    }
+    match taskwire_sandbox::mounts::private_mounts() {
+        Ok(()) => {
+            tracing::info!("workspaces of a git base are overlays of a shared checkout");
+            true
+        }
+        Err(reason) => {
+            tracing::info!(reason = %reason, "workspaces are copies: no mount namespace of the worker's own");
+            false
+        }
+    }
+}
+
 pub async fn run_with_provider(
     config: WorkerConfig,
     provider: Arc<dyn Provider>,
@@ -184,6 +210,7 @@ pub async fn run_with_provider(
         dir: config.workspaces_dir.clone(),
         keep: config.keep_workspaces,
         owner: worker_id.to_string(),
+        overlays: overlays_usable(&config),
     })
     .await?;
     let bus = taskwire_bus::Bus::new(client.clone(), subjects.clone())

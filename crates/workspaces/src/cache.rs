@@ -245,7 +245,7 @@ pub(crate) fn is_commit_id(reference: &str) -> bool {
 }
 
 /// A file name for a source: its kind and a digest of its location.
-fn key(kind: &str, location: &str) -> String {
+pub(crate) fn key(kind: &str, location: &str) -> String {
     let digest = Sha256::digest(location.as_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("{kind}-{hex}")

@@ -46,6 +46,7 @@ mod cache;
 mod conflict;
 mod copy;
 mod git;
+mod overlay;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -82,6 +83,9 @@ pub struct WorkspacesConfig {
     pub keep: bool,
     /// The worker's id: its task workspaces go under `tasks/<owner>/`.
     pub owner: String,
+    /// Make a git base's workspaces as overlays of one shared checkout (see
+    /// [`overlay`](crate::overlay)) where the process may mount them; copies otherwise.
+    pub overlays: bool,
 }
 
 /// A worker's workspaces. Cheap to clone.
@@ -94,8 +98,12 @@ pub struct Workspaces {
 struct Inner {
     base: PathBuf,
     cache: Cache,
+    /// The shared checkouts overlays are mounted on.
+    trees: PathBuf,
     tasks: PathBuf,
     keep: bool,
+    /// Overlays are tried; turned off for good by the first mount the kernel refuses.
+    overlays: std::sync::atomic::AtomicBool,
     /// Held for the worker's life: tells other workers this one's directory is in use.
     _owner_lock: File,
 }
@@ -129,9 +137,11 @@ impl Workspaces {
         Ok(Self {
             inner: Arc::new(Inner {
                 base,
+                trees: cache.join("trees"),
                 cache: Cache::new(cache),
                 tasks,
                 keep,
+                overlays: std::sync::atomic::AtomicBool::new(config.overlays),
                 _owner_lock: lock,
             }),
         })
@@ -219,6 +229,18 @@ impl Workspaces {
                     let origin = Origin::Base {
                         commit: commit.clone(),
                     };
+                    if let Some(ws) = self
+                        .try_overlay(&repo, &commit, &root, &git_dir, &origin, &writes)
+                        .await
+                    {
+                        let mut ws = ws?;
+                        ws.inherit(
+                            inherited,
+                            "the changes the task starts from (its workspace_patch)",
+                        )
+                        .await?;
+                        return Ok(ws);
+                    }
                     let mut ws = self
                         .checkout(&repo, &commit, root, git_dir, origin, writes)
                         .await?;
@@ -237,7 +259,7 @@ impl Workspaces {
                         .map_err(|e| {
                             WorkspaceError::io("copy", &root, std::io::Error::other(e))
                         })??;
-                    init_private(&git_dir, None).await?;
+                    init_private(&git_dir, &[]).await?;
                     TaskWorkspace::track(root, git_dir, Origin::Copy, inner.keep, true, writes)
                         .await?
                 }
@@ -258,6 +280,68 @@ impl Workspaces {
         )
         .await?;
         Ok(ws)
+    }
+
+    /// The workspace as an overlay of the shared checkout of `commit` (with the
+    /// base's uncommitted changes), when overlays are on: `None` when they are off, or
+    /// when the kernel refused this mount (then off for good, said once).
+    async fn try_overlay(
+        &self,
+        repo: &Path,
+        commit: &str,
+        root: &Path,
+        git_dir: &Path,
+        origin: &Origin,
+        writes: &Option<Arc<Writes>>,
+    ) -> Option<Result<TaskWorkspace, WorkspaceError>> {
+        use std::sync::atomic::Ordering;
+        let inner = &self.inner;
+        if !inner.overlays.load(Ordering::Relaxed) {
+            return None;
+        }
+        let uncommitted = match base_changes(&inner.base, commit).await {
+            Ok(u) => u,
+            Err(e) => return Some(Err(e)),
+        };
+        let objects = repo.join("objects");
+        let lower = match overlay::lower(&inner.trees, repo, commit, &uncommitted, &objects).await {
+            Ok(lower) => lower,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Err(e) = overlay::mount(&lower.dir, root).await {
+            if inner.overlays.swap(false, Ordering::Relaxed) {
+                tracing::warn!(error = %e, "overlay workspaces unavailable: workspaces are copies");
+            }
+            let (_, _, layers) = overlay::layers_of(root);
+            let _ = remove_dirs(&[root, &layers]).await;
+            return None;
+        }
+        let made = async {
+            init_private(git_dir, &[&objects, &lower.objects]).await?;
+            let index = git_dir.join("index");
+            tokio::fs::copy(&lower.index, &index)
+                .await
+                .map_err(|e| WorkspaceError::io("copy", &lower.index, e))?;
+            let (upper, _, _) = overlay::layers_of(root);
+            Ok(TaskWorkspace::overlaid(
+                root.to_owned(),
+                git_dir.to_owned(),
+                origin.clone(),
+                inner.keep,
+                writes.clone(),
+                lower.tree.clone(),
+                task::Overlay {
+                    upper,
+                    _in_use: lower.in_use,
+                },
+            ))
+        }
+        .await;
+        if made.is_err() {
+            let root = root.to_owned();
+            let _ = tokio::task::spawn_blocking(move || overlay::unmount_and_remove(&root)).await;
+        }
+        Some(made)
     }
 
     /// A checkout of `commit` from the cache repository `repo`: a hard-linked clone
@@ -286,7 +370,7 @@ impl Workspaces {
                 .run("clone the workspace", &args)
                 .await?;
         }
-        init_private(&git_dir, Some(&repo.join("objects"))).await?;
+        init_private(&git_dir, &[&repo.join("objects")]).await?;
         Git::with_work_tree(&git_dir, &root)
             .run(
                 "check out the workspace",
@@ -372,31 +456,49 @@ async fn base_changes(base: &Path, commit: &str) -> Result<String, WorkspaceErro
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// Creates the private repository `git_dir`, borrowing objects from `objects` when
-/// given (a cache repository's, which outlives the workspace).
-async fn init_private(git_dir: &Path, objects: Option<&Path>) -> Result<(), WorkspaceError> {
-    let args: [std::ffi::OsString; 4] =
-        ["init".into(), "--bare".into(), "-q".into(), git_dir.into()];
-    Git::in_dir(git_dir.parent().unwrap_or(git_dir))
-        .run("create the workspace's repository", &args)
-        .await?;
-    // Appended rather than set with `git config`: one process fewer per task (a later
-    // section's value wins).
-    let config = git_dir.join("config");
-    let mut text = tokio::fs::read_to_string(&config)
-        .await
-        .map_err(|e| WorkspaceError::io("read", &config, e))?;
-    text.push_str("[core]\n\tbare = false\n[gc]\n\tauto = 0\n");
-    tokio::fs::write(&config, text)
-        .await
-        .map_err(|e| WorkspaceError::io("write", &config, e))?;
-    if let Some(objects) = objects {
-        let file = git_dir.join("objects/info/alternates");
-        tokio::fs::write(&file, format!("{}\n", objects.display()))
-            .await
-            .map_err(|e| WorkspaceError::io("write", &file, e))?;
-    }
-    Ok(())
+/// Creates the private repository `git_dir`, borrowing objects from each of `objects`
+/// (a cache repository's, a shared checkout's: they outlive the workspace).
+async fn init_private(git_dir: &Path, objects: &[&Path]) -> Result<(), WorkspaceError> {
+    // Written here rather than by `git init`: one process fewer per task. What git
+    // needs to take a directory for a repository: `HEAD`, `objects/` and `refs/`.
+    let git_dir = git_dir.to_owned();
+    let objects: Vec<PathBuf> = objects.iter().map(|o| o.to_path_buf()).collect();
+    tokio::task::spawn_blocking(move || {
+        let io = |action, path: &Path| {
+            let path = path.to_owned();
+            move |e| WorkspaceError::io(action, path, e)
+        };
+        for dir in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
+            let dir = git_dir.join(dir);
+            std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        }
+        let files = [
+            ("HEAD", "ref: refs/heads/main\n".to_owned()),
+            (
+                "config",
+                "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\
+                 [gc]\n\tauto = 0\n"
+                    .to_owned(),
+            ),
+            (
+                "objects/info/alternates",
+                objects
+                    .iter()
+                    .map(|o| format!("{}\n", o.display()))
+                    .collect(),
+            ),
+        ];
+        for (name, text) in files {
+            if name.ends_with("alternates") && text.is_empty() {
+                continue;
+            }
+            let file = git_dir.join(name);
+            std::fs::write(&file, text).map_err(io("write", &file))?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| WorkspaceError::io("create", Path::new("repository"), std::io::Error::other(e)))?
 }
 
 /// Creates `dir/cache` and `dir/tasks/<owner>`, takes `tasks/<owner>.lock`, and removes

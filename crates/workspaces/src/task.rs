@@ -56,6 +56,17 @@ pub struct TaskWorkspace {
     /// The tree the private index held when it was last written, while nothing has
     /// changed it since.
     recorded: std::sync::Mutex<Option<String>>,
+    /// Set when the files are an overlay of a shared checkout.
+    overlay: Option<Overlay>,
+}
+
+/// A workspace's overlay: its upper layer, and its hold on the shared checkout under it.
+#[derive(Debug)]
+pub(crate) struct Overlay {
+    /// Exactly what the task changed (files, links, whiteouts for removals).
+    pub upper: PathBuf,
+    /// Held shared while mounted: the shared checkout stays.
+    pub _in_use: std::fs::File,
 }
 
 /// Options of every diff this crate makes: whole object ids (so a patch can be
@@ -94,6 +105,7 @@ impl TaskWorkspace {
             busy: Mutex::new(()),
             writes,
             recorded: std::sync::Mutex::new(None),
+            overlay: None,
         };
         if record {
             ws.add_all().await?;
@@ -101,6 +113,37 @@ impl TaskWorkspace {
         ws.source = ws.tree().await?;
         ws.start = ws.source.clone();
         Ok(ws)
+    }
+
+    /// A workspace mounted at `root` as `overlay`, its private index a copy of the
+    /// shared checkout's (whose recorded tree is `tree`).
+    pub(crate) fn overlaid(
+        root: PathBuf,
+        git_dir: PathBuf,
+        origin: Origin,
+        keep: bool,
+        writes: Option<Arc<Writes>>,
+        tree: String,
+        overlay: Overlay,
+    ) -> Self {
+        Self {
+            root,
+            git_dir,
+            origin,
+            source: tree.clone(),
+            start: tree.clone(),
+            keep,
+            removed: false,
+            busy: Mutex::new(()),
+            writes,
+            recorded: std::sync::Mutex::new(Some(tree)),
+            overlay: Some(overlay),
+        }
+    }
+
+    /// Whether the files are an overlay of a shared checkout (not a copy).
+    pub fn is_overlay(&self) -> bool {
+        self.overlay.is_some()
     }
 
     /// The directory the session works in.
@@ -137,9 +180,56 @@ impl TaskWorkspace {
                     self.add_all().await?;
                 }
             }
-            Since::Anywhere => self.add_all().await?,
+            Since::Anywhere => match &self.overlay {
+                Some(overlay) => self.add_changed(overlay).await?,
+                None => self.add_all().await?,
+            },
         }
         self.tree().await
+    }
+
+    /// Records what the overlay's upper layer holds and what the index already has
+    /// apart from the source (a file made, then removed by a command, leaves the upper
+    /// layer but must leave the index too); the tree itself is never walked.
+    async fn add_changed(&self, overlay: &Overlay) -> Result<(), WorkspaceError> {
+        let upper = overlay.upper.clone();
+        let mut paths = tokio::task::spawn_blocking(move || crate::overlay::changed_paths(&upper))
+            .await
+            .map_err(|e| WorkspaceError::io("read", &overlay.upper, std::io::Error::other(e)))?
+            .map_err(|e| WorkspaceError::io("read", &overlay.upper, e))?;
+        let recorded = self
+            .git()
+            .run_with_input(
+                "list the recorded changes",
+                &[
+                    "diff",
+                    "--cached",
+                    "--name-only",
+                    "-z",
+                    "--no-renames",
+                    &self.source,
+                    "--",
+                ],
+                &[],
+            )
+            .await?;
+        paths.extend(
+            recorded
+                .split(|b| *b == 0)
+                .filter(|n| !n.is_empty())
+                .map(|n| PathBuf::from(String::from_utf8_lossy(n).into_owned())),
+        );
+        paths.sort();
+        paths.dedup();
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let absolute: Vec<PathBuf> = paths.iter().map(|p| self.root.join(p)).collect();
+        if let Err(e) = self.add_paths(&absolute).await {
+            tracing::debug!(workspace = %self.root.display(), error = %e, "recording the upper layer's paths failed, walking the files");
+            self.add_all().await?;
+        }
+        Ok(())
     }
 
     /// Records every file (a walk of the whole tree).
@@ -411,8 +501,9 @@ impl TaskWorkspace {
             return;
         }
         let paths = [self.root.clone(), self.git_dir.clone()];
+        let overlay = self.overlay.is_some();
         self.removed = true;
-        let _ = tokio::task::spawn_blocking(move || remove_all(&paths)).await;
+        let _ = tokio::task::spawn_blocking(move || remove_files(&paths, overlay)).await;
     }
 }
 
@@ -422,12 +513,24 @@ impl Drop for TaskWorkspace {
             return;
         }
         let paths = [self.root.clone(), self.git_dir.clone()];
+        let overlay = self.overlay.is_some();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn_blocking(move || remove_all(&paths));
+                runtime.spawn_blocking(move || remove_files(&paths, overlay));
             }
-            Err(_) => remove_all(&paths),
+            Err(_) => remove_files(&paths, overlay),
         }
+    }
+}
+
+/// Removes a workspace's files and private repository (`[root, git_dir]`), unmounting
+/// the files first when they are an overlay.
+fn remove_files(paths: &[PathBuf; 2], overlay: bool) {
+    if overlay {
+        crate::overlay::unmount_and_remove(&paths[0]);
+        remove_all(&paths[1..]);
+    } else {
+        remove_all(paths);
     }
 }
 

@@ -41,6 +41,7 @@ impl Setup {
             dir: self.path("workspaces"),
             keep,
             owner: owner.to_owned(),
+            overlays: false,
         })
         .await
         .expect("workspaces open")
@@ -197,6 +198,7 @@ async fn a_child_starts_from_its_parents_changes_and_its_patch_returns_to_the_pa
         dir: setup.path("other-workspaces"),
         keep: false,
         owner: "w2".into(),
+        overlays: false,
     })
     .await
     .expect("a second worker");
@@ -432,6 +434,7 @@ async fn workspaces_are_kept_when_asked_and_a_gone_workers_leftovers_are_removed
         dir: setup.path("workspaces"),
         keep: false,
         owner: "w1".into(),
+        overlays: false,
     })
     .await
     .expect_err("in use");

@@ -42,6 +42,15 @@ pub fn settle_worker_id(args: &mut WorkerArgs) -> String {
     }
 }
 
+/// Whether the worker's configuration (file, environment and flags; its listen
+/// defaults aside) asks for overlay workspaces. An unreadable file says no: the worker
+/// then reports it at start.
+pub fn wants_overlays(args: &WorkerArgs) -> bool {
+    FileConfig::load(args.config.as_deref())
+        .and_then(|file| config::worker_config(args.settings.clone(), &file, Defaults::LIBRARY))
+        .is_ok_and(|c| c.workspace_overlays)
+}
+
 /// Needs a rustls crypto provider installed first (the binary's `main` does it): the
 /// model client is built without one.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {

@@ -158,6 +158,17 @@ settings! {
             value_parser = clap::builder::BoolishValueParser::new()
         )]
         pub no_titles: Option<bool>,
+        /// Make every workspace a copy, never an overlay of a shared checkout of a git base [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_NO_WORKSPACE_OVERLAYS",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub no_workspace_overlays: Option<bool>,
     }
 }
 
@@ -224,6 +235,10 @@ impl WorkerSettings {
             c.compaction_threshold = None;
         }
         set(&mut c.titles, self.no_titles.map(|no| !no));
+        set(
+            &mut c.workspace_overlays,
+            self.no_workspace_overlays.map(|no| !no),
+        );
         c
     }
 
@@ -268,6 +283,7 @@ impl WorkerSettings {
             ),
             no_compaction: Some(c.compaction_threshold.is_none()),
             no_titles: Some(!c.titles),
+            no_workspace_overlays: Some(!c.workspace_overlays),
             ..Self::printable_nats(c)
         }
     }
