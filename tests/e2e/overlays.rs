@@ -1,8 +1,9 @@
 //! Workspaces as overlays of a shared checkout, in `taskwire worker` processes (which
 //! enter a mount namespace of their own at start; workers run inside the tests make
 //! copies): concurrent tasks see only their own files, the base never changes, a
-//! command's changes (a new file, a removal) and the tools' are in the patch, and a
-//! child's changes come back to its parent across workers.
+//! command's changes (a new file, a removal) and the tools' are in the patch, a
+//! child's changes come back to its parent across workers, and a shared checkout the
+//! base has moved on from goes once no workspace is mounted on it.
 
 use serde_json::json;
 use taskwire_e2e::process::{Process, Taskwire, WorkerOptions};
@@ -229,6 +230,30 @@ async fn overlay_workspaces_keep_tasks_apart_carry_commands_changes_and_leave_th
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+
+    // The base moves on: the next task gets a shared checkout of the new state, and
+    // the old one, mounted by no one now, goes.
+    let trees = || -> Vec<String> {
+        std::fs::read_dir(taskwire.workspaces().join("cache/trees"))
+            .expect("shared checkouts")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tree"))
+            .collect()
+    };
+    let old = trees();
+    assert_eq!(old.len(), 1, "one state of the base so far: {old:?}");
+    std::fs::write(base.join("lib/b.txt"), "bee\nmoved on\n").expect("write");
+    git(&base, &["commit", "-q", "-am", "moved on"]);
+    let next = cluster
+        .submit("build", "write again")
+        .await
+        .expect("submit");
+    let task = cluster.wait_finished(&next).await.expect("finished");
+    assert_eq!(result_of(&task).status(), pb::TaskStatus::Completed);
+    let now = trees();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, old, "a new shared checkout replaced the old one");
     drop((a, b));
     cluster.shutdown().await;
 }

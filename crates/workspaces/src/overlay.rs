@@ -189,25 +189,31 @@ async fn remove_unused(trees: &Path, keep: &str) {
         })
         .filter(|k| k != keep)
         .collect();
-    for key in keys {
-        let paths = TreePaths::of(trees, &key);
-        let Ok(file) = File::options()
+    let try_lock = |path: &Path| {
+        let file = File::options()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&paths.lock)
-        else {
+            .open(path)
+            .ok()?;
+        file.try_lock().ok().map(|()| file)
+    };
+    for key in keys {
+        let paths = TreePaths::of(trees, &key);
+        // Not while a task is taking it (it holds `.making` from its look until its
+        // hold), nor while one is mounted on it (`.lock`).
+        let making = trees.join(format!("{key}.making"));
+        let (Some(_making), Some(_in_use)) = (try_lock(&making), try_lock(&paths.lock)) else {
             continue;
         };
-        if file.try_lock().is_err() {
-            continue;
-        }
         // Unmade first, so that a half-removed tree is never taken for a whole one.
         let _ = tokio::fs::remove_file(&paths.tree).await;
         for path in [&paths.dir, &paths.git] {
             remove_tree(path).await;
         }
-        let _ = tokio::fs::remove_file(&paths.index).await;
+        for file in [&paths.index, &paths.lock, &making] {
+            let _ = tokio::fs::remove_file(file).await;
+        }
         tracing::info!(tree = %paths.dir.display(), "unused shared checkout removed");
     }
 }
