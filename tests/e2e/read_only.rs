@@ -96,6 +96,20 @@ fn made_for(cluster: &Cluster, task: &str) -> Vec<String> {
         .collect()
 }
 
+/// Runs the root `prompt` on `build` to its end; the finished root and its only child.
+async fn run_tree(cluster: &Cluster, prompt: &str) -> (pb::Task, pb::Task) {
+    let parent = cluster.submit("build", prompt).await.expect("submit");
+    let done = cluster.wait_finished(&parent).await.expect("finished");
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+    let kids = cluster.children(&parent).await.expect("children");
+    assert_eq!(kids.len(), 1);
+    let child = cluster
+        .wait_finished(&kids[0].task_id)
+        .await
+        .expect("child");
+    (done, child)
+}
+
 fn text_of(task: &pb::Task) -> &str {
     task.result
         .as_ref()
@@ -108,15 +122,8 @@ async fn an_explore_child_reads_the_base_directly_and_its_delegating_parent_make
     let cluster = cluster(None).await;
     let base = git_base(&cluster);
     let before = snapshot(&base);
-    let parent = cluster.submit("build", "delegate").await.expect("submit");
-    let done = cluster.wait_finished(&parent).await.expect("finished");
-    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
-    let kids = cluster.children(&parent).await.expect("children");
-    assert_eq!(kids.len(), 1);
-    let child = cluster
-        .wait_finished(&kids[0].task_id)
-        .await
-        .expect("child");
+    let (done, child) = run_tree(&cluster, "delegate").await;
+    let parent = done.task_id.clone();
     let seen = text_of(&child);
     assert!(
         seen.contains("committed") && seen.contains("uncommitted") && seen.contains("a.txt"),
@@ -143,18 +150,7 @@ async fn an_explore_child_of_a_parent_with_changes_reads_them_in_a_copy_of_its_o
     let cluster = cluster(None).await;
     let base = git_base(&cluster);
     let before = snapshot(&base);
-    let parent = cluster
-        .submit("build", "write then delegate")
-        .await
-        .expect("submit");
-    let done = cluster.wait_finished(&parent).await.expect("finished");
-    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
-    let kids = cluster.children(&parent).await.expect("children");
-    assert_eq!(kids.len(), 1);
-    let child = cluster
-        .wait_finished(&kids[0].task_id)
-        .await
-        .expect("child");
+    let (_, child) = run_tree(&cluster, "write then delegate").await;
     let seen = text_of(&child);
     assert!(
         seen.contains("from the parent"),

@@ -141,23 +141,9 @@ impl Cache {
     /// Takes the lock of repository `key`: exclusive to change it, shared to read it.
     pub(crate) async fn lock(&self, key: &str, exclusive: bool) -> Result<Lock, WorkspaceError> {
         let path = self.dir.join(format!("{key}.lock"));
-        tokio::task::spawn_blocking(move || {
-            let file = File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|e| WorkspaceError::io("open lock", &path, e))?;
-            let locked = if exclusive {
-                file.lock()
-            } else {
-                file.lock_shared()
-            };
-            locked.map_err(|e| WorkspaceError::io("lock", &path, e))?;
-            Ok(Lock { _file: file })
+        Ok(Lock {
+            _file: lock_file(path, exclusive).await?,
         })
-        .await
-        .map_err(|e| WorkspaceError::io("lock", &self.dir, std::io::Error::other(e)))?
     }
 
     /// The lock key of a cache repository path made by this cache.
@@ -245,6 +231,28 @@ pub(crate) fn is_commit_id(reference: &str) -> bool {
 }
 
 /// A file name for a source: its kind and a digest of its location.
+/// Opens (creating it) the lock file at `path` and waits for its lock: exclusive, or
+/// shared with other readers. Released when the file is closed.
+pub(crate) async fn lock_file(path: PathBuf, exclusive: bool) -> Result<File, WorkspaceError> {
+    tokio::task::spawn_blocking(move || {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| WorkspaceError::io("open lock", &path, e))?;
+        let locked = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        locked.map_err(|e| WorkspaceError::io("lock", &path, e))?;
+        Ok(file)
+    })
+    .await
+    .map_err(|e| WorkspaceError::io("lock", Path::new("cache"), std::io::Error::other(e)))?
+}
+
 pub(crate) fn key(kind: &str, location: &str) -> String {
     let digest = Sha256::digest(location.as_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();

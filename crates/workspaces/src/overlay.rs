@@ -22,6 +22,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::WorkspaceError;
+use crate::cache::lock_file;
 use crate::git::Git;
 
 /// The extended attribute an overlay mounted with `userxattr` marks an opaque
@@ -216,26 +217,6 @@ async fn remove_unused(trees: &Path, keep: &str) {
         }
         tracing::info!(tree = %paths.dir.display(), "unused shared checkout removed");
     }
-}
-
-async fn lock_file(path: PathBuf, exclusive: bool) -> Result<File, WorkspaceError> {
-    tokio::task::spawn_blocking(move || {
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| WorkspaceError::io("open lock", &path, e))?;
-        let locked = if exclusive {
-            file.lock()
-        } else {
-            file.lock_shared()
-        };
-        locked.map_err(|e| WorkspaceError::io("lock", &path, e))?;
-        Ok(file)
-    })
-    .await
-    .map_err(|e| WorkspaceError::io("lock", Path::new("trees"), std::io::Error::other(e)))?
 }
 
 /// The upper layer and the overlay's work directory of the workspace at `root`.
