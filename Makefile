@@ -34,6 +34,7 @@ setup: ## system packages and Rust for a fresh Debian machine
 	scripts/setup.sh
 
 # BENCH_ARGS for the issue's figure: --tasks 10000 --worker-concurrency 256 --submitters 64 --waiting-sessions 10000
+# BENCH_ARGS="--only repos" for real tasks alone (parent + explore child runs in this repository and @tabler/icons; --repo-runs, --repos)
 bench: ## taskwire processes end to end against raw JetStream and Postgres; writes docs/performance.md (release build)
 	$(CARGO) build --release --locked -p taskwire-cli
 	$(CARGO) run --release --locked -p taskwire-bench --bin taskwire-bench -- $(BENCH_ARGS)

@@ -28,6 +28,13 @@ pub struct Taskwire {
     dir: tempfile::TempDir,
 }
 
+/// A worker's read-only base and where it makes each task's workspace.
+#[derive(Debug, Clone, Copy)]
+pub struct Workspace<'a> {
+    pub base: &'a Path,
+    pub dir: &'a Path,
+}
+
 /// One running `taskwire` process; killed when dropped.
 pub struct Process {
     name: String,
@@ -63,6 +70,11 @@ impl Taskwire {
     /// The binary started.
     pub fn bin(&self) -> &Path {
         &self.bin
+    }
+
+    /// The temp directory of the run: the children's logs, workspaces and config.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// `taskwire coordinator` on `listen`.
@@ -103,10 +115,29 @@ impl Taskwire {
         concurrency: usize,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Process> {
+        let workspace = Workspace {
+            base: &self.dir.path().join("workspace"),
+            dir: &self.dir.path().join("workspaces"),
+        };
+        self.worker_in(name, nats_url, model_base_url, concurrency, workspace, env)
+    }
+
+    /// `taskwire worker` as [`Taskwire::worker`], with `workspace.base` as its
+    /// `--workspace` and `workspace.dir` as its `--workspaces-dir`.
+    pub fn worker_in(
+        &self,
+        name: &str,
+        nats_url: &str,
+        model_base_url: &str,
+        concurrency: usize,
+        workspace: Workspace<'_>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
         let concurrency = concurrency.to_string();
-        let workspace = self.dir.path().join("workspace");
-        let workspaces = self.dir.path().join("workspaces");
-        let (workspace, workspaces) = (workspace.to_string_lossy(), workspaces.to_string_lossy());
+        let (workspace, workspaces) = (
+            workspace.base.to_string_lossy(),
+            workspace.dir.to_string_lossy(),
+        );
         self.spawn(
             name,
             &[
@@ -167,6 +198,11 @@ impl Taskwire {
 impl Process {
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The file its stderr (its log) goes to.
+    pub fn log(&self) -> &Path {
+        &self.log
     }
 
     /// Fails, quoting its log, if the process has exited.

@@ -115,6 +115,29 @@ mod tests {
     }
 
     #[test]
+    fn a_reaped_child_counts_for_its_parent() {
+        let own = || {
+            let stat = Process::myself().and_then(|p| p.stat()).expect("stat");
+            Duration::from_secs_f64(
+                (stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64,
+            )
+        };
+        let me = Meter::Pids(vec![std::process::id()]);
+        let (before, own_before) = (me.cpu().expect("cpu"), own());
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh");
+        assert!(status.success());
+        let (after, own_after) = (me.cpu().expect("cpu"), own());
+        let children = (after - before).saturating_sub(own_after - own_before);
+        assert!(
+            children >= Duration::from_millis(100),
+            "the child's CPU is not counted: {children:?}"
+        );
+    }
+
+    #[test]
     fn a_tree_holds_its_children() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")

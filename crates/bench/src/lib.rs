@@ -12,6 +12,10 @@
 //! - [`figures`]: the table's rows, each figure with its ratio to the raw rates.
 //! - [`load`]: submits tasks over gRPC and times them as a client sees them.
 //! - [`raw`]: the servers' own rates: JetStream publish→pull→ack, Postgres commits.
+//! - [`repo_figures`]: the real-task phase's figures, from spans and the worker's log.
+//! - [`repo_runs`]: the real-task phase: parent + `explore` child runs in a repository.
+//! - [`repo_script`]: what the scripted model answers in those runs.
+//! - [`repos`]: the repositories they run in, made once in the benchmark's cache.
 //! - [`report`]: the machine and the table, as a Markdown section.
 //! - [`statements`]: `--statements`, Postgres's statements per task.
 //! - [`timeline`]: `--timeline`, where one task's time goes, from its spans.
@@ -22,7 +26,11 @@ pub mod cpu;
 pub mod figures;
 pub mod load;
 pub mod raw;
+pub mod repo_figures;
+pub mod repo_runs;
+pub mod repo_script;
 pub mod report;
+pub mod repos;
 pub mod statements;
 pub mod timeline;
 pub mod traffic;

@@ -83,6 +83,28 @@ impl Events {
         *self.finished.borrow()
     }
 
+    /// Waits for the finished notice of task `id`; when it arrived.
+    pub async fn finished(&self, id: &str, patience: Duration) -> anyhow::Result<Instant> {
+        let mut rx = self.finished.clone();
+        let arrival = async {
+            loop {
+                // Marked seen before the look, so a notice after it wakes the wait.
+                rx.borrow_and_update();
+                let arrived = {
+                    let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+                    seen.finished.get(id).copied()
+                };
+                if let Some(at) = arrived {
+                    return Ok(at);
+                }
+                rx.changed().await.context("the event listener stopped")?;
+            }
+        };
+        tokio::time::timeout(patience, arrival)
+            .await
+            .with_context(|| format!("task {id} did not finish within {patience:?}"))?
+    }
+
     /// Waits until `target` tasks have finished since listening began.
     pub async fn until_finished(&self, target: usize, patience: Duration) -> anyhow::Result<()> {
         let mut rx = self.finished.clone();

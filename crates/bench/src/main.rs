@@ -6,7 +6,9 @@
 //! gRPC callers, with the CPU each process used; (3) one task at a time, by its
 //! finished notice and by `Submit` then `Watch`; (4) the same load again with trace
 //! export on to an OTLP receiver in this process; (5) a worker's resident set with
-//! `--waiting-sessions` sessions waiting on a model that does not answer yet.
+//! `--waiting-sessions` sessions waiting on a model that does not answer yet; (6) real
+//! tasks: `--repo-runs` parent + `explore` child runs that grep and read a real git
+//! repository, in a section of their own (`--only repos` runs this phase alone).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -19,7 +21,9 @@ use taskwire_bench::figures::{self, Memory, Pass, Raw, Setup};
 use taskwire_bench::load::{self, Events};
 use taskwire_bench::raw;
 use taskwire_bench::report;
+use taskwire_bench::repos::{self, Repo};
 use taskwire_bench::timeline;
+use taskwire_bench::{repo_figures, repo_runs, repo_script};
 use taskwire_bench::{statements, traffic};
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
@@ -77,6 +81,30 @@ struct Args {
     /// trace export on, cut at the edges of their spans.
     #[arg(long)]
     timeline: bool,
+    /// Parent + `explore` child runs per repository in the real-task phase (0 skips it).
+    #[arg(long, default_value_t = 40)]
+    repo_runs: u32,
+    /// Real-task runs at a time (the worker runs twice as many sessions: each parent
+    /// holds its slot while its child runs).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    repo_concurrency: u32,
+    /// The repositories of the real-task phase.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "this,tabler")]
+    repos: Vec<Repo>,
+    /// Where the real-task phase's repositories are made once and reused [default:
+    /// `~/.cache/taskwire/bench/repos`].
+    #[arg(long)]
+    repo_cache: Option<PathBuf>,
+    /// Run only this phase (and write only its section).
+    #[arg(long, value_enum)]
+    only: Option<Only>,
+}
+
+/// A phase that can run alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Only {
+    /// The real-task phase (6).
+    Repos,
 }
 
 /// The servers and the model, shared by every phase.
@@ -216,7 +244,7 @@ async fn main() -> anyhow::Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut loads = vec![("at the start".to_owned(), report::load_average())];
+    let loads = vec![("at the start".to_owned(), report::load_average())];
     let taskwire = Taskwire::locate(args.taskwire_bin.clone())?;
     // With `--statements`, its monitoring port too, for its message counters.
     let nats = if args.statements {
@@ -233,6 +261,9 @@ async fn main() -> anyhow::Result<()> {
     let gate = Gate::new();
     let model_gate = gate.clone();
     let model = ScriptedModel::start(move |req| {
+        if let Some(reply) = repo_script::reply(req) {
+            return reply;
+        }
         let reply = ScriptedReply::text("done");
         if req
             .first_user_message()
@@ -252,11 +283,43 @@ async fn main() -> anyhow::Result<()> {
         taskwire,
     };
     create_database(&s.pg).await?;
+    let events = Events::listen(&s.nats.url()).await?;
+    if args.only.is_none() {
+        let section = end_to_end(&s, &events, &args, &command, loads).await?;
+        println!("{section}");
+        if !args.no_docs {
+            report::write(&args.docs, &section)?;
+            eprintln!("wrote {}", args.docs.display());
+        }
+    }
+    if args.repo_runs > 0 && !args.repos.is_empty() {
+        let section = real_tasks(&s, &events, &args, &command).await?;
+        println!("{section}");
+        if !args.no_docs {
+            report::write_region(
+                &args.docs,
+                (repo_figures::BEGIN, repo_figures::END),
+                &section,
+            )?;
+            eprintln!("wrote {}", args.docs.display());
+        }
+    }
+    Ok(())
+}
+
+/// Phases 1 to 5: the section of the end-to-end figures.
+async fn end_to_end(
+    s: &Servers,
+    events: &Events,
+    args: &Args,
+    command: &str,
+    mut loads: Vec<(String, String)>,
+) -> anyhow::Result<String> {
     let n = args.tasks as usize;
     let samples = args.samples as usize;
 
     eprintln!("phase 1: raw jetstream and postgres");
-    let [nats_meter, pg_meter] = server_meters(&s)?;
+    let [nats_meter, pg_meter] = server_meters(s)?;
     let before = Readings::take(std::slice::from_ref(&nats_meter))?;
     let js_time = raw::jetstream_rate(&s.nats.url(), n).await?;
     let js_cpu = before.per_unit_since(std::slice::from_ref(&nats_meter), n)?[0];
@@ -268,8 +331,7 @@ async fn main() -> anyhow::Result<()> {
     let pg_rate = n as f64 / pg_time.as_secs_f64();
 
     eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
-    let events = Events::listen(&s.nats.url()).await?;
-    let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &[]).await?;
+    let mut stack = Stack::start(s, args.workers, args.worker_concurrency, &[]).await?;
     let monitoring = if args.statements {
         Some(
             s.nats
@@ -279,15 +341,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let mut plain = pass(
-        &s,
-        &mut stack,
-        &events,
-        &args,
-        "plain",
-        monitoring.as_deref(),
-    )
-    .await?;
+    let mut plain = pass(s, &mut stack, events, args, "plain", monitoring.as_deref()).await?;
     if args.statements {
         println!(
             "{}",
@@ -319,8 +373,8 @@ async fn main() -> anyhow::Result<()> {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ];
-    let mut stack = Stack::start(&s, args.workers, args.worker_concurrency, &otel).await?;
-    let exported = pass(&s, &mut stack, &events, &args, "exported", None).await?;
+    let mut stack = Stack::start(s, args.workers, args.worker_concurrency, &otel).await?;
+    let exported = pass(s, &mut stack, events, args, "exported", None).await?;
     let spans = collector.span_count();
     let mut where_time_goes = None;
     if args.timeline {
@@ -346,7 +400,7 @@ async fn main() -> anyhow::Result<()> {
             "phase 5: {} sessions waiting on the model",
             args.waiting_sessions
         );
-        Some(waiting_sessions(&s, &events, &args).await?)
+        Some(waiting_sessions(s, events, args).await?)
     } else {
         None
     };
@@ -387,13 +441,47 @@ async fn main() -> anyhow::Result<()> {
             table.trim_end()
         ));
     }
-    let section = report::section(&command, &loads, &rows, &notes);
-    println!("{section}");
-    if !args.no_docs {
-        report::write(&args.docs, &section)?;
-        eprintln!("wrote {}", args.docs.display());
+    Ok(report::section(command, &loads, &rows, &notes))
+}
+
+/// Phase 6: the section of the real-task figures.
+async fn real_tasks(
+    s: &Servers,
+    events: &Events,
+    args: &Args,
+    command: &str,
+) -> anyhow::Result<String> {
+    let mut loads = vec![("at the start".to_owned(), report::load_average())];
+    let cache = args.repo_cache.clone().unwrap_or_else(repos::default_cache);
+    let collector = Collector::start().await?;
+    let setup = repo_runs::Setup {
+        taskwire: &s.taskwire,
+        nats_url: s.nats.url(),
+        database_url: s.pg.url_for("taskwire"),
+        model: &s.model,
+        events,
+        collector: &collector,
+        runs: args.repo_runs as usize,
+        at_once: args.repo_concurrency as usize,
+    };
+    let mut figures = Vec::new();
+    for repo in &args.repos {
+        let prepared = repos::prepare(*repo, &cache).await?;
+        eprintln!(
+            "phase 6: real tasks in {} ({} files at {})",
+            prepared.path.display(),
+            prepared.files,
+            prepared.commit
+        );
+        figures.push(repo_runs::measure(&setup, prepared).await?);
     }
-    Ok(())
+    loads.push(("at the end".to_owned(), report::load_average()));
+    Ok(repo_figures::section(
+        command,
+        &loads,
+        &figures,
+        setup.at_once,
+    ))
 }
 
 /// The Postgres database taskwire uses, beside the raw phase's `postgres`.

@@ -93,9 +93,15 @@ pub fn section(
 /// `doc` with the generated section replaced by `section`, or `section` added at the
 /// end when there is none.
 pub fn splice(doc: &str, section: &str) -> String {
-    match (doc.find(BEGIN), doc.find(END)) {
+    splice_region(doc, (BEGIN, END), section)
+}
+
+/// `doc` with the region between the markers `begin` and `end` (both included)
+/// replaced by `section`, or `section` added at the end when there is none.
+pub fn splice_region(doc: &str, (begin_mark, end_mark): (&str, &str), section: &str) -> String {
+    match (doc.find(begin_mark), doc.find(end_mark)) {
         (Some(begin), Some(end)) if begin < end => {
-            let after = &doc[end + END.len()..];
+            let after = &doc[end + end_mark.len()..];
             let after = after.strip_prefix('\n').unwrap_or(after);
             format!("{}{section}{after}", &doc[..begin])
         }
@@ -108,8 +114,13 @@ pub fn splice(doc: &str, section: &str) -> String {
 
 /// Writes `section` into the file at `path` (see [`splice`]).
 pub fn write(path: &Path, section: &str) -> anyhow::Result<()> {
+    write_region(path, (BEGIN, END), section)
+}
+
+/// Writes `section` into the file at `path` between `markers` (see [`splice_region`]).
+pub fn write_region(path: &Path, markers: (&str, &str), section: &str) -> anyhow::Result<()> {
     let doc = std::fs::read_to_string(path).unwrap_or_default();
-    std::fs::write(path, splice(&doc, section))
+    std::fs::write(path, splice_region(&doc, markers, section))
         .with_context(|| format!("failed to write {}", path.display()))
 }
 
@@ -133,6 +144,29 @@ mod tests {
             "{doc}"
         );
         assert_eq!(doc.matches(BEGIN).count(), 1);
+    }
+
+    #[test]
+    fn two_regions_are_replaced_each_on_its_own() {
+        let other = ("<!-- other: begin -->", "<!-- other: end -->");
+        let first = section("bench", &[], &[Row::new("a", "1", "-")], &[]);
+        let doc = splice("# P\n", &first);
+        let doc = splice_region(
+            &doc,
+            other,
+            "<!-- other: begin -->\nx 1\n<!-- other: end -->\n",
+        );
+        let doc = splice_region(
+            &(doc + "\n## After\n"),
+            other,
+            "<!-- other: begin -->\nx 2\n<!-- other: end -->\n",
+        );
+        let second = section("bench", &[], &[Row::new("b", "2", "-")], &[]);
+        let doc = splice(&doc, &second);
+        assert!(doc.contains("x 2") && !doc.contains("x 1"), "{doc}");
+        assert!(doc.contains("| b | 2 | - |") && !doc.contains("| a | 1 | - |"));
+        assert!(doc.find(END) < doc.find(other.0), "{doc}");
+        assert!(doc.ends_with("\n## After\n"), "{doc}");
     }
 
     #[test]
