@@ -88,6 +88,10 @@ struct Args {
     /// holds its slot while its child runs).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     repo_concurrency: u32,
+    /// In the real-task phase, each parent first writes a file of its own, so that its
+    /// workspace is made (and its child starts from its change).
+    #[arg(long)]
+    repo_parent_writes: bool,
     /// The repositories of the real-task phase.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "this,tabler")]
     repos: Vec<Repo>,
@@ -463,6 +467,7 @@ async fn real_tasks(
         collector: &collector,
         runs: args.repo_runs as usize,
         at_once: args.repo_concurrency as usize,
+        parent_writes: args.repo_parent_writes,
     };
     let mut figures = Vec::new();
     for repo in &args.repos {

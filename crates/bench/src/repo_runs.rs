@@ -50,6 +50,8 @@ pub struct Setup<'a> {
     pub runs: usize,
     /// Runs at a time.
     pub at_once: usize,
+    /// Parents write a file before they delegate (their workspaces are made).
+    pub parent_writes: bool,
 }
 
 /// A coordinator and one worker in the repository.
@@ -196,7 +198,7 @@ async fn runs(
                 let submitted = Instant::now();
                 let request = pb::SubmitRequest {
                     agent: "general".into(),
-                    prompt: repo_script::parent_prompt(lookup, i),
+                    prompt: repo_script::parent_prompt(lookup, i, setup.parent_writes),
                     ..Default::default()
                 };
                 let id = client

@@ -9,6 +9,10 @@
 //! |---|---|---|
 //! | parent (`general`) | `task` → `explore` | text |
 //! | child (`explore`) | `grep` and `read` | text |
+//!
+//! With `--repo-parent-writes` the parent first writes a file of its own (its prompt
+//! says `write: FILE`), so that its workspace is made and the child starts from its
+//! change: turn 0 `write`, turn 1 `task`, turn 2 text.
 
 use serde_json::json;
 use taskwire_test_support::{ScriptedReply, SeenRequest};
@@ -27,9 +31,25 @@ pub enum Role {
     Child,
 }
 
-/// The prompt of run `i`'s parent.
-pub fn parent_prompt(lookup: Lookup, i: usize) -> String {
-    format!("{PARENT} {i}\ngrep: {}\nread: {}", lookup.grep, lookup.read)
+/// The prompt of run `i`'s parent; one that `writes` first writes a file of its own.
+pub fn parent_prompt(lookup: Lookup, i: usize, writes: bool) -> String {
+    let write = if writes {
+        format!("\nwrite: bench-note-{i}.txt")
+    } else {
+        String::new()
+    };
+    format!(
+        "{PARENT} {i}\ngrep: {}\nread: {}{write}",
+        lookup.grep, lookup.read
+    )
+}
+
+/// The file a parent's prompt says to write first, if any.
+fn file_to_write(prompt: &str) -> Option<&str> {
+    prompt
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("write:"))
+        .map(str::trim)
 }
 
 /// The role and lookup a prompt names, if it is one of the phase's.
@@ -52,8 +72,22 @@ pub fn parse(prompt: &str) -> Option<(Role, String, String)> {
 
 /// The reply to a request of the phase; `None` for any other request.
 pub fn reply(request: &SeenRequest) -> Option<ScriptedReply> {
-    let (role, grep, read) = parse(request.first_user_message()?)?;
-    Some(match (role, request.assistant_turns()) {
+    let prompt = request.first_user_message()?;
+    let (role, grep, read) = parse(prompt)?;
+    let write = file_to_write(prompt).filter(|_| role == Role::Parent);
+    // A parent that writes first is a turn later from then on.
+    let turn = match (write, request.assistant_turns()) {
+        (Some(file), 0) => {
+            return Some(ScriptedReply::tool_calls([(
+                "call-write",
+                "write",
+                json!({ "filePath": file, "content": "a note of the parent's\n" }),
+            )]));
+        }
+        (Some(_), turn) => turn - 1,
+        (None, turn) => turn,
+    };
+    Some(match (role, turn) {
         (Role::Parent, 0) => ScriptedReply::tool_calls([(
             "call-task",
             "task",
@@ -127,8 +161,31 @@ mod tests {
     }
 
     #[test]
+    fn a_writing_parent_writes_first_then_delegates() {
+        let prompt = parent_prompt(LOOKUP, 3, true);
+        assert_eq!(file_to_write(&prompt), Some("bench-note-3.txt"));
+        let first = request(vec![message("user", &prompt)]);
+        let debug = format!("{:?}", reply(&first).expect("a phase request"));
+        assert!(
+            debug.contains("\"write\"") && debug.contains("bench-note-3.txt"),
+            "{debug}"
+        );
+        let mut second = first.clone();
+        second.messages.push(message("assistant", ""));
+        second
+            .messages
+            .push(message("tool", "wrote bench-note-3.txt"));
+        let debug = format!("{:?}", reply(&second).expect("a phase request"));
+        assert!(
+            debug.contains("\"task\"") && debug.contains("explore"),
+            "{debug}"
+        );
+        assert_eq!(file_to_write(&parent_prompt(LOOKUP, 3, false)), None);
+    }
+
+    #[test]
     fn a_prompt_names_its_role_and_lookup_and_others_are_not_the_phases() {
-        let prompt = parent_prompt(LOOKUP, 7);
+        let prompt = parent_prompt(LOOKUP, 7, false);
         assert_eq!(
             parse(&prompt),
             Some((Role::Parent, "fn main".to_owned(), "Cargo.toml".to_owned()))
@@ -144,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_parent_delegates_the_child_looks_up_and_both_then_answer() {
-        let parent = request(vec![message("user", &parent_prompt(LOOKUP, 0))]);
+        let parent = request(vec![message("user", &parent_prompt(LOOKUP, 0, false))]);
         let debug = format!("{:?}", reply(&parent).expect("a phase request"));
         assert!(
             debug.contains("\"task\"") && debug.contains("explore"),
