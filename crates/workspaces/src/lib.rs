@@ -59,6 +59,23 @@ pub use writes::Writes;
 use crate::cache::Cache;
 use crate::git::Git;
 
+/// How long an overlay workspace takes the base's state (its `HEAD`, the cache
+/// repository holding it, its uncommitted changes) as last looked at, instead of asking
+/// `git` again: three commands, one of which `lstat`s every tracked file, were most of
+/// what making an overlay cost. A change to the base reaches the tasks whose files are
+/// made at most this long after it.
+pub const BASE_STATE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The base's state as looked at: a repository at `commit`, held by the cache
+/// repository `repo`, with `uncommitted` changes to its tracked files.
+#[derive(Debug, Clone)]
+struct BaseState {
+    commit: String,
+    repo: PathBuf,
+    uncommitted: String,
+    seen: std::time::Instant,
+}
+
 /// Where a task's workspace comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source<'a> {
@@ -104,6 +121,9 @@ struct Inner {
     keep: bool,
     /// Overlays are tried; turned off for good by the first mount the kernel refuses.
     overlays: std::sync::atomic::AtomicBool,
+    /// The base's state as last looked at, for overlay workspaces (see
+    /// [`BASE_STATE_FOR`]).
+    base_state: tokio::sync::Mutex<Option<BaseState>>,
     /// Held for the worker's life: tells other workers this one's directory is in use.
     _owner_lock: File,
 }
@@ -142,6 +162,7 @@ impl Workspaces {
                 tasks,
                 keep,
                 overlays: std::sync::atomic::AtomicBool::new(config.overlays),
+                base_state: tokio::sync::Mutex::new(None),
                 _owner_lock: lock,
             }),
         })
@@ -223,14 +244,26 @@ impl Workspaces {
         let mut ws = match source {
             // Looked at for every task: the base may become a repository while the
             // worker runs.
-            Source::Base => match base_head(&inner.base).await? {
-                Some(commit) => {
-                    let repo = inner.cache.base(&inner.base, &commit).await?;
+            Source::Base => match self.base_state().await? {
+                Some(BaseState {
+                    commit,
+                    repo,
+                    uncommitted,
+                    ..
+                }) => {
                     let origin = Origin::Base {
                         commit: commit.clone(),
                     };
                     if let Some(ws) = self
-                        .try_overlay(&repo, &commit, &root, &git_dir, &origin, &writes)
+                        .try_overlay(
+                            &repo,
+                            &commit,
+                            &uncommitted,
+                            &root,
+                            &git_dir,
+                            &origin,
+                            &writes,
+                        )
                         .await
                     {
                         let mut ws = ws?;
@@ -244,7 +277,6 @@ impl Workspaces {
                     let mut ws = self
                         .checkout(&repo, &commit, root, git_dir, origin, writes)
                         .await?;
-                    let uncommitted = base_changes(&inner.base, &commit).await?;
                     if !uncommitted.is_empty() {
                         ws.apply_exactly(&uncommitted, "the base's uncommitted changes")
                             .await?;
@@ -282,13 +314,51 @@ impl Workspaces {
         Ok(ws)
     }
 
+    /// The base's state: looked at now for a copy, and for an overlay when the last
+    /// look is older than [`BASE_STATE_FOR`] (tasks starting together look once);
+    /// `None` when the base is not the top of a git repository with a commit.
+    async fn base_state(&self) -> Result<Option<BaseState>, WorkspaceError> {
+        use std::sync::atomic::Ordering;
+        let inner = &self.inner;
+        if !inner.overlays.load(Ordering::Relaxed) {
+            return self.look_at_base().await;
+        }
+        let mut last = inner.base_state.lock().await;
+        if let Some(state) = last.as_ref()
+            && state.seen.elapsed() < BASE_STATE_FOR
+        {
+            return Ok(Some(state.clone()));
+        }
+        let state = self.look_at_base().await?;
+        last.clone_from(&state);
+        Ok(state)
+    }
+
+    async fn look_at_base(&self) -> Result<Option<BaseState>, WorkspaceError> {
+        let inner = &self.inner;
+        let seen = std::time::Instant::now();
+        let Some(commit) = base_head(&inner.base).await? else {
+            return Ok(None);
+        };
+        let repo = inner.cache.base(&inner.base, &commit).await?;
+        let uncommitted = base_changes(&inner.base, &commit).await?;
+        Ok(Some(BaseState {
+            commit,
+            repo,
+            uncommitted,
+            seen,
+        }))
+    }
+
     /// The workspace as an overlay of the shared checkout of `commit` (with the
     /// base's uncommitted changes), when overlays are on: `None` when they are off, or
     /// when the kernel refused this mount (then off for good, said once).
+    #[allow(clippy::too_many_arguments)]
     async fn try_overlay(
         &self,
         repo: &Path,
         commit: &str,
+        uncommitted: &str,
         root: &Path,
         git_dir: &Path,
         origin: &Origin,
@@ -299,12 +369,8 @@ impl Workspaces {
         if !inner.overlays.load(Ordering::Relaxed) {
             return None;
         }
-        let uncommitted = match base_changes(&inner.base, commit).await {
-            Ok(u) => u,
-            Err(e) => return Some(Err(e)),
-        };
         let objects = repo.join("objects");
-        let lower = match overlay::lower(&inner.trees, repo, commit, &uncommitted, &objects).await {
+        let lower = match overlay::lower(&inner.trees, repo, commit, uncommitted, &objects).await {
             Ok(lower) => lower,
             Err(e) => return Some(Err(e)),
         };
