@@ -246,10 +246,8 @@ async fn overlay_workspaces_keep_tasks_apart_carry_commands_changes_and_leave_th
     std::fs::write(base.join("lib/b.txt"), "bee\nmoved on\n").expect("write");
     git(&base, &["commit", "-q", "-am", "moved on"]);
     // Workers take the base's state as looked at for up to this long.
-    tokio::time::sleep(
-        taskwire_workspaces::BASE_STATE_FOR + std::time::Duration::from_millis(100),
-    )
-    .await;
+    tokio::time::sleep(taskwire_workspaces::BASE_STATE_FOR + std::time::Duration::from_millis(100))
+        .await;
     let next = cluster
         .submit("build", "write again")
         .await
