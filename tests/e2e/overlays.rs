@@ -89,12 +89,7 @@ async fn worker(taskwire: &Taskwire, cluster: &Cluster, name: &str, concurrency:
         ..WorkerOptions::new(&nats, &model, cluster.workspace.path())
     };
     let mut worker = taskwire.worker(name, &options).expect("start worker");
-    let deadline = std::time::Instant::now() + PATIENCE;
-    while !worker.stderr().contains("worker pulling tasks") {
-        worker.check_running().expect("worker runs");
-        assert!(std::time::Instant::now() < deadline, "{name} never pulled");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    worker.pulling().await.expect("worker ready");
     worker
 }
 
@@ -207,18 +202,9 @@ async fn overlay_workspaces_keep_tasks_apart_carry_commands_changes_and_leave_th
     );
     // Each workspace is unmounted and removed with its layers once its result is in.
     let leftovers = || -> Vec<String> {
-        std::fs::read_dir(taskwire.workspaces().join("tasks"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|w| w.path().is_dir())
-            .flat_map(|w| std::fs::read_dir(w.path()).into_iter().flatten().flatten())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| {
-                [&one, &two, &lead]
-                    .iter()
-                    .any(|id| n.starts_with(id.as_str()))
-            })
+        [&one, &two, &lead]
+            .iter()
+            .flat_map(|id| taskwire_e2e::task_entries(taskwire.workspaces(), id))
             .collect()
     };
     let deadline = std::time::Instant::now() + PATIENCE;

@@ -79,21 +79,9 @@ async fn cluster(config: Option<std::path::PathBuf>) -> Cluster {
     cluster
 }
 
-/// The names under the workers' task directories that belong to `task`: its
-/// workspaces and their private repositories.
+/// What the worker made for `task`: its workspaces and their private repositories.
 fn made_for(cluster: &Cluster, task: &str) -> Vec<String> {
-    std::fs::read_dir(cluster.workspaces.path().join("tasks"))
-        .expect("the tasks directory")
-        .flatten()
-        .filter(|worker| worker.path().is_dir())
-        .flat_map(|worker| {
-            std::fs::read_dir(worker.path())
-                .expect("readable")
-                .flatten()
-        })
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with(task))
-        .collect()
+    taskwire_e2e::task_entries(cluster.workspaces.path(), task)
 }
 
 /// Runs the root `prompt` on `build` to its end; the finished root and its only child.

@@ -338,18 +338,7 @@ async fn a_task_that_calls_no_tool_never_makes_its_workspace() {
     // Even with workspaces kept, there is nothing to keep: the directory the session
     // was given was never made, and no repository either.
     assert_eq!(cluster.task_workspace(&id), None, "no copy was made");
-    let dirs: Vec<_> = std::fs::read_dir(cluster.workspaces.path().join("tasks"))
-        .expect("the tasks directory")
-        .flatten()
-        .filter(|worker| worker.path().is_dir())
-        .flat_map(|worker| {
-            std::fs::read_dir(worker.path())
-                .expect("readable")
-                .flatten()
-        })
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with(id.as_str()))
-        .collect();
+    let dirs = taskwire_e2e::task_entries(cluster.workspaces.path(), &id);
     assert_eq!(dirs, Vec::<String>::new(), "no repository either");
     cluster.shutdown().await;
 }

@@ -74,15 +74,7 @@ async fn worker(
         ..WorkerOptions::new(nats_url, &model, cluster.workspace.path())
     };
     let mut worker = taskwire.worker(name, &options).expect("start worker");
-    eventually(&format!("{name} to pull"), || {
-        worker.check_running()?;
-        Ok(worker
-            .stderr()
-            .contains("worker pulling tasks")
-            .then_some(()))
-    })
-    .await
-    .expect("worker ready");
+    worker.pulling().await.expect("worker ready");
     worker
 }
 

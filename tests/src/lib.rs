@@ -416,6 +416,26 @@ impl Drop for InProcess {
     }
 }
 
+/// The names under a `--workspaces-dir`'s task directories (every worker's) that
+/// belong to `task_id`: its attempts' workspaces, their private repositories and
+/// overlay layers. Empty once they are removed, or if none was made.
+pub fn task_entries(dir: &std::path::Path, task_id: &str) -> Vec<String> {
+    std::fs::read_dir(dir.join("tasks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|worker| worker.path().is_dir())
+        .flat_map(|worker| {
+            std::fs::read_dir(worker.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(task_id))
+        .collect()
+}
+
 /// The workspaces of `task_id`'s attempts under a `--workspaces-dir`, oldest first.
 pub fn task_workspaces(dir: &std::path::Path, task_id: &str) -> Vec<std::path::PathBuf> {
     let prefix = format!("{task_id}-");

@@ -336,6 +336,20 @@ pub struct Process {
 }
 
 impl Process {
+    /// Waits until a worker process says it pulls tasks; fails if it exits first or
+    /// takes longer than [`crate::PATIENCE`], quoting its log.
+    pub async fn pulling(&mut self) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + crate::PATIENCE;
+        while !self.stderr().contains("worker pulling tasks") {
+            self.check_running()?;
+            if std::time::Instant::now() > deadline {
+                bail!("{} never pulled tasks; log:\n{}", self.name, self.tail(30));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
     /// Kills the process with SIGKILL (no shutdown code runs) and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

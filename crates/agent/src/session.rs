@@ -227,12 +227,7 @@ async fn run(
     }
 
     if let Some(step) = interrupted {
-        let calls: Vec<_> = step
-            .parts
-            .iter()
-            .filter(|part| part.is_unfinished_call())
-            .filter_map(Part::as_call)
-            .collect();
+        let calls = unfinished_calls(&step);
         let ready = if uses_files(tools, calls.iter().map(|call| call.name.as_str())) {
             workspace_ready(host, &cancel).await
         } else {
@@ -518,6 +513,15 @@ async fn compact(
     }))
 }
 
+/// The calls of an interrupted step that have no result yet.
+fn unfinished_calls(step: &TranscriptMessage) -> Vec<taskwire_llm::ToolCall> {
+    step.parts
+        .iter()
+        .filter(|part| part.is_unfinished_call())
+        .filter_map(Part::as_call)
+        .collect()
+}
+
 /// Whether any of the calls named `calls` works on the session's files ([`Tool::uses_files`]);
 /// a name no tool has counts as one that does.
 fn uses_files<'a>(tools: &ToolRegistry, calls: impl IntoIterator<Item = &'a str>) -> bool {
@@ -557,12 +561,7 @@ async fn resume_step(
     step: TranscriptMessage,
     cancel: &CancellationToken,
 ) -> ResumedStep {
-    let calls: Vec<_> = step
-        .parts
-        .iter()
-        .filter(|part| part.is_unfinished_call())
-        .filter_map(Part::as_call)
-        .collect();
+    let calls = unfinished_calls(&step);
     tracing::info!(calls = calls.len(), "resuming an interrupted step");
     let results = turn.run(&calls, cancel).await;
     let mut fresh = results.parts.into_iter();

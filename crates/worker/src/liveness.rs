@@ -134,11 +134,6 @@ impl Liveness {
         }
     }
 
-    /// How many messages are beaten for now.
-    pub fn held(&self) -> usize {
-        lock(&self.held).len()
-    }
-
     /// Stops beating and waits for the thread to flush and end.
     pub async fn stop(mut self) {
         self.stop.cancel();

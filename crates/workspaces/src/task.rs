@@ -141,11 +141,6 @@ impl TaskWorkspace {
         }
     }
 
-    /// Whether the files are an overlay of a shared checkout (not a copy).
-    pub fn is_overlay(&self) -> bool {
-        self.overlay.is_some()
-    }
-
     /// The directory the session works in.
     pub fn root(&self) -> &Path {
         &self.root

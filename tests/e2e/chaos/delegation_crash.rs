@@ -121,15 +121,7 @@ impl Fleet {
             ..WorkerOptions::new(&nats, &model, self.cluster.workspace.path())
         };
         let mut worker = self.taskwire.worker(name, &options).expect("start worker");
-        eventually(&format!("{name} to pull"), || {
-            worker.check_running()?;
-            Ok(worker
-                .stderr()
-                .contains("worker pulling tasks")
-                .then_some(()))
-        })
-        .await
-        .expect("worker ready");
+        worker.pulling().await.expect("worker ready");
         worker
     }
 
