@@ -11,8 +11,9 @@
 //! | child (`explore`) | `grep` and `read` | text |
 //!
 //! With `--repo-parent-writes` the parent first writes a file of its own (its prompt
-//! says `write: FILE`), so that its workspace is made and the child starts from its
-//! change: turn 0 `write`, turn 1 `task`, turn 2 text.
+//! says `write: FILE`) and runs a command on the repository (`git status --short`), so
+//! that its workspace is made, a command's changes are looked for, and the child starts
+//! from its change: turn 0 `write`, turn 1 `bash`, turn 2 `task`, turn 3 text.
 
 use serde_json::json;
 use taskwire_test_support::{ScriptedReply, SeenRequest};
@@ -75,7 +76,7 @@ pub fn reply(request: &SeenRequest) -> Option<ScriptedReply> {
     let prompt = request.first_user_message()?;
     let (role, grep, read) = parse(prompt)?;
     let write = file_to_write(prompt).filter(|_| role == Role::Parent);
-    // A parent that writes first is a turn later from then on.
+    // A parent that writes and runs a command first is two turns later from then on.
     let turn = match (write, request.assistant_turns()) {
         (Some(file), 0) => {
             return Some(ScriptedReply::tool_calls([(
@@ -84,7 +85,14 @@ pub fn reply(request: &SeenRequest) -> Option<ScriptedReply> {
                 json!({ "filePath": file, "content": "a note of the parent's\n" }),
             )]));
         }
-        (Some(_), turn) => turn - 1,
+        (Some(_), 1) => {
+            return Some(ScriptedReply::tool_calls([(
+                "call-bash",
+                "bash",
+                json!({ "command": "git status --short", "description": "what changed" }),
+            )]));
+        }
+        (Some(_), turn) => turn - 2,
         (None, turn) => turn,
     };
     Some(match (role, turn) {
@@ -161,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn a_writing_parent_writes_first_then_delegates() {
+    fn a_writing_parent_writes_runs_a_command_then_delegates() {
         let prompt = parent_prompt(LOOKUP, 3, true);
         assert_eq!(file_to_write(&prompt), Some("bench-note-3.txt"));
         let first = request(vec![message("user", &prompt)]);
@@ -176,6 +184,14 @@ mod tests {
             .messages
             .push(message("tool", "wrote bench-note-3.txt"));
         let debug = format!("{:?}", reply(&second).expect("a phase request"));
+        assert!(
+            debug.contains("\"bash\"") && debug.contains("git status"),
+            "{debug}"
+        );
+        let mut third = second.clone();
+        third.messages.push(message("assistant", ""));
+        third.messages.push(message("tool", "?? bench-note-3.txt"));
+        let debug = format!("{:?}", reply(&third).expect("a phase request"));
         assert!(
             debug.contains("\"task\"") && debug.contains("explore"),
             "{debug}"
