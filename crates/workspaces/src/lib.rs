@@ -124,6 +124,8 @@ struct Inner {
     /// The base's state as last looked at, for overlay workspaces (see
     /// [`BASE_STATE_FOR`]).
     base_state: tokio::sync::Mutex<Option<BaseState>>,
+    /// A look at the base runs in the background (see [`Workspaces::base_state`]).
+    looking: std::sync::atomic::AtomicBool,
     /// Held for the worker's life: tells other workers this one's directory is in use.
     _owner_lock: File,
 }
@@ -163,6 +165,7 @@ impl Workspaces {
                 keep,
                 overlays: std::sync::atomic::AtomicBool::new(config.overlays),
                 base_state: tokio::sync::Mutex::new(None),
+                looking: std::sync::atomic::AtomicBool::new(false),
                 _owner_lock: lock,
             }),
         })
@@ -314,9 +317,11 @@ impl Workspaces {
         Ok(ws)
     }
 
-    /// The base's state: looked at now for a copy, and for an overlay when the last
-    /// look is older than [`BASE_STATE_FOR`] (tasks starting together look once);
-    /// `None` when the base is not the top of a git repository with a commit.
+    /// The base's state: looked at now for a copy; for an overlay, the last look while
+    /// it is younger than [`BASE_STATE_FOR`] (tasks starting together look once).
+    /// Past half that age the next look starts in the background, so that a worker
+    /// whose tasks keep starting never has one wait for `git`; `None` when the base
+    /// is not the top of a git repository with a commit.
     async fn base_state(&self) -> Result<Option<BaseState>, WorkspaceError> {
         use std::sync::atomic::Ordering;
         let inner = &self.inner;
@@ -327,6 +332,24 @@ impl Workspaces {
         if let Some(state) = last.as_ref()
             && state.seen.elapsed() < BASE_STATE_FOR
         {
+            if state.seen.elapsed() > BASE_STATE_FOR / 2
+                && !inner.looking.swap(true, Ordering::AcqRel)
+            {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let looked = this.look_at_base().await;
+                    if let Ok(state) = looked {
+                        let mut last = this.inner.base_state.lock().await;
+                        if last
+                            .as_ref()
+                            .is_none_or(|l| state.as_ref().is_some_and(|s| s.seen > l.seen))
+                        {
+                            *last = state;
+                        }
+                    }
+                    this.inner.looking.store(false, Ordering::Release);
+                });
+            }
             return Ok(Some(state.clone()));
         }
         let state = self.look_at_base().await?;

@@ -82,6 +82,24 @@ pub(crate) async fn lower(
     tokio::fs::create_dir_all(trees)
         .await
         .map_err(|e| WorkspaceError::io("create", trees, e))?;
+    // Most often the tree is there: held without waiting on `.making`, so tasks
+    // starting together never queue behind each other. Removal takes `.lock`
+    // exclusively and unmakes `.tree` first, so a tree found whole under the shared
+    // hold stays whole.
+    if paths.tree.exists() {
+        let in_use = lock_file(paths.lock.clone(), false).await?;
+        if holds(&in_use, &paths.lock)
+            && let Ok(tree) = tokio::fs::read_to_string(&paths.tree).await
+        {
+            return Ok(Lower {
+                dir: paths.dir,
+                index: paths.index,
+                objects: paths.git.join("objects"),
+                tree: tree.trim().to_owned(),
+                in_use,
+            });
+        }
+    }
     let lock_path = trees.join(format!("{key}.making"));
     let making = lock_file(lock_path.clone(), true).await?;
     if !paths.tree.exists() {
@@ -102,6 +120,15 @@ pub(crate) async fn lower(
         tree,
         in_use,
     })
+}
+
+/// Whether `held` is still the lock file at `path` (a removal unlinks it).
+fn holds(held: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (held.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// Checks `commit` out into a new lower tree (with a `.git` of its own, as a
