@@ -3,7 +3,10 @@
 # a C toolchain, Postgres, nats-server, promtool (the metrics lint of the e2e tests,
 # from Debian's prometheus package without its recommends), Chromium, Node.js and the
 # dashboard test's driver (npm playwright-core, pinned by tests/browser/package-lock.json,
-# into $HOME/.cache/taskwire/browser) and (if missing) Rust via rustup.
+# into $HOME/.cache/taskwire/browser), the MCP tests' peers (the reference MCP servers,
+# pinned by tests/mcp/package-lock.json, and a venv with the official Python SDK `mcp`,
+# pinned by tests/mcp/requirements.txt, into $HOME/.cache/taskwire/mcp) and (if missing)
+# Rust via rustup.
 set -euo pipefail
 source "$(dirname "$0")/services.sh"
 pkgs=()
@@ -23,6 +26,25 @@ if [ ! -d "$browser_dir/node_modules/playwright-core" ] || ! cmp -s "$lock" "$br
   mkdir -p "$browser_dir"
   cp "$(dirname "$lock")/package.json" "$lock" "$browser_dir/"
   (cd "$browser_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+# The MCP tests' peers: the reference servers (npm) and the official Python SDK (a venv).
+mcp_dir="$HOME/.cache/taskwire/mcp"
+mcp_lock="$(dirname "$0")/../tests/mcp/package-lock.json"
+if [ ! -d "$mcp_dir/node_modules/@modelcontextprotocol/server-everything" ] || ! cmp -s "$mcp_lock" "$mcp_dir/package-lock.json"; then
+  tw_log "installing the MCP tests' npm packages into $mcp_dir"
+  mkdir -p "$mcp_dir"
+  cp "$(dirname "$mcp_lock")/package.json" "$mcp_lock" "$mcp_dir/"
+  (cd "$mcp_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+mcp_reqs="$(dirname "$0")/../tests/mcp/requirements.txt"
+python3 -c 'import ensurepip, venv' 2>/dev/null || tw_apt_install --no-install-recommends python3-venv
+if [ ! -x "$mcp_dir/venv/bin/python" ] || ! cmp -s "$mcp_reqs" "$mcp_dir/requirements.txt"; then
+  tw_log "installing the MCP tests' Python SDK into $mcp_dir/venv"
+  mkdir -p "$mcp_dir"
+  rm -f "$mcp_dir/requirements.txt"
+  [ -x "$mcp_dir/venv/bin/python" ] || python3 -m venv "$mcp_dir/venv"
+  "$mcp_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$mcp_reqs"
+  cp "$mcp_reqs" "$mcp_dir/requirements.txt"
 fi
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   tw_log "installing rust (rustup, stable)"

@@ -20,6 +20,7 @@ mod inherited_permissions;
 mod isolation;
 mod large_patches;
 mod lifecycle;
+mod mcp;
 mod metrics;
 mod nats_permissions;
 mod outputs;

@@ -225,9 +225,22 @@ pub struct AgentRegistry {
     // Ordered so that listings (and the `task` tool description built from them) are
     // stable.
     agents: BTreeMap<AgentName, AgentSpec>,
+    /// The MCP servers of the same definitions directories (`mcp.json`), shipped with
+    /// every agent's spec.
+    mcp: crate::mcp::McpServers,
 }
 
 impl AgentRegistry {
+    /// The MCP servers every agent's sessions may use.
+    pub fn mcp(&self) -> &crate::mcp::McpServers {
+        &self.mcp
+    }
+
+    /// Replaces the MCP servers.
+    pub fn set_mcp(&mut self, servers: crate::mcp::McpServers) {
+        self.mcp = servers;
+    }
+
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()

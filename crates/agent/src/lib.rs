@@ -49,6 +49,7 @@ pub mod error;
 mod frontmatter;
 pub mod host;
 pub mod loader;
+pub mod mcp;
 pub mod output_schema;
 pub mod permission;
 pub mod policy;

@@ -10,7 +10,7 @@
 //! the host when a rule says `ask`, before [`Tool::execute`] runs. A tool the rules
 //! deny never executes.
 
-mod bash;
+pub(crate) mod bash;
 mod edit;
 mod glob;
 mod grep;
@@ -32,6 +32,7 @@ use taskwire_llm::{ToolDef, ToolSchema};
 use tokio_util::sync::CancellationToken;
 
 pub use self::bash::{BashTool, CommandSandbox, Enforced, NETWORK_PERMISSION};
+pub(crate) use self::bash::{DEFAULT_PATH, Extra, Prepared, prepare_with};
 pub use self::edit::EditTool;
 pub use self::glob::GlobTool;
 pub use self::grep::GrepTool;
@@ -185,7 +186,12 @@ impl Registered {
 pub struct ToolRegistry {
     // A handful of tools: a vector keeps registration order for stable tool lists
     // (and stable prompt caching upstream) and is as fast as a map at this size.
-    tools: Vec<Registered>,
+    // Shared, so that a session's registry (the worker's tools and its MCP servers')
+    // copies none of them.
+    tools: Vec<std::sync::Arc<Registered>>,
+    /// Prefixes of tools that could not be listed (an MCP server that failed to
+    /// start), with why: a call to one is that error rather than an unknown tool.
+    unavailable: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -229,7 +235,11 @@ impl ToolRegistry {
 
     /// Adds `tool`, replacing a tool of the same name.
     pub fn register(&mut self, tool: impl Tool + 'static) {
-        let tool = Registered::new(Box::new(tool));
+        self.register_boxed(Box::new(tool));
+    }
+
+    fn register_boxed(&mut self, tool: Box<dyn Tool>) {
+        let tool = std::sync::Arc::new(Registered::new(tool));
         match self
             .tools
             .iter_mut()
@@ -247,9 +257,44 @@ impl ToolRegistry {
             tools: self
                 .tools
                 .into_iter()
-                .map(|registered| Registered::new(wrap(registered.tool)))
+                .map(|registered| {
+                    let registered = std::sync::Arc::into_inner(registered)
+                        .expect("tools are wrapped before the registry is shared");
+                    std::sync::Arc::new(Registered::new(wrap(registered.tool)))
+                })
                 .collect(),
+            unavailable: self.unavailable,
         }
+    }
+
+    /// This registry's tools (shared) and `extra` after them (replacing tools of the
+    /// same name), each wrapped by `wrap`; calls to a tool named `PREFIX_...` for a
+    /// `(PREFIX, reason)` of `unavailable` fail with that reason. A session's registry:
+    /// the worker's tools and its MCP servers'.
+    pub fn with_tools(
+        &self,
+        extra: Vec<Box<dyn Tool>>,
+        unavailable: Vec<(String, String)>,
+        mut wrap: impl FnMut(Box<dyn Tool>) -> Box<dyn Tool>,
+    ) -> Self {
+        let mut registry = Self {
+            tools: self.tools.clone(),
+            unavailable,
+        };
+        for tool in extra {
+            registry.register_boxed(wrap(tool));
+        }
+        registry
+    }
+
+    /// Why a tool named `name` could not be offered, when it belongs to a server that
+    /// failed (see [`ToolRegistry::with_tools`]).
+    pub fn unavailable(&self, name: &str) -> Option<&str> {
+        self.unavailable.iter().find_map(|(prefix, reason)| {
+            name.strip_prefix(prefix.as_str())
+                .is_some_and(|rest| rest.starts_with('_'))
+                .then_some(reason.as_str())
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
@@ -306,11 +351,14 @@ impl ToolRegistry {
         agent: &'a AgentSpec,
         permissions: Permissions<'a>,
     ) -> impl Iterator<Item = &'a Registered> {
-        self.tools.iter().filter(move |registered| {
-            let tool = &registered.tool;
-            agent.lists_tool(tool.listed_with().unwrap_or(tool.name()))
-                && !permissions.is_disabled(tool.permission())
-        })
+        self.tools
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(move |registered| {
+                let tool = &registered.tool;
+                agent.lists_tool(tool.listed_with().unwrap_or(tool.name()))
+                    && !permissions.is_disabled(tool.permission())
+            })
     }
 }
 

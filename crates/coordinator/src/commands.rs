@@ -1,7 +1,7 @@
 //! Slash commands (`RunCommand`) and the agent/command registries they draw on.
 //!
-//! The coordinator owns both registries: the built-in agents, with the `agents/*.md`
-//! and `commands/*.md` of each configured directory layered on top in order (see
+//! The coordinator owns both registries: the built-in agents, with the `agents/*.md`,
+//! `commands/*.md` and `mcp.json` of each configured directory layered on top in order (see
 //! [`CoordinatorConfig::config_dirs`](crate::CoordinatorConfig::config_dirs): the
 //! user's, then the project's). A named loop reloads them when any of the files change,
 //! so every worker runs the same definitions (they are shipped in each envelope). An
@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use taskwire_agent::builtin::AgentRegistry;
 use taskwire_agent::command::{CommandMode, CommandRegistry, command_mode, load_commands, render};
 use taskwire_agent::loader::load_agents;
+use taskwire_agent::mcp::{McpServers, load_mcp};
 use taskwire_protocol::{SessionId, pb};
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +30,7 @@ const RELOAD_POLL: Duration = Duration::from_secs(2);
 pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
     let mut agents = AgentRegistry::builtin();
     let mut commands = CommandRegistry::new();
+    let mut mcp = McpServers::new();
     for dir in dirs {
         let (layered, agent_errors) = load_agents(&dir.join("agents"), agents);
         agents = layered;
@@ -36,10 +38,17 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
         for command in found.list() {
             commands.insert(command.clone());
         }
-        for e in agent_errors.iter().chain(&command_errors) {
+        let (servers, mcp_errors) = load_mcp(dir, mcp);
+        mcp = servers;
+        for e in agent_errors
+            .iter()
+            .chain(&command_errors)
+            .chain(&mcp_errors)
+        {
             tracing::warn!(dir = %dir.display(), file = %e.file, key = e.key.as_deref().unwrap_or(""), error = %e.message, "invalid definition skipped");
         }
     }
+    agents.set_mcp(mcp);
     (agents, commands)
 }
 
@@ -47,6 +56,10 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
 fn fingerprint(dirs: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
     let mut out = Vec::new();
     for dir in dirs {
+        let file = dir.join("mcp.json");
+        if let Ok(meta) = std::fs::metadata(&file) {
+            out.push((file, meta.modified().ok(), meta.len()));
+        }
         for sub in ["agents", "commands"] {
             if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
                 for e in entries.flatten() {

@@ -389,7 +389,14 @@ pub fn build_task(
         command: (!req.command.is_empty()).then_some(req.command),
         depth: parent.as_ref().map_or(0, |p| p.depth + 1),
         attempt: 0,
-        agent_spec: std::sync::Arc::new(pb::AgentSpec::from(spec)),
+        agent_spec: std::sync::Arc::new(pb::AgentSpec {
+            mcp: registry
+                .mcp()
+                .list()
+                .map(taskwire_protocol::agent_spec::mcp_to_wire)
+                .collect(),
+            ..pb::AgentSpec::from(spec)
+        }),
         created_at: now,
         max_attempts,
         parent_model: parent.as_ref().and_then(|p| p.model.clone()),

@@ -2,6 +2,7 @@
 //! wire.
 
 use taskwire_agent::agent::{AgentMode, AgentName, AgentSpec};
+use taskwire_agent::mcp::{McpServerDef, McpTransport};
 use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
 
 use crate::{ProtocolError, pb};
@@ -25,8 +26,73 @@ impl From<&AgentSpec> for pb::AgentSpec {
             temperature: a.temperature,
             top_p: a.top_p,
             color: a.color.clone(),
+            mcp: Vec::new(),
         }
     }
+}
+
+/// An MCP server as shipped with an agent spec.
+pub fn mcp_to_wire(def: &McpServerDef) -> pb::McpServer {
+    let pairs = |pairs: &[(String, String)]| {
+        pairs
+            .iter()
+            .map(|(key, value)| pb::KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect()
+    };
+    pb::McpServer {
+        name: def.name.clone(),
+        transport: Some(match &def.transport {
+            McpTransport::Local { command } => pb::mcp_server::Transport::Local(pb::McpLocal {
+                command: command.clone(),
+            }),
+            McpTransport::Remote { url, headers } => {
+                pb::mcp_server::Transport::Remote(pb::McpRemote {
+                    url: url.clone(),
+                    headers: pairs(headers),
+                })
+            }
+        }),
+        environment: pairs(&def.environment),
+        timeout_ms: def.timeout.map_or(0, |t| t.as_millis() as u64),
+        hosts: def.hosts.clone(),
+    }
+}
+
+/// The MCP servers an agent spec ships.
+pub fn mcp_from_wire(spec: &pb::AgentSpec) -> Result<Vec<McpServerDef>, ProtocolError> {
+    let pairs = |pairs: &[pb::KeyValue]| {
+        pairs
+            .iter()
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect()
+    };
+    spec.mcp
+        .iter()
+        .map(|s| {
+            let transport = match &s.transport {
+                Some(pb::mcp_server::Transport::Local(l)) if !l.command.is_empty() => {
+                    McpTransport::Local {
+                        command: l.command.clone(),
+                    }
+                }
+                Some(pb::mcp_server::Transport::Remote(r)) => McpTransport::Remote {
+                    url: r.url.clone(),
+                    headers: pairs(&r.headers),
+                },
+                _ => return Err(ProtocolError::Missing("agent_spec.mcp.transport")),
+            };
+            Ok(McpServerDef {
+                name: s.name.clone(),
+                transport,
+                environment: pairs(&s.environment),
+                timeout: (s.timeout_ms > 0).then(|| std::time::Duration::from_millis(s.timeout_ms)),
+                hosts: s.hosts.clone(),
+            })
+        })
+        .collect()
 }
 
 impl TryFrom<&pb::AgentSpec> for AgentSpec {

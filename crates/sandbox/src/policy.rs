@@ -11,6 +11,9 @@ pub struct SandboxPolicy {
     /// Readable, writable and executable: the command's private temp directory
     /// (`TMPDIR`), see [`crate::PrivateTemp`].
     pub temp_dir: PathBuf,
+    /// Readable (and executable), not writable: where a command's program lives when
+    /// that is not a system tree (an MCP server's installed package).
+    pub read_only: Vec<PathBuf>,
     pub network: Network,
     pub limits: Limits,
 }

@@ -75,6 +75,9 @@ pub(crate) fn build(
     for opened in &system.devices_rw {
         created = created.add_rule(rule(abi, opened, device_rw))?;
     }
+    for dir in &policy.read_only {
+        created = created.add_rule(rule(abi, &open(dir)?, read))?;
+    }
     for dir in [&policy.workspace, &policy.temp_dir] {
         created = created.add_rule(rule(abi, &open(dir)?, own))?;
     }

@@ -203,7 +203,9 @@ pub async fn run_with_provider(
     ));
 
     let mut tools = ToolRegistry::builtin();
-    tools.register(BashTool::new(sandbox::command_sandbox(&config).await));
+    let command_sandbox = sandbox::command_sandbox(&config).await;
+    tools.register(BashTool::new(command_sandbox.clone()));
+    let mcp = taskwire_agent::mcp::McpPool::new(command_sandbox);
     let tools = tools.wrap_each(|tool| metrics::MeteredTool::wrap(tool, metrics.clone()));
     let workspaces = taskwire_workspaces::Workspaces::open(taskwire_workspaces::WorkspacesConfig {
         base: config.workspace.clone(),
@@ -225,6 +227,8 @@ pub async fn run_with_provider(
         worker_id: worker_id.clone(),
         provider,
         tools,
+        mcp,
+        metrics: metrics.clone(),
         workspaces,
         base_facts: Default::default(),
         default_model: config.model.default_model.clone(),

@@ -116,13 +116,24 @@ pub async fn run<'a>(
     // A session offered no tool that changes files, and running no command template's
     // !`cmd`, reads the base directly when it starts from it as it is: no copy of its
     // own.
+    let mcp_defs = taskwire_protocol::agent_spec::mcp_from_wire(&request.agent_spec)
+        .map_err(|e| StartError::Invalid(format!("invalid mcp servers: {e}")))?;
+    let permissions = taskwire_agent::permission::Permissions::new(&agent.permission, &inherited);
     let read_only = !request.expand_shell
-        && !ctx.tools.may_change_files(
-            &agent,
-            taskwire_agent::permission::Permissions::new(&agent.permission, &inherited),
-        );
+        && !ctx.tools.may_change_files(&agent, permissions)
+        && !taskwire_agent::mcp::may_change_files(&mcp_defs, &agent, permissions);
     let workspace = Box::pin(TaskFiles::reserve(ctx, request, claim, earlier, read_only)).await?;
     let tools_workspace = workspace.for_tools();
+    let session_tools = Box::pin(mcp_tools(
+        ctx,
+        &mcp_defs,
+        &agent,
+        permissions,
+        &workspace,
+        &tools_workspace,
+    ))
+    .await?;
+    let tools = session_tools.as_ref().unwrap_or(&ctx.tools);
     // The files are made when first needed: now, when the first message or the
     // system prompt reads some (inputs naming files, project instructions). Until then
     // the system prompt tells them as the base's, which the workspace will copy.
@@ -243,7 +254,7 @@ pub async fn run<'a>(
             params,
             schema.as_ref(),
             ctx.provider.as_ref(),
-            &ctx.tools,
+            tools,
             &host,
             &sink,
             stop.token(),
@@ -551,6 +562,55 @@ async fn load_transcript(
         ))
     })?;
     Ok(Some((saved, stored.saved_by)))
+}
+
+/// The session's tools when its agent spec ships MCP servers it may use: the worker's
+/// and theirs, listed now (a local server's workspace is made first: it runs there).
+/// A server that cannot list its tools is left out, and a call to one of its tools is
+/// the reason; the session goes on with the others. `None`: the worker's tools alone.
+async fn mcp_tools(
+    ctx: &Context,
+    defs: &[taskwire_agent::mcp::McpServerDef],
+    agent: &AgentSpec,
+    permissions: taskwire_agent::permission::Permissions<'_>,
+    files: &TaskFiles<'_>,
+    workspace: &taskwire_agent::Workspace,
+) -> Result<Option<taskwire_agent::ToolRegistry>, StartError> {
+    let servers = ctx.mcp.for_session(defs, agent, permissions);
+    let switched_off: Vec<(String, String)> = defs
+        .iter()
+        .filter(|def| !servers.iter().any(|s| s.def().name == def.name))
+        .map(|def| {
+            let reason = format!(
+                "the tools of MCP server {} are not available to agent {}: its tools or \
+                 permission rules (or an ancestor's) switch them off",
+                def.name, agent.name
+            );
+            (def.name.clone(), reason)
+        })
+        .collect();
+    if servers.is_empty() && switched_off.is_empty() {
+        return Ok(None);
+    }
+    if servers.iter().any(|s| s.def().is_local()) {
+        Box::pin(files.get())
+            .await
+            .map_err(|e| StartError::Unavailable(format!("failed to make the workspace: {e}")))?;
+    }
+    let (tools, failed) =
+        taskwire_agent::mcp::session_tools(&servers, workspace, permissions).await;
+    let failed = failed.into_iter().chain(switched_off).collect();
+    let metrics = ctx.metrics.clone();
+    Ok(Some(
+        ctx.tools.with_tools(
+            tools
+                .into_iter()
+                .map(|t| Box::new(t) as Box<dyn taskwire_agent::Tool>)
+                .collect(),
+            failed,
+            |tool| crate::metrics::MeteredTool::wrap(tool, metrics.clone()),
+        ),
+    ))
 }
 
 /// The transcript (with `workspace`, the files' state for a retry) as JSON to send

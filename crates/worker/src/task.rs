@@ -42,6 +42,10 @@ pub struct Context {
     pub worker_id: WorkerId,
     pub provider: Arc<dyn Provider>,
     pub tools: ToolRegistry,
+    /// The MCP servers sessions use (shipped with their agent specs).
+    pub mcp: taskwire_agent::mcp::McpPool,
+    /// Tool metrics, for the tools of a session's MCP servers.
+    pub metrics: crate::metrics::Metrics,
     pub workspaces: taskwire_workspaces::Workspaces,
     /// The base's files as the system prompt of a session tells them before its
     /// workspace is made.

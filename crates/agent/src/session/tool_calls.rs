@@ -200,6 +200,11 @@ impl<'a> Turn<'a> {
                     tool: call.name.clone(),
                     agent: self.agent.name.to_string(),
                 }
+            } else if let Some(reason) = self.registry.unavailable(&call.name) {
+                ToolError::Failed {
+                    tool: call.name.clone(),
+                    reason: reason.to_owned(),
+                }
             } else {
                 ToolError::UnknownTool {
                     name: call.name.clone(),

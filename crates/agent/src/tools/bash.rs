@@ -16,8 +16,10 @@
 //! `--unsafe-no-sandbox`.
 
 mod network;
-mod output;
+pub(crate) mod output;
 mod sandbox;
+
+pub(crate) use self::sandbox::{Extra, Prepared, prepare_with};
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
@@ -43,7 +45,8 @@ const MAX_TIMEOUT_MS: u64 = 600_000;
 /// How long to wait for output after the command exited, in case a background job
 /// still holds the pipes open; it is then killed with the rest of the group.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const MAX_TITLE_CHARS: usize = 80;
 
 /// Runs shell commands.

@@ -134,6 +134,18 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
                 temperature,
                 top_p,
                 color,
+                mcp: vec![pb::McpServer {
+                    name: "everything".into(),
+                    transport: Some(pb::mcp_server::Transport::Local(pb::McpLocal {
+                        command: vec!["node".into(), "server.js".into()],
+                    })),
+                    environment: vec![pb::KeyValue {
+                        key: "K".into(),
+                        value: "{env:V}".into(),
+                    }],
+                    timeout_ms: 5000,
+                    hosts: Vec::new(),
+                }],
             },
         )
         .boxed()

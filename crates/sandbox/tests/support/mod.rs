@@ -78,6 +78,7 @@ pub fn run(sandbox: &Sandbox, workspace: &Path, script: &str, options: Options) 
     let policy = SandboxPolicy {
         workspace: workspace.to_owned(),
         temp_dir: temp.path().to_owned(),
+        read_only: Vec::new(),
         network: options.network,
         limits: options.limits,
     };

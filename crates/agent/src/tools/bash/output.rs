@@ -7,20 +7,20 @@
 use std::collections::VecDeque;
 
 /// Bytes kept from the start of the output.
-pub(super) const HEAD_BYTES: usize = 15 * 1024;
+pub(crate) const HEAD_BYTES: usize = 15 * 1024;
 /// Bytes kept from the end of the output.
-pub(super) const TAIL_BYTES: usize = 15 * 1024;
+pub(crate) const TAIL_BYTES: usize = 15 * 1024;
 
 /// Combined stdout and stderr, capped at `HEAD_BYTES + TAIL_BYTES`.
 #[derive(Debug, Default)]
-pub(super) struct CappedOutput {
+pub(crate) struct CappedOutput {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: usize,
 }
 
 impl CappedOutput {
-    pub(super) fn push(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
         let room = HEAD_BYTES - self.head.len();
         if room > 0 {
@@ -36,17 +36,17 @@ impl CappedOutput {
     }
 
     /// All bytes the command wrote.
-    pub(super) fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.total
     }
 
-    pub(super) fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         self.total > self.head.len() + self.tail.len()
     }
 
     /// The kept text, with a marker where bytes were left out; trailing newlines
     /// trimmed. Invalid UTF-8 (or a character cut at the marker) becomes U+FFFD.
-    pub(super) fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut text = String::from_utf8_lossy(&self.head).into_owned();
         let (front, back) = self.tail.as_slices();
         let tail = [front, back].concat();

@@ -75,23 +75,32 @@ impl CommandSandbox {
 
 /// What one command holds while it runs: dropped (off the runtime, since removing a
 /// temp tree and a cgroup blocks) once it and everything it started have ended.
-pub(super) struct Prepared {
+pub(crate) struct Prepared {
     pub env: Vec<(&'static str, String)>,
     pub guard: Option<Guard>,
 }
 
-pub(super) struct Guard {
+pub(crate) struct Guard {
     _confinement: Confinement,
     _temp: PrivateTemp,
     _proxy: Option<Proxy>,
 }
 
 impl Prepared {
-    pub(super) async fn release(self) {
+    pub(crate) async fn release(self) {
         if let Some(guard) = self.guard {
             let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
         }
     }
+}
+
+/// What a command may use beyond what `bash`'s commands get.
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    /// Trees it may read (its program's, outside the system's).
+    pub read: Vec<PathBuf>,
+    /// Hosts it may reach whatever the session's `network` rules say (wildcards).
+    pub hosts: Vec<String>,
 }
 
 /// Confines `command` per `sandbox`, for a session in `workspace` whose agent has
@@ -102,6 +111,19 @@ pub(super) async fn prepare(
     permissions: Permissions<'_>,
     command: &mut std::process::Command,
 ) -> Result<Prepared, ToolError> {
+    prepare_with(sandbox, workspace, permissions, command, Extra::default())
+        .await
+        .map_err(refused)
+}
+
+/// [`prepare`] with `extra`; `Err` is why the command may not start.
+pub(crate) async fn prepare_with(
+    sandbox: &CommandSandbox,
+    workspace: &Workspace,
+    permissions: Permissions<'_>,
+    command: &mut std::process::Command,
+    extra: Extra,
+) -> Result<Prepared, String> {
     let enforced = match sandbox {
         CommandSandbox::Unsandboxed => {
             return Ok(Prepared {
@@ -110,24 +132,30 @@ pub(super) async fn prepare(
             });
         }
         CommandSandbox::Refused { reason } => {
-            return Err(refused(format!(
+            return Err(format!(
                 "{reason}; commands run only in the sandbox unless the worker is started \
                  with --unsafe-no-sandbox"
-            )));
+            ));
         }
         CommandSandbox::Enforced(enforced) => enforced.clone(),
     };
-    let temp = PrivateTemp::create().map_err(|e| refused(e.to_string()))?;
+    let temp = PrivateTemp::create().map_err(|e| e.to_string())?;
     let mut env = vec![("TMPDIR", temp.path().display().to_string())];
     let layers = NetworkLayers::of(permissions);
-    let proxy = if layers.opens() {
+    let hosts = extra.hosts;
+    let proxy = if layers.opens() || !hosts.is_empty() {
         let proxy = Proxy::start(ProxyRules {
-            allow: Arc::new(move |host, port| layers.allows(host, port)),
+            allow: Arc::new(move |host, port| {
+                layers.allows(host, port)
+                    || hosts
+                        .iter()
+                        .any(|h| crate::permission::wildcard_match(&h.to_ascii_lowercase(), host))
+            }),
             denied: enforced.denied.clone(),
             refuse_local: true,
         })
         .await
-        .map_err(|e| refused(format!("failed to start the network proxy: {e}")))?;
+        .map_err(|e| format!("failed to start the network proxy: {e}"))?;
         for name in [
             "HTTP_PROXY",
             "HTTPS_PROXY",
@@ -145,6 +173,7 @@ pub(super) async fn prepare(
     let policy = SandboxPolicy {
         workspace: workspace.root().to_owned(),
         temp_dir: temp.path().to_owned(),
+        read_only: extra.read,
         network: proxy
             .as_ref()
             .map_or(Network::Closed, |proxy| Network::Proxy {
@@ -155,7 +184,7 @@ pub(super) async fn prepare(
     let confinement = enforced
         .sandbox
         .confine(command, &policy)
-        .map_err(|e| refused(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     Ok(Prepared {
         env,
         guard: Some(Guard {

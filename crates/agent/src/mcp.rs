@@ -1,0 +1,138 @@
+//! Tools served over the Model Context Protocol.
+//!
+//! - [`config`]: `mcp.json` (OpenCode's shape), layered like `agents/`; the
+//!   coordinator resolves the servers and ships them with each agent spec.
+//! - [`server`]: one server as a worker runs it (stdio child in the sandbox, or
+//!   Streamable HTTP), through the official SDK.
+//! - [`tool`]: each listed tool as a [`Tool`](crate::tools::Tool) named `SERVER_TOOL`.
+//!
+//! A worker holds one [`McpPool`]. A session gets its servers from it
+//! ([`McpPool::for_session`]): a remote server is shared by the sessions whose
+//! definitions are identical (one connection per worker); a local one is the
+//! session's own, since it runs in the session's workspace, and stops with the
+//! session. Servers start lazily, when the session first lists their tools
+//! ([`session_tools`]).
+
+pub mod config;
+pub mod server;
+pub mod tool;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub use config::{McpServerDef, McpServers, McpTransport, load_mcp, parse_mcp};
+pub use server::{EnvLookup, McpServer};
+pub use tool::{McpTool, tool_name};
+
+use crate::agent::AgentSpec;
+use crate::permission::Permissions;
+use crate::tools::CommandSandbox;
+use crate::workspace::Workspace;
+
+/// A worker's MCP servers.
+pub struct McpPool {
+    sandbox: CommandSandbox,
+    env: EnvLookup,
+    remote: Mutex<HashMap<McpServerDef, Arc<McpServer>>>,
+}
+
+impl std::fmt::Debug for McpPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpPool").finish_non_exhaustive()
+    }
+}
+
+impl McpPool {
+    /// Local servers confined by `sandbox`; `{env:VAR}` read from the worker's
+    /// environment.
+    pub fn new(sandbox: CommandSandbox) -> Self {
+        Self {
+            sandbox,
+            env: Arc::new(|name: &str| std::env::var(name).ok()),
+            remote: Mutex::default(),
+        }
+    }
+
+    /// `{env:VAR}` read with `env` instead (tests never read the ambient environment).
+    pub fn with_env(mut self, env: EnvLookup) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The servers of a session whose agent spec ships `defs`, less those `agent`'s
+    /// allow-list or `permissions` switch off entirely (`"NAME_*": false`, a deny of
+    /// `NAME_*`): those are never started.
+    pub fn for_session(
+        &self,
+        defs: &[McpServerDef],
+        agent: &AgentSpec,
+        permissions: Permissions<'_>,
+    ) -> Vec<Arc<McpServer>> {
+        defs.iter()
+            .filter(|def| may_offer(def, agent, permissions))
+            .map(|def| {
+                if def.is_local() {
+                    return Arc::new(McpServer::new(
+                        def.clone(),
+                        self.sandbox.clone(),
+                        self.env.clone(),
+                    ));
+                }
+                self.remote
+                    .lock()
+                    .expect("mcp pool lock")
+                    .entry(def.clone())
+                    .or_insert_with(|| {
+                        Arc::new(McpServer::new(
+                            def.clone(),
+                            self.sandbox.clone(),
+                            self.env.clone(),
+                        ))
+                    })
+                    .clone()
+            })
+            .collect()
+    }
+}
+
+/// Whether some tool of `def` could be offered to `agent` under `permissions`: a name
+/// no real tool has stands for "any tool of the server", so that only a rule naming
+/// the whole server (`NAME_*`, `*`) switches it off.
+pub fn may_offer(def: &McpServerDef, agent: &AgentSpec, permissions: Permissions<'_>) -> bool {
+    let any = format!("{}_\u{1}", def.name);
+    agent.lists_tool(&any) && !permissions.is_disabled(&any)
+}
+
+/// Whether any of `defs` may be offered and runs locally (so the session may change
+/// files through it).
+pub fn may_change_files(
+    defs: &[McpServerDef],
+    agent: &AgentSpec,
+    permissions: Permissions<'_>,
+) -> bool {
+    defs.iter()
+        .any(|def| def.is_local() && may_offer(def, agent, permissions))
+}
+
+/// The tools of `servers`, listed now (starting each server that is not running), and
+/// for each server that could not list them, its name and why.
+pub async fn session_tools(
+    servers: &[Arc<McpServer>],
+    workspace: &Workspace,
+    permissions: Permissions<'_>,
+) -> (Vec<McpTool>, Vec<(String, String)>) {
+    let listed =
+        futures::future::join_all(servers.iter().map(|s| s.tools(workspace, permissions))).await;
+    let mut tools = Vec::new();
+    let mut failed = Vec::new();
+    for (server, listed) in servers.iter().zip(listed) {
+        match listed {
+            Ok(listed) => tools.extend(listed.iter().map(|t| McpTool::new(server.clone(), t))),
+            Err(reason) => {
+                tracing::warn!(mcp.server = %server.def().name, %reason, "mcp server unavailable");
+                failed.push((server.def().name.clone(), reason));
+            }
+        }
+    }
+    (tools, failed)
+}

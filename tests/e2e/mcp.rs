@@ -1,0 +1,302 @@
+//! MCP tools against real servers nobody here wrote: the reference server on npm
+//! (`@modelcontextprotocol/server-everything`) over stdio, in the worker's sandbox, and
+//! Streamable HTTP and stdio servers built with the official Python SDK
+//! (`tests/mcp/*.py`). `scripts/setup.sh` installs them under
+//! `~/.cache/taskwire/mcp`; outside CI a missing one skips with the reason, under CI it
+//! fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+use taskwire_e2e::{Cluster, start_with, wait_for};
+use taskwire_protocol::pb;
+use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+
+/// `(node_modules, venv python)` as `scripts/setup.sh` installs them.
+fn peers() -> Option<(PathBuf, PathBuf)> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let dir = home.join(".cache/taskwire/mcp");
+    let modules = dir.join("node_modules");
+    let python = dir.join("venv/bin/python");
+    let missing: Vec<String> = [
+        modules.join("@modelcontextprotocol/server-everything/dist/index.js"),
+        python.clone(),
+    ]
+    .into_iter()
+    .filter(|p| !p.exists())
+    .map(|p| format!("{} (install with scripts/setup.sh)", p.display()))
+    .collect();
+    if missing.is_empty() {
+        return Some((modules, python));
+    }
+    let why = format!("the MCP tests need {}", missing.join(", "));
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// `tests/`.
+fn tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_owned()
+}
+
+fn tool_result<'r>(req: &'r SeenRequest, call_id: &str) -> &'r str {
+    req.messages
+        .iter()
+        .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
+        .map_or("", |m| m.content.as_str())
+}
+
+/// The model makes each round of calls in turn, then answers with every tool result
+/// (and the tools it was offered) so the test reads them from the task's output.
+fn rounds(
+    rounds: Vec<Vec<(&'static str, &'static str, serde_json::Value)>>,
+) -> impl Fn(&SeenRequest) -> ScriptedReply + Send + Sync + 'static {
+    move |req: &SeenRequest| {
+        let turn = req.assistant_turns();
+        if let Some(calls) = rounds.get(turn) {
+            return ScriptedReply::tool_calls(calls.clone());
+        }
+        let mut out = format!("offered: {}\n", req.tools.join(","));
+        for calls in &rounds {
+            for (id, _, _) in calls {
+                let result = tool_result(req, id).replace('\n', " | ");
+                out.push_str(&format!("{id} => {result}\n"));
+            }
+        }
+        ScriptedReply::text(out)
+    }
+}
+
+async fn cluster(config: &Path, model: ScriptedModel) -> Cluster {
+    let dir = config.to_owned();
+    start_with(model, 1, 4, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster")
+}
+
+async fn answer(cluster: &Cluster, agent: &str, prompt: &str) -> String {
+    let id = cluster.submit(agent, prompt).await.expect("submit");
+    let task = wait_for(cluster, &id, "finished", |t| t.result.is_some())
+        .await
+        .expect("task finished");
+    let result = task.result.expect("result");
+    assert_eq!(
+        result.status(),
+        pb::TaskStatus::Completed,
+        "task failed: {:?}",
+        result
+    );
+    result.output.map(|o| o.text).unwrap_or_default()
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn an_agent_uses_the_reference_servers_tools_over_stdio_and_mcp_failures_are_tool_errors_alone()
+ {
+    let Some((modules, python)) = peers() else {
+        return;
+    };
+    let config = tempfile::tempdir().unwrap();
+    let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    let crashy = tests_dir().join("mcp/crashy_server.py");
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {
+            "everything": {"type": "local", "command": ["node", everything, "stdio"], "timeout": 30000},
+            "crashy": {"type": "local", "command": [python, crashy], "timeout": 30000},
+            "broken": {"type": "local", "command": ["node", everything],
+                       "environment": {"TOKEN": "{env:TASKWIRE_TEST_MCP_NEVER_SET}"}},
+            "off": {"type": "local", "command": ["false"], "enabled": false}
+        }})
+        .to_string(),
+    );
+    let model = ScriptedModel::start(rounds(vec![
+        vec![
+            (
+                "echo",
+                "everything_echo",
+                json!({"message": "hi from the fleet"}),
+            ),
+            ("sum", "everything_get-sum", json!({"a": 2, "b": 3})),
+            ("image", "everything_get-tiny-image", json!({})),
+            ("pid1", "crashy_pid", json!({})),
+            ("missing", "broken_echo", json!({"message": "x"})),
+        ],
+        vec![("crash", "crashy_crash", json!({}))],
+        vec![("pid2", "crashy_pid", json!({}))],
+    ]))
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let out = answer(&cluster, "general", "use the tools").await;
+    let line = |id: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{id} => ")))
+            .unwrap_or_else(|| panic!("no {id} in {out}"))
+            .to_owned()
+    };
+    let offered = out.lines().next().unwrap();
+    assert!(
+        offered.contains("everything_echo") && offered.contains("everything_get-sum"),
+        "{offered}"
+    );
+    assert!(
+        offered.contains("crashy_crash") && offered.contains("read"),
+        "{offered}"
+    );
+    assert!(
+        !offered.contains("broken_") && !offered.contains("off_"),
+        "{offered}"
+    );
+    assert_eq!(line("echo"), "echo => Echo: hi from the fleet");
+    assert!(line("sum").contains('5'), "{out}");
+    assert!(line("image").contains("[image: image/png"), "{out}");
+    assert!(
+        line("missing").contains("environment variable TASKWIRE_TEST_MCP_NEVER_SET is not set"),
+        "{out}"
+    );
+    assert!(
+        line("crash").contains("restarted for the next call"),
+        "{out}"
+    );
+    let pid = |id: &str| line(id).trim_start_matches(&format!("{id} => ")).to_owned();
+    assert!(pid("pid1").parse::<u32>().is_ok(), "{out}");
+    assert!(pid("pid2").parse::<u32>().is_ok(), "{out}");
+    assert_ne!(
+        pid("pid1"),
+        pid("pid2"),
+        "the crashed server was started again"
+    );
+}
+
+#[tokio::test]
+async fn a_streamable_http_server_built_with_the_official_sdk_answers_fails_and_times_out_clearly()
+{
+    let Some((_, python)) = peers() else {
+        return;
+    };
+    let mut server = tokio::process::Command::new(&python)
+        .arg(tests_dir().join("mcp/http_server.py"))
+        .args(["--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("http server");
+    let url = {
+        use tokio::io::AsyncBufReadExt;
+        let stdout = server.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("server ready in time")
+            .unwrap()
+            .expect("ready line");
+        ready.strip_prefix("ready ").expect("ready URL").to_owned()
+    };
+    let config = tempfile::tempdir().unwrap();
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {"remote": {"type": "remote", "url": url, "timeout": 2000}}}).to_string(),
+    );
+    let model = ScriptedModel::start(rounds(vec![
+        vec![
+            ("add", "remote_add", json!({"a": 2, "b": 3})),
+            (
+                "fail",
+                "remote_fail",
+                json!({"reason": "the tracker is down"}),
+            ),
+        ],
+        vec![("slow", "remote_sleep", json!({"seconds": 10}))],
+        vec![("after", "remote_shout", json!({"text": "still here"}))],
+    ]))
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let out = answer(&cluster, "general", "use the remote tools").await;
+    assert!(out.contains("add => 5"), "{out}");
+    assert!(
+        out.contains("fail => ") && out.contains("the tracker is down"),
+        "{out}"
+    );
+    assert!(
+        out.contains("slow => ") && out.contains("timed out after 2s"),
+        "{out}"
+    );
+    assert!(out.contains("after => STILL HERE"), "{out}");
+}
+
+#[tokio::test]
+async fn a_denied_server_is_never_offered_and_a_parents_deny_bounds_its_child() {
+    let Some((modules, _)) = peers() else {
+        return;
+    };
+    let config = tempfile::tempdir().unwrap();
+    let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {"everything": {"type": "local", "command": ["node", everything, "stdio"], "timeout": 30000}}})
+            .to_string(),
+    );
+    write(
+        config.path(),
+        "agents/guarded.md",
+        "---\ndescription: no everything\nmode: primary\npermission:\n  \"everything_*\": deny\n---\nYou delegate.\n",
+    );
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let child = req
+            .first_user_message()
+            .unwrap_or_default()
+            .starts_with("child:");
+        match (child, req.assistant_turns()) {
+            (false, 0) => ScriptedReply::tool_calls([
+                ("own", "everything_echo", json!({"message": "x"})),
+                (
+                    "t1",
+                    "task",
+                    json!({"description": "echo", "prompt": "child: echo", "subagent_type": "general"}),
+                ),
+            ]),
+            (true, 0) => {
+                ScriptedReply::tool_calls([("c", "everything_echo", json!({"message": "x"}))])
+            }
+            (true, _) => ScriptedReply::text(format!(
+                "child offered {}; c => {}",
+                req.tools.join(","),
+                tool_result(req, "c")
+            )),
+            (false, _) => ScriptedReply::text(format!(
+                "parent offered {}; own => {}; child => {}",
+                req.tools.join(","),
+                tool_result(req, "own"),
+                tool_result(req, "t1")
+            )),
+        }
+    })
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let out = answer(&cluster, "guarded", "delegate").await;
+    let parent = out.split("; own =>").next().unwrap();
+    assert!(!parent.contains("everything_"), "{out}");
+    assert!(
+        out.contains("own => ")
+            && out.contains("MCP server everything are not available to agent guarded"),
+        "{out}"
+    );
+    assert!(
+        out.contains("child offered")
+            && out.contains("MCP server everything are not available to agent general"),
+        "{out}"
+    );
+    assert!(!out.contains("Echo: x"), "{out}");
+}
