@@ -300,3 +300,155 @@ async fn a_denied_server_is_never_offered_and_a_parents_deny_bounds_its_child() 
     );
     assert!(!out.contains("Echo: x"), "{out}");
 }
+
+/// Runs `tests/mcp/client.py` (the official Python SDK's client) with `args` and the
+/// `calls`; its JSON report.
+async fn python_client(
+    python: &Path,
+    args: &[String],
+    calls: serde_json::Value,
+) -> serde_json::Value {
+    let out = tokio::process::Command::new(python)
+        .arg(tests_dir().join("mcp/client.py"))
+        .args(["--calls", &calls.to_string(), "--timeout", "120"])
+        .args(args)
+        .output()
+        .await
+        .expect("client.py");
+    assert!(
+        out.status.success(),
+        "client.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("client.py prints json")
+}
+
+#[tokio::test]
+async fn the_official_python_client_drives_taskwire_mcp_and_the_coordinators_mcp_endpoint() {
+    use std::io::Write as _;
+    let Some((_, python)) = peers() else {
+        return;
+    };
+    let taskwire = taskwire_e2e::process::Taskwire::locate().expect("taskwire binary");
+    let mut tokens = tempfile::NamedTempFile::new().expect("tokens file");
+    writeln!(
+        tokens,
+        "[[token]]\ntoken = \"acme-secret\"\ntenant = \"acme\"\nscopes = [\"*\"]\n\n\
+         [[token]]\ntoken = \"globex-secret\"\ntenant = \"globex\"\nscopes = [\"*\"]\n"
+    )
+    .expect("write tokens");
+    let path = tokens.path().to_owned();
+    let http = taskwire_e2e::process::free_addr().expect("free port");
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        ScriptedReply::text(format!(
+            "done: {}",
+            req.first_user_message().unwrap_or_default()
+        ))
+    })
+    .await;
+    let cluster = start_with(model, 1, 2, move |c| {
+        c.auth_tokens_file = Some(path);
+        c.http_listen = http;
+    })
+    .await
+    .expect("cluster");
+    let submit = |prompt: &str| json!({"tool": "submit_task", "arguments": {"agent": "general", "prompt": prompt, "wait": true, "wait_seconds": 60}});
+
+    // stdio: `taskwire mcp`, as a local harness starts it.
+    let stdio = python_client(
+        &python,
+        &[
+            "stdio".into(),
+            "--".into(),
+            taskwire.bin().display().to_string(),
+            "mcp".into(),
+            "--addr".into(),
+            cluster.url(),
+            "--token".into(),
+            "acme-secret".into(),
+        ],
+        json!([{"tool": "list_agents", "arguments": {}}, submit("over stdio")]),
+    )
+    .await;
+    let names: Vec<&str> = stdio["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "submit_task",
+            "get_task",
+            "list_agents",
+            "cancel_task",
+            "answer_approval"
+        ]
+    );
+    assert!(
+        stdio["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"explore\""),
+        "{stdio}"
+    );
+    let done = &stdio["results"][1]["structured"];
+    assert_eq!(done["status"], "TASK_STATUS_COMPLETED", "{stdio}");
+    assert_eq!(done["result"]["output"], "done: over stdio", "{stdio}");
+    let acme_task = done["task_id"].as_str().unwrap().to_owned();
+
+    // Streamable HTTP: `/mcp` on the coordinator's HTTP listener, with a token.
+    let url = format!("http://{http}/mcp");
+    let over_http = python_client(
+        &python,
+        &[
+            "http".into(),
+            url.clone(),
+            "--bearer".into(),
+            "acme-secret".into(),
+        ],
+        json!([submit("over http"), {"tool": "get_task", "arguments": {"task_id": acme_task}}]),
+    )
+    .await;
+    assert_eq!(
+        over_http["results"][0]["structured"]["result"]["output"], "done: over http",
+        "{over_http}"
+    );
+    assert_eq!(
+        over_http["results"][1]["structured"]["task_id"],
+        acme_task.as_str(),
+        "{over_http}"
+    );
+
+    // Another tenant's token does not see acme's task; no token is refused.
+    let globex = python_client(
+        &python,
+        &[
+            "http".into(),
+            url.clone(),
+            "--bearer".into(),
+            "globex-secret".into(),
+        ],
+        json!([{"tool": "get_task", "arguments": {"task_id": acme_task}}]),
+    )
+    .await;
+    assert_eq!(globex["results"][0]["is_error"], true, "{globex}");
+    assert!(
+        globex["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("NOT_FOUND"),
+        "{globex}"
+    );
+    let refused = tokio::process::Command::new(&python)
+        .arg(tests_dir().join("mcp/client.py"))
+        .args(["http", &url])
+        .output()
+        .await
+        .expect("client.py");
+    assert!(
+        !refused.status.success(),
+        "a client without a token is refused"
+    );
+}

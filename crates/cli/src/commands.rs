@@ -8,6 +8,7 @@ pub mod cancel;
 pub mod coordinator;
 pub mod get;
 pub mod ls;
+pub mod mcp;
 pub mod replay;
 pub mod run_command;
 pub mod submit;

@@ -61,7 +61,7 @@ impl Dashboard {
     }
 
     /// The API and the caller, or the error response to send instead.
-    fn caller(&self, headers: &HeaderMap) -> Result<(&TaskApi, Principal), ApiError> {
+    pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<(&TaskApi, Principal), ApiError> {
         let metadata = tonic::metadata::MetadataMap::from_headers(headers.clone());
         let principal = self.auth.authenticate(&metadata).map_err(ApiError)?;
         let api = self

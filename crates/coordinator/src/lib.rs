@@ -43,6 +43,7 @@ pub mod convert;
 pub mod dashboard;
 pub mod error;
 pub mod http;
+pub mod mcp;
 pub mod metrics;
 pub mod ownership;
 pub mod relay;
@@ -159,7 +160,9 @@ pub async fn serve_with_http(
     let dashboard = dashboard::Dashboard::new(authenticator.clone());
     let http_task = http::spawn(
         http_listener,
-        http::router(readiness.clone(), &metrics).merge(dashboard::routes(dashboard.clone())),
+        http::router(readiness.clone(), &metrics)
+            .merge(dashboard::routes(dashboard.clone()))
+            .merge(mcp::routes(dashboard.clone())),
         http_stop.clone(),
     );
     let tls = server::tls(config.tls_cert.as_deref(), config.tls_key.as_deref())?;
