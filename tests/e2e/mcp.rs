@@ -95,8 +95,8 @@ async fn answer(cluster: &Cluster, agent: &str, prompt: &str) -> String {
 
 fn write(dir: &Path, name: &str, text: &str) {
     let path = dir.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+    std::fs::create_dir_all(path.parent().expect("test value")).expect("test value");
+    std::fs::write(path, text).expect("test value");
 }
 
 #[tokio::test]
@@ -105,7 +105,7 @@ async fn an_agent_uses_the_reference_servers_tools_over_stdio_and_mcp_failures_a
     let Some((modules, python)) = peers() else {
         return;
     };
-    let config = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().expect("test value");
     let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
     let crashy = tests_dir().join("mcp/crashy_server.py");
     write(
@@ -144,7 +144,7 @@ async fn an_agent_uses_the_reference_servers_tools_over_stdio_and_mcp_failures_a
             .unwrap_or_else(|| panic!("no {id} in {out}"))
             .to_owned()
     };
-    let offered = out.lines().next().unwrap();
+    let offered = out.lines().next().expect("test value");
     assert!(
         offered.contains("everything_echo") && offered.contains("everything_get-sum"),
         "{offered}"
@@ -193,16 +193,16 @@ async fn a_streamable_http_server_built_with_the_official_sdk_answers_fails_and_
         .expect("http server");
     let url = {
         use tokio::io::AsyncBufReadExt;
-        let stdout = server.stdout.take().unwrap();
+        let stdout = server.stdout.take().expect("test value");
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
             .await
             .expect("server ready in time")
-            .unwrap()
+            .expect("test value")
             .expect("ready line");
         ready.strip_prefix("ready ").expect("ready URL").to_owned()
     };
-    let config = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().expect("test value");
     write(
         config.path(),
         "mcp.json",
@@ -240,7 +240,7 @@ async fn a_denied_server_is_never_offered_and_a_parents_deny_bounds_its_child() 
     let Some((modules, _)) = peers() else {
         return;
     };
-    let config = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().expect("test value");
     let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
     write(
         config.path(),
@@ -286,7 +286,7 @@ async fn a_denied_server_is_never_offered_and_a_parents_deny_bounds_its_child() 
     .await;
     let cluster = cluster(config.path(), model).await;
     let out = answer(&cluster, "guarded", "delegate").await;
-    let parent = out.split("; own =>").next().unwrap();
+    let parent = out.split("; own =>").next().expect("test value");
     assert!(!parent.contains("everything_"), "{out}");
     assert!(
         out.contains("own => ")
@@ -372,9 +372,9 @@ async fn the_official_python_client_drives_taskwire_mcp_and_the_coordinators_mcp
     .await;
     let names: Vec<&str> = stdio["tools"]
         .as_array()
-        .unwrap()
+        .expect("test value")
         .iter()
-        .map(|t| t["name"].as_str().unwrap())
+        .map(|t| t["name"].as_str().expect("test value"))
         .collect();
     assert_eq!(
         names,
@@ -389,14 +389,14 @@ async fn the_official_python_client_drives_taskwire_mcp_and_the_coordinators_mcp
     assert!(
         stdio["results"][0]["text"]
             .as_str()
-            .unwrap()
+            .expect("test value")
             .contains("\"explore\""),
         "{stdio}"
     );
     let done = &stdio["results"][1]["structured"];
     assert_eq!(done["status"], "TASK_STATUS_COMPLETED", "{stdio}");
     assert_eq!(done["result"]["output"], "done: over stdio", "{stdio}");
-    let acme_task = done["task_id"].as_str().unwrap().to_owned();
+    let acme_task = done["task_id"].as_str().expect("test value").to_owned();
 
     // Streamable HTTP: `/mcp` on the coordinator's HTTP listener, with a token.
     let url = format!("http://{http}/mcp");
@@ -437,7 +437,7 @@ async fn the_official_python_client_drives_taskwire_mcp_and_the_coordinators_mcp
     assert!(
         globex["results"][0]["text"]
             .as_str()
-            .unwrap()
+            .expect("test value")
             .starts_with("NOT_FOUND"),
         "{globex}"
     );

@@ -279,11 +279,11 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let names: Vec<_> = servers.list().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["everything", "github"]);
-        let everything = servers.get("everything").unwrap();
+        let everything = servers.get("everything").expect("test value");
         assert_eq!(everything.timeout(), Duration::from_millis(5000));
         assert_eq!(everything.environment, [("K".into(), "{env:VAR}".into())]);
         assert!(everything.is_local());
-        let github = servers.get("github").unwrap();
+        let github = servers.get("github").expect("test value");
         assert_eq!(github.timeout(), DEFAULT_TIMEOUT);
         assert_eq!(
             github.transport,
@@ -308,12 +308,15 @@ mod tests {
         let names: Vec<_> = servers.list().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["everything"]);
         assert_eq!(
-            servers.get("everything").unwrap().transport,
+            servers.get("everything").expect("test value").transport,
             McpTransport::Local {
                 command: vec!["node".into(), "server.js".into()]
             }
         );
-        let keys: Vec<_> = errors.iter().map(|e| e.key.clone().unwrap()).collect();
+        let keys: Vec<_> = errors
+            .iter()
+            .map(|e| e.key.clone().expect("test value"))
+            .collect();
         assert_eq!(keys, ["mcp.bad name", "mcp.ftp", "mcp.nourl"]);
         assert!(errors[1].message.contains("http or https"), "{errors:?}");
     }
@@ -331,12 +334,15 @@ mod tests {
     fn env_references_resolve_and_a_missing_variable_is_named() {
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
         assert_eq!(
-            resolve_env("Bearer {env:TOKEN}!", &lookup).unwrap(),
+            resolve_env("Bearer {env:TOKEN}!", &lookup).expect("test value"),
             "Bearer s3cret!"
         );
-        assert_eq!(resolve_env("plain {env", &lookup).unwrap(), "plain {env");
         assert_eq!(
-            resolve_env("{env:TOKEN}/{env:NOPE}", &lookup).unwrap_err(),
+            resolve_env("plain {env", &lookup).expect("test value"),
+            "plain {env"
+        );
+        assert_eq!(
+            resolve_env("{env:TOKEN}/{env:NOPE}", &lookup).expect_err("a missing variable"),
             "NOPE"
         );
     }

@@ -488,16 +488,16 @@ mod tests {
 
     #[test]
     fn a_package_argument_opens_the_folder_of_its_node_modules() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("test value");
         let entry = dir.path().join("node_modules/@scope/pkg/dist/index.js");
-        std::fs::create_dir_all(entry.parent().unwrap()).unwrap();
-        std::fs::write(&entry, "").unwrap();
+        std::fs::create_dir_all(entry.parent().expect("test value")).expect("test value");
+        std::fs::write(&entry, "").expect("test value");
         let trees = program_trees(
             "sh",
             &[entry.display().to_string(), "stdio".into()],
             "/usr/bin:/bin",
         );
-        let real = std::fs::canonicalize(dir.path()).unwrap();
+        let real = std::fs::canonicalize(dir.path()).expect("test value");
         assert!(trees.contains(&real), "{trees:?}");
         assert!(
             !trees
