@@ -452,3 +452,65 @@ async fn the_official_python_client_drives_taskwire_mcp_and_the_coordinators_mcp
         "a client without a token is refused"
     );
 }
+
+#[tokio::test]
+async fn a_childs_crashing_server_fails_only_that_call_and_the_parent_gets_the_childs_answer() {
+    let Some((_, python)) = peers() else {
+        return;
+    };
+    let config = tempfile::tempdir().expect("test value");
+    let crashy = tests_dir().join("mcp/crashy_server.py");
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {"crashy": {"type": "local", "command": [python, crashy], "timeout": 30000}}})
+            .to_string(),
+    );
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let child = req
+            .first_user_message()
+            .unwrap_or_default()
+            .starts_with("child:");
+        match (child, req.assistant_turns()) {
+            (false, 0) => ScriptedReply::tool_calls([(
+                "t1",
+                "task",
+                json!({"description": "crash it", "prompt": "child: crash it", "subagent_type": "general"}),
+            )]),
+            (false, _) => ScriptedReply::text(format!("parent got: {}", tool_result(req, "t1"))),
+            (true, 0) => ScriptedReply::tool_calls([("crash", "crashy_crash", json!({}))]),
+            (true, 1) => ScriptedReply::tool_calls([("pid", "crashy_pid", json!({}))]),
+            (true, _) => ScriptedReply::text(format!(
+                "crash => {} | pid => {}",
+                tool_result(req, "crash"),
+                tool_result(req, "pid")
+            )),
+        }
+    })
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let parent = cluster.submit("general", "delegate").await.expect("submit");
+    let task = wait_for(&cluster, &parent, "finished", |t| t.result.is_some())
+        .await
+        .expect("parent finished");
+    let result = task.result.expect("result");
+    assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
+    let out = result.output.map(|o| o.text).unwrap_or_default();
+    assert!(out.contains("restarted for the next call"), "{out}");
+    let pid = out
+        .split("pid => ")
+        .nth(1)
+        .map(|rest| rest.lines().next().unwrap_or_default().trim().to_owned())
+        .unwrap_or_default();
+    assert!(
+        pid.parse::<u32>().is_ok(),
+        "the restarted server answered: {out}"
+    );
+    let children = cluster.children(&parent).await.expect("children");
+    assert_eq!(children.len(), 1, "one child, started once");
+    assert_eq!(
+        children[0].attempt, 1,
+        "the child ran once: {:?}",
+        children[0]
+    );
+}

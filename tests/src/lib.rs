@@ -416,10 +416,8 @@ impl Drop for InProcess {
     }
 }
 
-/// The names under a `--workspaces-dir`'s task directories (every worker's) that
-/// belong to `task_id`: its attempts' workspaces, their private repositories and
-/// overlay layers. Empty once they are removed, or if none was made.
-pub fn task_entries(dir: &std::path::Path, task_id: &str) -> Vec<String> {
+/// Every entry of every worker's task directory under a `--workspaces-dir`.
+fn worker_entries(dir: &std::path::Path) -> impl Iterator<Item = std::fs::DirEntry> {
     std::fs::read_dir(dir.join("tasks"))
         .into_iter()
         .flatten()
@@ -431,6 +429,13 @@ pub fn task_entries(dir: &std::path::Path, task_id: &str) -> Vec<String> {
                 .flatten()
                 .flatten()
         })
+}
+
+/// The names under a `--workspaces-dir`'s task directories (every worker's) that
+/// belong to `task_id`: its attempts' workspaces, their private repositories and
+/// overlay layers. Empty once they are removed, or if none was made.
+pub fn task_entries(dir: &std::path::Path, task_id: &str) -> Vec<String> {
+    worker_entries(dir)
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .filter(|name| name.starts_with(task_id))
         .collect()
@@ -439,17 +444,7 @@ pub fn task_entries(dir: &std::path::Path, task_id: &str) -> Vec<String> {
 /// The workspaces of `task_id`'s attempts under a `--workspaces-dir`, oldest first.
 pub fn task_workspaces(dir: &std::path::Path, task_id: &str) -> Vec<std::path::PathBuf> {
     let prefix = format!("{task_id}-");
-    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("tasks"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|worker| worker.path().is_dir())
-        .flat_map(|worker| {
-            std::fs::read_dir(worker.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
+    let mut found: Vec<std::path::PathBuf> = worker_entries(dir)
         .map(|entry| entry.path())
         .filter(|path| {
             path.is_dir()

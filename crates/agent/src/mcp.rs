@@ -53,12 +53,6 @@ impl McpPool {
         }
     }
 
-    /// `{env:VAR}` read with `env` instead (tests never read the ambient environment).
-    pub fn with_env(mut self, env: EnvLookup) -> Self {
-        self.env = env;
-        self
-    }
-
     /// The servers of a session whose agent spec ships `defs`, less those `agent`'s
     /// allow-list or `permissions` switch off entirely (`"NAME_*": false`, a deny of
     /// `NAME_*`): those are never started.

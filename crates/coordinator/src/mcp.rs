@@ -23,6 +23,10 @@ use serde_json::{Value, json};
 use taskwire_protocol::pb;
 use tonic::Status;
 
+use pb::task_service_server::TaskService;
+
+use crate::api::TaskApi;
+use crate::auth::Principal;
 use crate::dashboard::{Dashboard, request};
 
 /// The gRPC service's methods, as the MCP tools call them. `headers` are the HTTP
@@ -35,6 +39,8 @@ pub trait Fleet: Send + Sync + 'static {
         r: pb::SubmitRequest,
     ) -> Result<pb::SubmitResponse, Status>;
     async fn get(&self, headers: Option<&HeaderMap>, task_id: String) -> Result<pb::Task, Status>;
+    /// The task's events, ending with its result (`Watch`).
+    async fn watch(&self, headers: Option<&HeaderMap>, task_id: String) -> Result<Events, Status>;
     async fn list_agents(&self, headers: Option<&HeaderMap>) -> Result<Vec<pb::AgentSpec>, Status>;
     async fn cancel(
         &self,
@@ -47,6 +53,9 @@ pub trait Fleet: Send + Sync + 'static {
         r: pb::ApproveRequest,
     ) -> Result<pb::ApproveResponse, Status>;
 }
+
+/// A task's watch stream.
+pub type Events = futures::stream::BoxStream<'static, Result<pb::WatchEvent, Status>>;
 
 /// How long `submit_task` with `wait` waits at most, and by default.
 const MAX_WAIT: Duration = Duration::from_secs(3600);
@@ -101,18 +110,28 @@ impl FleetServer {
                     .and_then(Value::as_f64)
                     .map_or(DEFAULT_WAIT, |s| Duration::from_secs_f64(s.max(0.0)))
                     .min(MAX_WAIT);
-                let deadline = tokio::time::Instant::now() + wait;
-                loop {
-                    let task = self
-                        .fleet
-                        .get(headers, submitted.task_id.clone())
-                        .await
-                        .map_err(status)?;
-                    if task.result.is_some() || tokio::time::Instant::now() >= deadline {
-                        return Ok(task_view(&task));
+                // The task's own events until its result (or the wait's end), then
+                // the task as it is.
+                let mut events = self
+                    .fleet
+                    .watch(headers, submitted.task_id.clone())
+                    .await
+                    .map_err(status)?;
+                let _ = tokio::time::timeout(wait, async {
+                    use futures::StreamExt;
+                    while let Some(Ok(event)) = events.next().await {
+                        if matches!(event.event, Some(pb::watch_event::Event::Result(_))) {
+                            break;
+                        }
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                })
+                .await;
+                let task = self
+                    .fleet
+                    .get(headers, submitted.task_id)
+                    .await
+                    .map_err(status)?;
+                Ok(task_view(&task))
             }
             "get_task" => self
                 .fleet
@@ -319,6 +338,14 @@ impl ServerHandler for FleetServer {
 /// The coordinator's own API, as the caller of an `/mcp` request.
 struct OwnApi(Dashboard);
 
+impl OwnApi {
+    /// The API and the caller the request's token names.
+    fn caller(&self, headers: Option<&HeaderMap>) -> Result<(&TaskApi, Principal), Status> {
+        static NONE: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+        self.0.caller(headers.unwrap_or(&NONE)).map_err(|e| e.0)
+    }
+}
+
 #[async_trait]
 impl Fleet for OwnApi {
     async fn submit(
@@ -326,30 +353,25 @@ impl Fleet for OwnApi {
         h: Option<&HeaderMap>,
         r: pb::SubmitRequest,
     ) -> Result<pb::SubmitResponse, Status> {
-        let (api, caller) = self
-            .0
-            .caller(&h.cloned().unwrap_or_default())
-            .map_err(|e| e.0)?;
-        use pb::task_service_server::TaskService;
+        let (api, caller) = self.caller(h)?;
         Ok(api.submit(request(&caller, r)).await?.into_inner())
     }
     async fn get(&self, h: Option<&HeaderMap>, task_id: String) -> Result<pb::Task, Status> {
-        let (api, caller) = self
-            .0
-            .caller(&h.cloned().unwrap_or_default())
-            .map_err(|e| e.0)?;
-        use pb::task_service_server::TaskService;
+        let (api, caller) = self.caller(h)?;
         Ok(api
             .get(request(&caller, pb::GetRequest { task_id }))
             .await?
             .into_inner())
     }
+    async fn watch(&self, h: Option<&HeaderMap>, task_id: String) -> Result<Events, Status> {
+        let (api, caller) = self.caller(h)?;
+        Ok(api
+            .watch(request(&caller, pb::WatchRequest { task_id }))
+            .await?
+            .into_inner())
+    }
     async fn list_agents(&self, h: Option<&HeaderMap>) -> Result<Vec<pb::AgentSpec>, Status> {
-        let (api, caller) = self
-            .0
-            .caller(&h.cloned().unwrap_or_default())
-            .map_err(|e| e.0)?;
-        use pb::task_service_server::TaskService;
+        let (api, caller) = self.caller(h)?;
         Ok(api
             .list_agents(request(&caller, pb::ListAgentsRequest::default()))
             .await?
@@ -361,11 +383,7 @@ impl Fleet for OwnApi {
         h: Option<&HeaderMap>,
         r: pb::CancelRequest,
     ) -> Result<pb::CancelResponse, Status> {
-        let (api, caller) = self
-            .0
-            .caller(&h.cloned().unwrap_or_default())
-            .map_err(|e| e.0)?;
-        use pb::task_service_server::TaskService;
+        let (api, caller) = self.caller(h)?;
         Ok(api.cancel(request(&caller, r)).await?.into_inner())
     }
     async fn approve(
@@ -373,11 +391,7 @@ impl Fleet for OwnApi {
         h: Option<&HeaderMap>,
         r: pb::ApproveRequest,
     ) -> Result<pb::ApproveResponse, Status> {
-        let (api, caller) = self
-            .0
-            .caller(&h.cloned().unwrap_or_default())
-            .map_err(|e| e.0)?;
-        use pb::task_service_server::TaskService;
+        let (api, caller) = self.caller(h)?;
         Ok(api.approve(request(&caller, r)).await?.into_inner())
     }
 }

@@ -80,10 +80,6 @@ impl McpServers {
         self.0.values()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     pub fn get(&self, name: &str) -> Option<&McpServerDef> {
         self.0.get(name)
     }

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use axum::http::HeaderMap;
 use clap::Args;
 use rmcp::ServiceExt;
-use taskwire_coordinator::mcp::{Fleet, FleetServer};
+use taskwire_coordinator::mcp::{Events, Fleet, FleetServer};
 use taskwire_protocol::pb;
 use tonic::Status;
 
@@ -54,6 +54,15 @@ impl Fleet for Grpc {
             .get(pb::GetRequest { task_id })
             .await?
             .into_inner())
+    }
+    async fn watch(&self, _: Option<&HeaderMap>, task_id: String) -> Result<Events, Status> {
+        let events = self
+            .0
+            .clone()
+            .watch(pb::WatchRequest { task_id })
+            .await?
+            .into_inner();
+        Ok(Box::pin(events))
     }
     async fn list_agents(&self, _: Option<&HeaderMap>) -> Result<Vec<pb::AgentSpec>, Status> {
         Ok(self
