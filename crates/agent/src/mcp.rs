@@ -10,8 +10,10 @@
 //! ([`McpPool::for_session`]): a remote server is shared by the sessions whose
 //! definitions are identical (one connection per worker); a local one is the
 //! session's own, since it runs in the session's workspace, and stops with the
-//! session. Servers start lazily, when the session first lists their tools
-//! ([`session_tools`]).
+//! session. Servers start lazily: a definition's tools are listed once per worker
+//! (by the first session that needs them, starting its server) and shared
+//! ([`ToolList`]) until a server says they changed; a session whose list is known starts
+//! its server at its first call ([`session_tools`]).
 
 pub mod config;
 pub mod server;
@@ -21,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub use config::{McpServerDef, McpServers, McpTransport, load_mcp, parse_mcp};
-pub use server::{EnvLookup, McpServer};
+pub use server::{EnvLookup, McpServer, ToolList};
 pub use tool::{McpTool, tool_name};
 
 use crate::agent::AgentSpec;
@@ -34,6 +36,8 @@ pub struct McpPool {
     sandbox: CommandSandbox,
     env: EnvLookup,
     remote: Mutex<HashMap<McpServerDef, Arc<McpServer>>>,
+    /// Each definition's tool list, shared by its servers on this worker.
+    lists: Mutex<HashMap<McpServerDef, Arc<ToolList>>>,
 }
 
 impl std::fmt::Debug for McpPool {
@@ -50,6 +54,7 @@ impl McpPool {
             sandbox,
             env: Arc::new(|name: &str| std::env::var(name).ok()),
             remote: Mutex::default(),
+            lists: Mutex::default(),
         }
     }
 
@@ -65,24 +70,29 @@ impl McpPool {
         defs.iter()
             .filter(|def| may_offer(def, agent, permissions))
             .map(|def| {
-                if def.is_local() {
-                    return Arc::new(McpServer::new(
+                let new = || {
+                    let listed = self
+                        .lists
+                        .lock()
+                        .expect("mcp pool lock")
+                        .entry(def.clone())
+                        .or_default()
+                        .clone();
+                    Arc::new(McpServer::new(
                         def.clone(),
                         self.sandbox.clone(),
                         self.env.clone(),
-                    ));
+                        listed,
+                    ))
+                };
+                if def.is_local() {
+                    return new();
                 }
                 self.remote
                     .lock()
                     .expect("mcp pool lock")
                     .entry(def.clone())
-                    .or_insert_with(|| {
-                        Arc::new(McpServer::new(
-                            def.clone(),
-                            self.sandbox.clone(),
-                            self.env.clone(),
-                        ))
-                    })
+                    .or_insert_with(new)
                     .clone()
             })
             .collect()

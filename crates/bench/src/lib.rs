@@ -5,7 +5,8 @@
 //! Postgres, a `taskwire coordinator` and `taskwire worker` processes, and the scripted
 //! model in its own process (the model is not taskwire), then runs its phases and
 //! writes the table to `docs/performance.md`. `src/bin/sandbox.rs` (`make
-//! bench-sandbox`) measures the command sandbox.
+//! bench-sandbox`) measures the command sandbox; `src/bin/mcp.rs` (`make bench-mcp`) a
+//! tool call through MCP against a built-in one.
 //!
 //! - [`cluster`]: the `taskwire` processes, started as an operator would.
 //! - [`cpu`]: CPU time and resident sets of processes, from `/proc`.

@@ -1,5 +1,6 @@
-//! One MCP server as a session uses it: started at the first `tools/list` or call,
-//! its tool list cached until the server says it changed, each request bounded by the
+//! One MCP server as a session uses it: started at the first `tools/list` or call
+//! it needs, its tool list cached per definition on the worker ([`ToolList`]) until a
+//! server says it changed, each request bounded by the
 //! server's timeout, and restarted for the next call after it crashed or hung.
 //!
 //! A local server is a child process in its own process group under the `bash`
@@ -43,9 +44,18 @@ pub struct McpServer {
     sandbox: CommandSandbox,
     env: EnvLookup,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Its tool list, shared by the servers of the same definition on this worker.
+    listed: Arc<ToolList>,
+}
+
+/// A definition's tool list as last listed, shared by the worker's servers of that
+/// definition, so that a session whose server it lists already does not start one
+/// until it calls a tool.
+#[derive(Debug, Default)]
+pub struct ToolList {
     tools: std::sync::Mutex<Option<Arc<[ListedTool]>>>,
-    /// Set by the server's `notifications/tools/list_changed`.
-    stale: Arc<AtomicBool>,
+    /// Set by a server's `notifications/tools/list_changed`.
+    stale: AtomicBool,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -64,14 +74,19 @@ struct Connection {
 
 /// Hears the server's notifications.
 struct Handler {
-    stale: Arc<AtomicBool>,
+    listed: Arc<ToolList>,
     name: String,
+    /// Set once initialisation is done: a change said before it (some servers say one
+    /// as they start) changes nothing a client could have listed.
+    ready: Arc<AtomicBool>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        tracing::debug!(mcp.server = %self.name, "mcp tool list changed");
-        self.stale.store(true, Ordering::Release);
+        if self.ready.load(Ordering::Acquire) {
+            tracing::debug!(mcp.server = %self.name, "mcp tool list changed");
+            self.listed.stale.store(true, Ordering::Release);
+        }
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -108,14 +123,18 @@ impl Drop for Process {
 }
 
 impl McpServer {
-    pub fn new(def: McpServerDef, sandbox: CommandSandbox, env: EnvLookup) -> Self {
+    pub fn new(
+        def: McpServerDef,
+        sandbox: CommandSandbox,
+        env: EnvLookup,
+        listed: Arc<ToolList>,
+    ) -> Self {
         Self {
             def,
             sandbox,
             env,
             connection: tokio::sync::Mutex::new(None),
-            tools: std::sync::Mutex::new(None),
-            stale: Arc::new(AtomicBool::new(false)),
+            listed,
         }
     }
 
@@ -123,19 +142,20 @@ impl McpServer {
         &self.def
     }
 
-    /// Its tools: the cached list unless the server said it changed.
+    /// Its tools: the list shared by its definition unless a server said it changed
+    /// (then listed now, starting this server).
     pub async fn tools(
         &self,
         workspace: &Workspace,
         permissions: Permissions<'_>,
     ) -> Result<Arc<[ListedTool]>, String> {
-        if !self.stale.load(Ordering::Acquire)
-            && let Some(tools) = self.tools.lock().expect("tools lock").clone()
+        if !self.listed.stale.load(Ordering::Acquire)
+            && let Some(tools) = self.listed.tools.lock().expect("tools lock").clone()
         {
             return Ok(tools);
         }
         let connection = self.connect(workspace, permissions).await?;
-        self.stale.store(false, Ordering::Release);
+        self.listed.stale.store(false, Ordering::Release);
         let listed = tokio::time::timeout(
             self.def.timeout(),
             connection.client.peer().list_all_tools(),
@@ -163,7 +183,7 @@ impl McpServer {
                 input_schema: serde_json::Value::Object((*t.input_schema).clone()),
             })
             .collect();
-        *self.tools.lock().expect("tools lock") = Some(tools.clone());
+        *self.listed.tools.lock().expect("tools lock") = Some(tools.clone());
         Ok(tools)
     }
 
@@ -248,8 +268,6 @@ impl McpServer {
             })?
             .map_err(|e| format!("MCP server {} failed to start: {e}", self.def.name))?;
         let connection = Arc::new(started);
-        // A fresh start lists its tools afresh.
-        self.stale.store(true, Ordering::Release);
         *slot = Some(connection.clone());
         Ok(connection)
     }
@@ -259,9 +277,11 @@ impl McpServer {
         workspace: &Workspace,
         permissions: Permissions<'_>,
     ) -> Result<Connection, String> {
+        let ready = Arc::new(AtomicBool::new(false));
         let handler = Handler {
-            stale: self.stale.clone(),
+            listed: self.listed.clone(),
             name: self.def.name.clone(),
+            ready: ready.clone(),
         };
         let resolve = |text: &str| {
             resolve_env(text, &*self.env)
@@ -286,6 +306,7 @@ impl McpServer {
                     .serve((stdout, stdin))
                     .await
                     .map_err(|e| format!("initialisation failed: {e}"))?;
+                ready.store(true, Ordering::Release);
                 tracing::info!(mcp.server = %self.def.name, protocol = ?client.peer_info().map(|i| i.protocol_version.clone()), "mcp server started");
                 Ok(Connection {
                     client,
@@ -312,6 +333,7 @@ impl McpServer {
                     .serve(transport)
                     .await
                     .map_err(|e| format!("initialisation failed: {e}"))?;
+                ready.store(true, Ordering::Release);
                 tracing::info!(mcp.server = %self.def.name, "mcp server connected");
                 Ok(Connection {
                     client,
