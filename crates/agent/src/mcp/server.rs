@@ -69,6 +69,8 @@ impl std::fmt::Debug for McpServer {
 /// A running connection: the SDK's client and, for a local server, its process.
 struct Connection {
     client: RunningService<RoleClient, Handler>,
+    /// See [`Handler`]'s.
+    listed_here: Arc<AtomicBool>,
     _process: Option<Process>,
 }
 
@@ -76,14 +78,14 @@ struct Connection {
 struct Handler {
     listed: Arc<ToolList>,
     name: String,
-    /// Set once initialisation is done: a change said before it (some servers say one
-    /// as they start) changes nothing a client could have listed.
-    ready: Arc<AtomicBool>,
+    /// Set once this connection has listed the tools: a change said before (some
+    /// servers say one as they start) changes nothing it listed.
+    listed_here: Arc<AtomicBool>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if self.ready.load(Ordering::Acquire) {
+        if self.listed_here.load(Ordering::Acquire) {
             tracing::debug!(mcp.server = %self.name, "mcp tool list changed");
             self.listed.stale.store(true, Ordering::Release);
         }
@@ -184,6 +186,7 @@ impl McpServer {
             })
             .collect();
         *self.listed.tools.lock().expect("tools lock") = Some(tools.clone());
+        connection.listed_here.store(true, Ordering::Release);
         Ok(tools)
     }
 
@@ -277,11 +280,11 @@ impl McpServer {
         workspace: &Workspace,
         permissions: Permissions<'_>,
     ) -> Result<Connection, String> {
-        let ready = Arc::new(AtomicBool::new(false));
+        let listed_here = Arc::new(AtomicBool::new(false));
         let handler = Handler {
             listed: self.listed.clone(),
             name: self.def.name.clone(),
-            ready: ready.clone(),
+            listed_here: listed_here.clone(),
         };
         let resolve = |text: &str| {
             resolve_env(text, &*self.env)
@@ -306,10 +309,10 @@ impl McpServer {
                     .serve((stdout, stdin))
                     .await
                     .map_err(|e| format!("initialisation failed: {e}"))?;
-                ready.store(true, Ordering::Release);
                 tracing::info!(mcp.server = %self.def.name, protocol = ?client.peer_info().map(|i| i.protocol_version.clone()), "mcp server started");
                 Ok(Connection {
                     client,
+                    listed_here,
                     _process: Some(process),
                 })
             }
@@ -333,10 +336,10 @@ impl McpServer {
                     .serve(transport)
                     .await
                     .map_err(|e| format!("initialisation failed: {e}"))?;
-                ready.store(true, Ordering::Release);
                 tracing::info!(mcp.server = %self.def.name, "mcp server connected");
                 Ok(Connection {
                     client,
+                    listed_here,
                     _process: None,
                 })
             }
