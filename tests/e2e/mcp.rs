@@ -8,8 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::json;
-use taskwire_e2e::{Cluster, start_with, wait_for};
+use taskwire_e2e::{Cluster, created_in_patch, start_with, wait_for};
 use taskwire_protocol::pb;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
@@ -23,6 +24,7 @@ fn peers() -> Option<(PathBuf, PathBuf)> {
     let python = dir.join("venv/bin/python");
     let missing: Vec<String> = [
         modules.join("@modelcontextprotocol/server-everything/dist/index.js"),
+        modules.join("@modelcontextprotocol/server-filesystem/dist/index.js"),
         python.clone(),
     ]
     .into_iter()
@@ -184,24 +186,7 @@ async fn a_streamable_http_server_built_with_the_official_sdk_answers_fails_and_
     let Some((_, python)) = peers() else {
         return;
     };
-    let mut server = tokio::process::Command::new(&python)
-        .arg(tests_dir().join("mcp/http_server.py"))
-        .args(["--port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("http server");
-    let url = {
-        use tokio::io::AsyncBufReadExt;
-        let stdout = server.stdout.take().expect("test value");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("server ready in time")
-            .expect("test value")
-            .expect("ready line");
-        ready.strip_prefix("ready ").expect("ready URL").to_owned()
-    };
+    let (_server, url) = http_server(&python).await;
     let config = tempfile::tempdir().expect("test value");
     write(
         config.path(),
@@ -513,4 +498,271 @@ async fn a_childs_crashing_server_fails_only_that_call_and_the_parent_gets_the_c
         "the child ran once: {:?}",
         children[0]
     );
+}
+
+/// Starts `tests/mcp/http_server.py` on a free port; the process (killed on drop) and
+/// its `/mcp` URL.
+async fn http_server(python: &Path) -> (tokio::process::Child, String) {
+    let mut server = tokio::process::Command::new(python)
+        .arg(tests_dir().join("mcp/http_server.py"))
+        .args(["--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("http server");
+    use tokio::io::AsyncBufReadExt;
+    let stdout = server.stdout.take().expect("test value");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("server ready in time")
+        .expect("test value")
+        .expect("ready line");
+    let url = ready.strip_prefix("ready ").expect("ready URL").to_owned();
+    (server, url)
+}
+
+#[tokio::test]
+async fn an_ask_on_the_filesystem_servers_write_waits_for_approval_and_its_calls_are_progress_and_provenance()
+ {
+    let Some((modules, _)) = peers() else {
+        return;
+    };
+    let config = tempfile::tempdir().expect("test value");
+    let filesystem = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {"files": {"type": "local", "command": ["node", filesystem, "."], "timeout": 30000}}})
+            .to_string(),
+    );
+    write(
+        config.path(),
+        "agents/careful.md",
+        "---\ndescription: asks before writing\nmode: primary\npermission:\n  files_write_file: ask\n---\nYou write notes.\n",
+    );
+    let model = ScriptedModel::start(rounds(vec![
+        vec![(
+            "w",
+            "files_write_file",
+            json!({"path": "notes.txt", "content": "written through MCP\n"}),
+        )],
+        vec![("r", "files_read_text_file", json!({"path": "notes.txt"}))],
+    ]))
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let mut client = cluster.client().await.expect("client");
+    let id = cluster
+        .submit("careful", "write the notes")
+        .await
+        .expect("submit");
+    let mut stream = client
+        .watch(pb::WatchRequest {
+            task_id: id.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let request_id = tokio::time::timeout(taskwire_e2e::PATIENCE, async {
+        while let Some(ev) = stream.next().await {
+            if let Some(pb::watch_event::Event::Progress(p)) = ev.expect("event").event
+                && let Some(pb::task_progress::Event::ApprovalRequired(a)) = p.event
+            {
+                assert_eq!(a.permission, "files_write_file");
+                return a.request_id;
+            }
+        }
+        panic!("the watch ended without an approval request")
+    })
+    .await
+    .expect("approval requested in time");
+    wait_for(&cluster, &id, "awaiting_approval", |t| {
+        t.status() == pb::TaskStatus::AwaitingApproval
+    })
+    .await
+    .expect("awaiting approval");
+    client
+        .approve(pb::ApproveRequest {
+            task_id: id.clone(),
+            request_id,
+            answer: pb::ApprovalAnswer::Once as i32,
+            message: String::new(),
+        })
+        .await
+        .expect("approve");
+    let mut finished_calls = Vec::new();
+    let result = tokio::time::timeout(taskwire_e2e::PATIENCE, async {
+        while let Some(ev) = stream.next().await {
+            match ev.expect("event").event {
+                Some(pb::watch_event::Event::Progress(p)) => {
+                    if let Some(pb::task_progress::Event::ToolCall(c)) = p.event
+                        && c.state() == pb::ToolCallState::Completed
+                    {
+                        finished_calls.push(c.tool);
+                    }
+                }
+                Some(pb::watch_event::Event::Result(r)) => return r,
+                None => {}
+            }
+        }
+        panic!("the watch ended without a result")
+    })
+    .await
+    .expect("result in time");
+    assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
+    let out = result
+        .output
+        .as_ref()
+        .map(|o| o.text.clone())
+        .unwrap_or_default();
+    assert!(out.contains("r => written through MCP"), "{out}");
+    assert_eq!(
+        finished_calls,
+        ["files_write_file", "files_read_text_file"],
+        "each MCP call is a tool call event"
+    );
+    assert_eq!(
+        created_in_patch(&result.patch, "notes.txt").as_deref(),
+        Some("written through MCP"),
+        "the local server wrote in the task's workspace: {}",
+        result.patch
+    );
+    let mcp: Vec<&str> = result
+        .provenance
+        .iter()
+        .filter(|p| p.source == "mcp")
+        .map(|p| p.uri.as_str())
+        .collect();
+    assert_eq!(
+        mcp,
+        [
+            r#"files_write_file {"content":"written through MCP\n","path":"notes.txt"}"#,
+            r#"files_read_text_file {"path":"notes.txt"}"#
+        ],
+        "{:?}",
+        result.provenance
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_task_ends_its_running_mcp_call_and_the_shared_server_serves_the_next_task() {
+    let Some((_, python)) = peers() else {
+        return;
+    };
+    let (_server, url) = http_server(&python).await;
+    let config = tempfile::tempdir().expect("test value");
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {"remote": {"type": "remote", "url": url, "timeout": 120000}}}).to_string(),
+    );
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let slow = req
+            .first_user_message()
+            .unwrap_or_default()
+            .starts_with("slow");
+        match (slow, req.assistant_turns()) {
+            (true, 0) => {
+                ScriptedReply::tool_calls([("s", "remote_sleep", json!({"seconds": 600}))])
+            }
+            (false, 0) => {
+                ScriptedReply::tool_calls([("u", "remote_shout", json!({"text": "next"}))])
+            }
+            _ => ScriptedReply::text(format!("u => {}", tool_result(req, "u"))),
+        }
+    })
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let mut client = cluster.client().await.expect("client");
+    let slow = cluster
+        .submit("general", "slow: sleep")
+        .await
+        .expect("submit");
+    let mut stream = client
+        .watch(pb::WatchRequest {
+            task_id: slow.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    tokio::time::timeout(taskwire_e2e::PATIENCE, async {
+        while let Some(ev) = stream.next().await {
+            if let Some(pb::watch_event::Event::Progress(p)) = ev.expect("event").event
+                && let Some(pb::task_progress::Event::ToolCall(c)) = p.event
+                && c.tool == "remote_sleep"
+                && c.state() == pb::ToolCallState::Running
+            {
+                return;
+            }
+        }
+        panic!("the watch ended before the call ran")
+    })
+    .await
+    .expect("the call runs");
+    let cancelled_at = std::time::Instant::now();
+    client
+        .cancel(pb::CancelRequest {
+            task_id: slow.clone(),
+            reason: "no longer needed".into(),
+        })
+        .await
+        .expect("cancel");
+    let task = wait_for(&cluster, &slow, "cancelled with a result", |t| {
+        t.result.is_some()
+    })
+    .await
+    .expect("cancelled");
+    assert_eq!(task.status(), pb::TaskStatus::Cancelled);
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(20),
+        "the running call did not hold the cancel: {:?}",
+        cancelled_at.elapsed()
+    );
+    let out = answer(&cluster, "general", "then shout").await;
+    assert_eq!(out, "u => NEXT");
+}
+
+#[tokio::test]
+async fn a_tool_a_server_adds_and_announces_is_offered_to_the_next_session() {
+    let Some((_, python)) = peers() else {
+        return;
+    };
+    let (_server, url) = http_server(&python).await;
+    let config = tempfile::tempdir().expect("test value");
+    write(
+        config.path(),
+        "mcp.json",
+        &json!({"mcp": {"remote": {"type": "remote", "url": url}}}).to_string(),
+    );
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let first = req
+            .first_user_message()
+            .unwrap_or_default()
+            .starts_with("grow");
+        match (first, req.assistant_turns()) {
+            (true, 0) => ScriptedReply::tool_calls([("g", "remote_grow", json!({"name": "late"}))]),
+            (false, 0) => ScriptedReply::tool_calls([("l", "remote_late", json!({}))]),
+            (true, _) => ScriptedReply::text(format!(
+                "offered {}; g => {}",
+                req.tools.join(","),
+                tool_result(req, "g")
+            )),
+            (false, _) => ScriptedReply::text(format!(
+                "offered {}; l => {}",
+                req.tools.join(","),
+                tool_result(req, "l")
+            )),
+        }
+    })
+    .await;
+    let cluster = cluster(config.path(), model).await;
+    let first = answer(&cluster, "general", "grow a tool").await;
+    assert!(first.contains("g => added late"), "{first}");
+    assert!(
+        !first.contains("remote_late"),
+        "a session's tools are those listed as it started: {first}"
+    );
+    let next = answer(&cluster, "general", "use the new tool").await;
+    assert!(next.contains("remote_late"), "{next}");
+    assert!(next.ends_with("l => grown late"), "{next}");
 }

@@ -5,7 +5,8 @@ Run it with the venv that scripts/setup.sh makes:
     $HOME/.cache/taskwire/mcp/venv/bin/python tests/mcp/http_server.py --port 8931
 
 It listens on http://127.0.0.1:PORT/mcp, prints `ready http://127.0.0.1:PORT/mcp` on stdout once
-the port accepts connections, and exits on SIGTERM (or SIGINT). Tools: add, shout, fail, sleep.
+the port accepts connections, and exits on SIGTERM (or SIGINT). Tools: add, shout, fail, sleep,
+and grow, which adds a tool and announces the change (`notifications/tools/list_changed`).
 
 mcp 2.x renamed v1's `mcp.server.fastmcp.FastMCP` to `mcp.server.mcpserver.MCPServer` (same
 decorator API); importing the old module raises, so this uses the new name.
@@ -17,7 +18,7 @@ import socket
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("taskwire-test-http", version="1.0.0", log_level="WARNING")
@@ -48,6 +49,18 @@ async def sleep(seconds: float) -> str:
     """Sleep for the given number of seconds, then return "slept"."""
     await asyncio.sleep(seconds)
     return "slept"
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Add a tool called NAME that answers "grown NAME", and tell the client the list changed."""
+
+    def grown() -> str:
+        return f"grown {name}"
+
+    server.add_tool(grown, name=name, description=f"Answers grown {name}.")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
 
 
 async def main() -> None:

@@ -2,7 +2,8 @@
 //! commands it ran — for `TaskResult.provenance`.
 //!
 //! Sources are read from the session's record after it ran (the tool calls that
-//! succeeded: `read`, `grep` (one per matching file), `glob`, `webfetch`, `bash`), and
+//! succeeded: `read`, `grep` (one per matching file), `glob`, `webfetch`, `bash`, and
+//! each MCP tool as `mcp`, its uri the tool's name and arguments), and
 //! added by the worker for what it put in the first message itself (`@path` mentions
 //! and file context refs as `file`, a command template's !`cmd` as `command`). Each
 //! `(source, uri)` appears once, in the order first used; the list is bounded by
@@ -19,13 +20,16 @@ use crate::transcript::{Part, TranscriptMessage};
 pub const MAX_SOURCES: usize = 100;
 /// Most characters of one excerpt.
 pub const MAX_EXCERPT_CHARS: usize = 200;
+/// Most characters of an MCP call's uri (its tool name and arguments).
+pub const MAX_MCP_URI_CHARS: usize = 300;
 
 /// One thing the session drew on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
-    /// `read`, `grep`, `glob`, `file`, `webfetch`, `bash` or `command`.
+    /// `read`, `grep`, `glob`, `file`, `webfetch`, `bash`, `command` or `mcp`.
     pub source: String,
-    /// The workspace-relative path, the URL or the command line.
+    /// The workspace-relative path, the URL, the command line, or an MCP tool's name
+    /// and arguments (`NAME_TOOL {"a":1}`, at most [`MAX_MCP_URI_CHARS`]).
     pub uri: String,
     /// A short, single-line piece of what came back.
     pub excerpt: String,
@@ -62,8 +66,13 @@ impl Sources {
         });
     }
 
-    /// Adds what the successful tool calls of `messages` read, fetched and ran.
-    pub fn add_tool_calls(&mut self, messages: &[TranscriptMessage]) {
+    /// Adds what the successful tool calls of `messages` read, fetched and ran;
+    /// `is_mcp` tells the tools served over MCP.
+    pub fn add_tool_calls(
+        &mut self,
+        messages: &[TranscriptMessage],
+        is_mcp: impl Fn(&str) -> bool,
+    ) {
         for part in messages.iter().flat_map(|m| &m.parts) {
             let Part::ToolCall {
                 tool,
@@ -90,6 +99,11 @@ impl Sources {
                     for (path, line) in grep_matches(output) {
                         self.add("grep", path, line);
                     }
+                }
+                name if is_mcp(name) => {
+                    let uri = format!("{name} {input}");
+                    let uri: String = uri.chars().take(MAX_MCP_URI_CHARS).collect();
+                    self.add("mcp", &uri, output);
                 }
                 _ => {}
             }
@@ -171,7 +185,7 @@ mod tests {
             ],
         );
         let mut sources = Sources::new();
-        sources.add_tool_calls(&[message]);
+        sources.add_tool_calls(&[message], |_| false);
         let got: Vec<(String, String)> = sources
             .into_vec()
             .into_iter()
@@ -195,7 +209,7 @@ mod tests {
             vec![call("grep", json!({"pattern": "TODO"}), Ok(output))],
         );
         let mut sources = Sources::new();
-        sources.add_tool_calls(&[message]);
+        sources.add_tool_calls(&[message], |_| false);
         let got = sources.into_vec();
         assert_eq!(got.len(), 2);
         assert_eq!(
@@ -203,6 +217,33 @@ mod tests {
             ("src/a:b.rs", "// TODO: x")
         );
         assert_eq!(got[1].uri, "notes.md");
+    }
+
+    #[test]
+    fn a_successful_mcp_call_is_listed_with_its_tool_and_arguments() {
+        let message = TranscriptMessage::assistant(
+            "build",
+            vec![
+                call("everything_echo", json!({"message": "hi"}), Ok("Echo: hi")),
+                call("everything_fail", json!({}), Err("the server failed")),
+                call("todowrite", json!({}), Ok("ok")),
+                call("docs_search", json!({"q": "x".repeat(1000)}), Ok("found")),
+            ],
+        );
+        let mut sources = Sources::new();
+        sources.add_tool_calls(&[message], |name| name.contains('_'));
+        let got = sources.into_vec();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(
+            (
+                got[0].source.as_str(),
+                got[0].uri.as_str(),
+                got[0].excerpt.as_str()
+            ),
+            ("mcp", r#"everything_echo {"message":"hi"}"#, "Echo: hi")
+        );
+        assert_eq!(got[1].uri.chars().count(), MAX_MCP_URI_CHARS);
+        assert!(got[1].uri.starts_with("docs_search {"), "{}", got[1].uri);
     }
 
     #[test]

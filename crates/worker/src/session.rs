@@ -287,6 +287,7 @@ pub async fn run<'a>(
             .messages
             .get(history_len..)
             .unwrap_or_default(),
+        |name| ctx.tools.get(name).is_none() && tools.get(name).is_some(),
     );
     if sources.dropped() > 0 {
         tracing::debug!(task.id = %request.task_id, dropped = sources.dropped(), "provenance list full");
