@@ -37,6 +37,15 @@ pub struct ModelEntry {
     /// provider prices them apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_usd_per_mtok: Option<f64>,
+    /// Requests a minute the whole fleet may send to this model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
+    /// Input plus output tokens a minute the whole fleet may spend on this model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_minute: Option<u64>,
+    /// Calls of this model running at once across the fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_requests: Option<u32>,
 }
 
 /// A model's prices, in US dollars per million tokens.
@@ -87,6 +96,15 @@ impl ModelCatalogue {
             }
             if entry.context_window == 0 {
                 return Err(err("context_window", "must be more than zero"));
+            }
+            for (field, zero) in [
+                ("requests_per_minute", entry.requests_per_minute == Some(0)),
+                ("tokens_per_minute", entry.tokens_per_minute == Some(0)),
+                ("max_concurrent_requests", entry.max_concurrent_requests == Some(0)),
+            ] {
+                if zero {
+                    return Err(err(field, "must be more than zero (leave it out for no limit)"));
+                }
             }
             if entry.max_output_tokens == Some(0) {
                 return Err(err("max_output_tokens", "must be more than zero"));
@@ -143,6 +161,17 @@ impl ModelCatalogue {
             output_usd_per_mtok: entry.output_usd_per_mtok,
             cached_input_usd_per_mtok: entry.cached_input_usd_per_mtok,
         })
+    }
+
+    /// The rate limits of `model`; none for a model the catalogue does not name.
+    pub fn rate_limits(&self, model: &str) -> crate::limits::RateLimits {
+        self.get(model)
+            .map(|entry| crate::limits::RateLimits {
+                requests_per_minute: entry.requests_per_minute,
+                tokens_per_minute: entry.tokens_per_minute,
+                max_concurrent_requests: entry.max_concurrent_requests,
+            })
+            .unwrap_or_default()
     }
 
     /// This catalogue over `lower`: its entries added, replacing same-named ones.

@@ -30,6 +30,10 @@ pub struct HttpConfig {
     /// waited out here: the error is returned, with the wait in
     /// [`LlmError::retry_after`], so the caller can reschedule the work instead.
     pub max_backoff: Duration,
+    /// Whether throttled answers (429, Anthropic's 529) are retried by the client
+    /// (default true). Off under a [`LimitedProvider`](crate::limits::LimitedProvider),
+    /// which retries them for every worker sharing the model's budget.
+    pub retry_throttled: bool,
 }
 
 impl HttpConfig {
@@ -44,6 +48,7 @@ impl HttpConfig {
             max_retries: 3,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
+            retry_throttled: true,
         }
     }
 
@@ -60,6 +65,7 @@ impl HttpConfig {
                 max_retries: self.max_retries,
                 initial_backoff: self.initial_backoff,
                 max_backoff: self.max_backoff,
+                throttled: self.retry_throttled,
             },
         })
     }
@@ -77,6 +83,7 @@ impl fmt::Debug for HttpConfig {
             .field("max_retries", &self.max_retries)
             .field("initial_backoff", &self.initial_backoff)
             .field("max_backoff", &self.max_backoff)
+            .field("retry_throttled", &self.retry_throttled)
             .finish()
     }
 }

@@ -16,7 +16,7 @@ pub enum LlmError {
         status: u16,
         /// The response body, truncated.
         body: String,
-        /// The server's `Retry-After`, when it sent one in seconds.
+        /// The server's `Retry-After` (seconds, or an HTTP date from now).
         retry_after: Option<Duration>,
     },
     /// The connection or the whole request took longer than allowed.
@@ -52,6 +52,13 @@ impl LlmError {
             Self::Timeout { .. } | Self::Transport { .. } | Self::Remote { .. } => true,
             Self::Decode { .. } | Self::Config(_) | Self::InvalidRequest(_) => false,
         }
+    }
+
+    /// Whether the provider refused the call for its load: throttled (429) or
+    /// overloaded (Anthropic's 529). A fleet slows down for these rather than retrying
+    /// each on its own.
+    pub fn throttled(&self) -> bool {
+        matches!(self, Self::Http { status: 429 | 529, .. })
     }
 
     /// How long the server asked to wait before retrying, if it said.

@@ -11,6 +11,8 @@
 //! - [`config`]: [`HttpConfig`], the endpoint, timeout and retry settings both clients share.
 //! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
 //! - [`priced`]: [`PricedProvider`], each call's cost from the catalogue's prices.
+//! - [`limits`]: [`LimitedProvider`], each call kept to its model's rate limits, which
+//!   a fleet shares, and throttling handled once for all.
 //! - [`router`]: [`resolve_model`] (which model a session uses) and [`ModelRouter`]
 //!   (which provider serves a model id, by its prefix).
 //! - [`spans`]: the `chat <model>` trace span of each call; prompt capture opt-in.
@@ -21,6 +23,7 @@ pub mod anthropic;
 pub mod catalogue;
 pub mod config;
 pub mod error;
+pub mod limits;
 pub mod openai;
 pub mod priced;
 pub mod router;
@@ -35,6 +38,7 @@ pub use catalogue::{
 pub use config::HttpConfig;
 pub use error::LlmError;
 pub use openai::{OpenAiClient, OpenAiConfig};
+pub use limits::{LimitedProvider, RateLimits};
 pub use priced::PricedProvider;
 pub use router::{ModelRouter, RouterConfig, resolve_model};
 pub use types::*;

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 
 use crate::error::LlmError;
+use crate::limits::RateHints;
 use crate::types::{ChatResponse, StreamDelta};
 
 /// Error bodies are kept for the message, but a proxy's HTML page need not be whole.
@@ -69,6 +70,9 @@ pub(crate) struct RetryPolicy {
     /// Also the longest `Retry-After` waited out; a longer one is returned to the
     /// caller, who can reschedule the work instead of holding a session open.
     pub(crate) max_backoff: Duration,
+    /// Whether throttled answers (429, 529) are retried here; off when a
+    /// [`LimitedProvider`](crate::limits::LimitedProvider) retries them for the fleet.
+    pub(crate) throttled: bool,
 }
 
 impl RetryPolicy {
@@ -200,7 +204,11 @@ impl Transport {
                 Ok(answer) => return Ok(answer),
                 Err(error) => error,
             };
-            if delivered || !error.retryable() || retry >= self.retry.max_retries {
+            if delivered
+                || !error.retryable()
+                || retry >= self.retry.max_retries
+                || (error.throttled() && !self.retry.throttled)
+            {
                 return Err(error);
             }
             let delay = match error.retry_after() {
@@ -244,8 +252,12 @@ impl Transport {
             .await
             .map_err(|e| self.request_error(e))?;
         let status = response.status();
+        let hints = RateHints::from_headers(response.headers(), std::time::SystemTime::now());
+        let retry_after = hints.retry_after;
+        if !hints.is_empty() {
+            on_delta(StreamDelta::RateHints(hints));
+        }
         if !status.is_success() {
-            let retry_after = retry_after(response.headers());
             let body = match response.text().await {
                 Ok(body) => truncate(body, MAX_ERROR_BODY_BYTES),
                 Err(e) => format!("<body unreadable: {}>", error_chain(&e)),
@@ -358,12 +370,6 @@ pub(crate) fn secret_header(secret: &str) -> Result<HeaderValue, LlmError> {
     Ok(value)
 }
 
-/// `Retry-After` in seconds; the HTTP-date form is rare from model servers and ignored.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?;
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
-}
-
 /// The error and its causes, joined; reqwest's top-level message alone ("error
 /// sending request") hides whether the connection was refused or reset.
 pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
@@ -394,18 +400,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_retry_after_seconds_only() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("3"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(3)));
-        headers.insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&headers), None);
-    }
-
-    #[test]
     fn truncates_long_bodies_on_a_char_boundary() {
         assert_eq!(truncate("ééé".into(), 3), "é...");
         assert_eq!(truncate("short".into(), 10), "short");
@@ -417,6 +411,7 @@ mod tests {
             max_retries: 3,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(350),
+            throttled: true,
         };
         for _ in 0..20 {
             let first = policy.backoff(0);

@@ -214,6 +214,14 @@ pub struct ChatResponse {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamDelta {
     Text(String),
+    /// The call waits `wait` for its slot in the model's rate budget before it is sent.
+    RateLimited {
+        model: String,
+        wait: std::time::Duration,
+    },
+    /// What the provider's answer said about its limits (headers); read by a
+    /// [`LimitedProvider`](crate::limits::LimitedProvider), ignored by others.
+    RateHints(crate::limits::RateHints),
 }
 
 #[cfg(test)]

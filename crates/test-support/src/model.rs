@@ -15,12 +15,16 @@
 //! arguments over several events, as real servers do, so chunk assembly gets exercised.
 //!
 //! - `reply`: [`ScriptedReply`] and its rendering to an HTTP response;
-//! - `openai`, `anthropic`: parsing requests and rendering answers per wire format.
+//! - `openai`, `anthropic`: parsing requests and rendering answers per wire format;
+//! - `rate`: a provider's rate limit ([`ScriptedModel::rate_limited`]) and the
+//!   [`RateReport`] of what arrived.
 
 mod anthropic;
 mod openai;
+mod rate;
 mod reply;
 
+pub use rate::{Arrival, HEARD_AFTER, RateReport};
 pub use reply::{Gate, ScriptedReply};
 
 use std::collections::BTreeMap;
@@ -148,12 +152,14 @@ impl SeenRequest {
 pub struct ScriptedModel {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<SeenRequest>>>,
+    limiter: Option<Arc<Mutex<rate::Limiter>>>,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
 struct ServerState {
     handler: Handler,
     seen: Arc<Mutex<Vec<SeenRequest>>>,
+    limiter: Option<Arc<Mutex<rate::Limiter>>>,
 }
 
 impl ScriptedModel {
@@ -167,6 +173,35 @@ impl ScriptedModel {
 
     /// Starts a server with an already shared handler.
     pub async fn start_shared(handler: Handler) -> Self {
+        Self::serve_with(handler, None).await
+    }
+
+    /// Starts a server that accepts at most `per_second` requests in any one-second
+    /// window, as a provider's rate limit does, and throttles the rest (`429`,
+    /// `Retry-After: 1`, `x-ratelimit-*`); [`ScriptedModel::rate_report`] says what
+    /// arrived.
+    pub async fn rate_limited<F>(per_second: usize, handler: F) -> Self
+    where
+        F: Fn(&SeenRequest) -> ScriptedReply + Send + Sync + 'static,
+    {
+        let limiter = Arc::new(Mutex::new(rate::Limiter::new(per_second)));
+        Self::serve_with(Arc::new(handler), Some(limiter)).await
+    }
+
+    /// Every request a [`ScriptedModel::rate_limited`] server saw, and how it answered;
+    /// empty for other servers.
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.limiter.as_ref().map_or_else(Vec::new, |l| {
+            l.lock().unwrap_or_else(PoisonError::into_inner).arrivals()
+        })
+    }
+
+    /// The report of [`ScriptedModel::arrivals`].
+    pub fn rate_report(&self) -> RateReport {
+        RateReport::of(&self.arrivals())
+    }
+
+    async fn serve_with(handler: Handler, limiter: Option<Arc<Mutex<rate::Limiter>>>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binding the scripted model to a loopback port should succeed");
@@ -177,6 +212,7 @@ impl ScriptedModel {
         let state = Arc::new(ServerState {
             handler,
             seen: Arc::clone(&seen),
+            limiter: limiter.clone(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -197,6 +233,7 @@ impl ScriptedModel {
         Self {
             addr,
             seen,
+            limiter,
             shutdown: Some(shutdown),
         }
     }
@@ -317,6 +354,14 @@ async fn serve(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
+    if let Some(limiter) = &state.limiter
+        && let Some(throttled) = limiter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .admit()
+    {
+        return throttled;
+    }
     let raw: Value = match serde_json::from_slice(body) {
         Ok(raw) => raw,
         Err(error) => {
