@@ -591,6 +591,11 @@ async fn chat(
 ) -> Result<ChatResponse, LlmError> {
     let mut on_delta = |delta: StreamDelta| match delta {
         StreamDelta::Text(text) => observer.on_event(SessionEvent::TextDelta { text }),
+        StreamDelta::RateLimited { model, wait } => observer.on_event(SessionEvent::RateLimited {
+            model,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        }),
+        StreamDelta::RateHints(_) => {}
     };
     provider.chat(request, &mut on_delta).await
 }

@@ -55,6 +55,7 @@ pub mod client;
 pub mod codec;
 pub mod error;
 pub mod headers;
+pub mod limits;
 pub mod messages;
 pub mod methods;
 pub mod patches;

@@ -100,6 +100,22 @@ fn patch_objects(s: &Subjects) -> Vec<String> {
     subjects
 }
 
+/// Reading, watching and compare-and-setting the models' rate budgets in the limits
+/// bucket (see [`crate::limits`]): look the bucket up, get a key (direct get), put a
+/// key, and watch every key through an ordered push consumer. Not the bucket's stream.
+fn limit_budgets(s: &Subjects) -> Vec<String> {
+    let stream = s.limits_stream();
+    vec![
+        format!("{API}.STREAM.INFO.{stream}"),
+        format!("{API}.DIRECT.GET.{stream}.>"),
+        format!("{API}.CONSUMER.CREATE.{stream}"),
+        format!("{API}.CONSUMER.CREATE.{stream}.>"),
+        format!("{API}.CONSUMER.DELETE.{stream}.*"),
+        format!("$JS.FC.{stream}.>"),
+        s.limits_keys(),
+    ]
+}
+
 /// What a coordinator may do.
 pub fn coordinator(s: &Subjects) -> Permissions {
     let streams = [
@@ -109,10 +125,11 @@ pub fn coordinator(s: &Subjects) -> Permissions {
         s.advisories_stream(),
         s.dead_letter_stream(),
         s.patches_stream(),
+        s.limits_stream(),
     ];
     let mut publish = Grants::default();
     publish.allow(
-        "create the streams and the patch bucket or update them to this coordinator's settings; sample the queue depth",
+        "create the streams, the patch bucket and the limits bucket or update them to this coordinator's settings; sample the queue depth",
         streams.iter().flat_map(|stream| {
             ["INFO", "CREATE", "UPDATE"].map(|call| format!("{API}.STREAM.{call}.{stream}"))
         }),
@@ -230,6 +247,10 @@ pub fn worker(s: &Subjects, queue: &str) -> Permissions {
     publish.allow(
         "put and get patches too large for a message in the patch bucket (not manage the bucket)",
         patch_objects(s),
+    );
+    publish.allow(
+        "share the models' rate budgets with the fleet in the limits bucket (not manage the bucket)",
+        limit_budgets(s),
     );
 
     let mut subscribe = Grants::default();
@@ -391,6 +412,8 @@ mod tests {
                         "$JS.ACK.",
                         "$JS.FC.OBJ_ACME_PATCHES.",
                         "$O.ACME_PATCHES.",
+                        "$JS.FC.KV_ACME_LIMITS.",
+                        "$KV.ACME_LIMITS.",
                         "_INBOX."
                     ]
                     .iter()

@@ -40,8 +40,8 @@ impl Default for BusConfig {
     }
 }
 
-/// Creates (or updates to match) taskwire's streams, and the stream behind the patch
-/// bucket (see [`crate::patches`]).
+/// Creates (or updates to match) taskwire's streams, and the streams behind the patch
+/// bucket (see [`crate::patches`]) and the limits bucket (see [`crate::limits`]).
 pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<(), BusError> {
     let s = &cfg.subjects;
     let streams = [
@@ -82,6 +82,7 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
             ..Default::default()
         },
         crate::patches::bucket_config(s, cfg.patches),
+        crate::limits::bucket_config(s),
     ];
     for config in streams {
         let name = config.name.clone();

@@ -138,6 +138,18 @@ impl Subjects {
         let bucket = self.patches_bucket();
         [format!("$O.{bucket}.C.>"), format!("$O.{bucket}.M.>")]
     }
+    /// The key-value bucket of the models' rate budgets (see [`crate::limits`]).
+    pub fn limits_bucket(&self) -> String {
+        format!("{}_LIMITS", self.stream_prefix)
+    }
+    /// The stream behind [`Self::limits_bucket`] (JetStream names it `KV_<bucket>`).
+    pub fn limits_stream(&self) -> String {
+        format!("KV_{}", self.limits_bucket())
+    }
+    /// The subjects of the limits bucket's keys.
+    pub fn limits_keys(&self) -> String {
+        format!("$KV.{}.>", self.limits_bucket())
+    }
     /// The durable consumer shared by all workers of `queue`.
     pub fn workers_consumer(&self, queue: &str) -> String {
         format!("workers-{queue}")

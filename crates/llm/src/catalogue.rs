@@ -100,10 +100,16 @@ impl ModelCatalogue {
             for (field, zero) in [
                 ("requests_per_minute", entry.requests_per_minute == Some(0)),
                 ("tokens_per_minute", entry.tokens_per_minute == Some(0)),
-                ("max_concurrent_requests", entry.max_concurrent_requests == Some(0)),
+                (
+                    "max_concurrent_requests",
+                    entry.max_concurrent_requests == Some(0),
+                ),
             ] {
                 if zero {
-                    return Err(err(field, "must be more than zero (leave it out for no limit)"));
+                    return Err(err(
+                        field,
+                        "must be more than zero (leave it out for no limit)",
+                    ));
                 }
             }
             if entry.max_output_tokens == Some(0) {

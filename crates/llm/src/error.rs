@@ -58,7 +58,13 @@ impl LlmError {
     /// overloaded (Anthropic's 529). A fleet slows down for these rather than retrying
     /// each on its own.
     pub fn throttled(&self) -> bool {
-        matches!(self, Self::Http { status: 429 | 529, .. })
+        matches!(
+            self,
+            Self::Http {
+                status: 429 | 529,
+                ..
+            }
+        )
     }
 
     /// How long the server asked to wait before retrying, if it said.

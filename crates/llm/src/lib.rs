@@ -37,8 +37,8 @@ pub use catalogue::{
 };
 pub use config::HttpConfig;
 pub use error::LlmError;
-pub use openai::{OpenAiClient, OpenAiConfig};
 pub use limits::{LimitedProvider, RateLimits};
+pub use openai::{OpenAiClient, OpenAiConfig};
 pub use priced::PricedProvider;
 pub use router::{ModelRouter, RouterConfig, resolve_model};
 pub use types::*;

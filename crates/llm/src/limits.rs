@@ -222,9 +222,7 @@ impl LimitedProvider {
                     });
                 }
                 let span = tracing::info_span!("rate_limit_wait", model, wait_ms = millis(wait));
-                tokio::time::sleep(wait)
-                    .instrument_with(span)
-                    .await;
+                tokio::time::sleep(wait).instrument_with(span).await;
             }
             if matches!(reserved, Reserved::Full { .. }) {
                 continue;
@@ -265,7 +263,10 @@ impl LimitedProvider {
         let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
         let times = sent.entry(model.to_owned()).or_default();
         let now = Instant::now();
-        while times.front().is_some_and(|t| now.duration_since(*t) > SENT_WINDOW) {
+        while times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > SENT_WINDOW)
+        {
             times.pop_front();
         }
         times.push_back(now);

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use taskwire_llm::limits::{LimitSettings, LocalBudgets, NoEvents};
 use taskwire_llm::{
-    ChatRequest, LimitedProvider, Message, ModelCatalogue, ModelEntry, OpenAiClient,
-    OpenAiConfig, Provider, StreamDelta,
+    ChatRequest, LimitedProvider, Message, ModelCatalogue, ModelEntry, OpenAiClient, OpenAiConfig,
+    Provider, StreamDelta,
 };
 use taskwire_test_support::{ScriptedModel, ScriptedReply};
 
@@ -81,7 +81,10 @@ async fn a_configured_rate_spaces_the_calls_and_none_is_throttled() {
     assert_eq!(report.throttled, 0, "{report:?}");
     assert_eq!(report.sent, 30);
     assert!(report.peak_per_second <= 10, "{report:?}");
-    assert!(waited >= 25, "the calls after the first waited for their slots: {waited}");
+    assert!(
+        waited >= 25,
+        "the calls after the first waited for their slots: {waited}"
+    );
 }
 
 #[tokio::test]
@@ -91,7 +94,10 @@ async fn without_a_configured_rate_the_rate_is_learned_and_retry_after_is_kept()
     burst(&provider, 40).await;
     let report = model.rate_report();
     assert_eq!(report.accepted, 40, "{report:?}");
-    assert_eq!(report.early, 0, "nothing is sent while a Retry-After runs: {report:?}");
+    assert_eq!(
+        report.early, 0,
+        "nothing is sent while a Retry-After runs: {report:?}"
+    );
     // The first burst goes out before anything is known: 10 answered, 30 throttled.
     // After it, the calls are paced and few more are throttled.
     assert!(

@@ -27,6 +27,7 @@ pub mod cost;
 pub mod error;
 pub mod health;
 pub mod host;
+pub mod limits;
 pub mod liveness;
 pub mod metrics;
 pub mod outcome;
@@ -74,6 +75,8 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
     openai.stream = m.stream;
     openai.request_timeout = m.request_timeout;
     openai.max_retries = m.max_retries;
+    // Throttled calls are retried by the worker's `LimitedProvider`, for the fleet.
+    openai.retry_throttled = false;
     let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
     providers.insert(
         OPENAI_PREFIX.to_owned(),
@@ -85,6 +88,7 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
         anthropic.http.stream = m.stream;
         anthropic.http.request_timeout = m.request_timeout;
         anthropic.http.max_retries = m.max_retries;
+        anthropic.http.retry_throttled = false;
         providers.insert(
             ANTHROPIC_PREFIX.to_owned(),
             Arc::new(AnthropicClient::new(anthropic)?),
@@ -172,6 +176,22 @@ pub async fn run_with_provider(
         _ = shutdown.cancelled() => return Ok(()),
         _ = taskwire_bus::wait_for_streams(&js, &subjects) => {}
     }
+    // Every call keeps to its model's budget, shared with the fleet.
+    let budgets: Arc<dyn taskwire_llm::limits::BudgetStore> =
+        match limits::FleetBudgets::open(&js, &subjects).await {
+            Ok(budgets) => Arc::new(budgets),
+            Err(reason) => {
+                tracing::warn!(%reason, "rate budgets are this worker's own, not the fleet's");
+                Arc::new(taskwire_llm::limits::LocalBudgets::default())
+            }
+        };
+    let provider: Arc<dyn Provider> = Arc::new(taskwire_llm::LimitedProvider::new(
+        provider,
+        config.models.clone(),
+        budgets,
+        Arc::new(metrics.clone()),
+        taskwire_llm::limits::LimitSettings::default(),
+    ));
     let concurrency = config.concurrency.max(1);
     metrics.set_capacity(concurrency);
     let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;

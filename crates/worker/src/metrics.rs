@@ -97,6 +97,9 @@ struct Inner {
     model_cost: Family<CostLabels, CostCounter>,
     tool_calls: Family<ToolLabels, Counter>,
     tool_duration: HistogramFamily<ToolLabels>,
+    rate_wait: HistogramFamily<CostLabels>,
+    rate_permits: Family<CostLabels, Counter>,
+    rate_throttled: Family<CostLabels, Counter>,
     models: Mutex<HashSet<String>>,
 }
 
@@ -160,8 +163,30 @@ impl Metrics {
             Unit::Seconds,
             tool_duration.clone(),
         );
+        let rate_wait = HistogramFamily::<CostLabels>::new_with_constructor(model_seconds);
+        r.register_with_unit(
+            "taskwire_worker_model_rate_limit_wait",
+            "Time model calls waited for their slot in the model's rate budget, calls that waited only",
+            Unit::Seconds,
+            rate_wait.clone(),
+        );
+        let rate_permits = Family::<CostLabels, Counter>::default();
+        r.register(
+            "taskwire_worker_model_rate_limit_permits",
+            "Model calls given their slot in a rate budget (a limited model's, or one the provider throttled)",
+            rate_permits.clone(),
+        );
+        let rate_throttled = Family::<CostLabels, Counter>::default();
+        r.register(
+            "taskwire_worker_model_throttled",
+            "Model calls the provider throttled (429, or Anthropic's 529 overloaded), each try counted",
+            rate_throttled.clone(),
+        );
         Self(Arc::new(Inner {
             registry: Arc::new(r),
+            rate_wait,
+            rate_permits,
+            rate_throttled,
             sessions_running,
             sessions_capacity,
             model_duration,
@@ -172,6 +197,12 @@ impl Metrics {
             tool_duration,
             models: Mutex::new(HashSet::new()),
         }))
+    }
+
+    fn model(&self, model: &str) -> CostLabels {
+        CostLabels {
+            gen_ai_request_model: self.model_label(model),
+        }
     }
 
     /// The registry `/metrics` encodes.
@@ -410,5 +441,25 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("gen_ai_token_type"), "{text}");
+    }
+}
+
+impl taskwire_llm::limits::LimitEvents for Metrics {
+    fn waited(&self, model: &str, wait: std::time::Duration) {
+        self.0
+            .rate_wait
+            .get_or_create(&self.model(model))
+            .observe(wait.as_secs_f64());
+    }
+
+    fn permitted(&self, model: &str) {
+        self.0.rate_permits.get_or_create(&self.model(model)).inc();
+    }
+
+    fn throttled(&self, model: &str) {
+        self.0
+            .rate_throttled
+            .get_or_create(&self.model(model))
+            .inc();
     }
 }

@@ -183,6 +183,9 @@ fn progress_message(
             tokens_after,
             usage: Some(crate::cost::to_wire(usage)),
         }),
+        SessionEvent::RateLimited { model, wait_ms } => {
+            Event::RateLimitWait(pb::RateLimitWait { model, wait_ms })
+        }
         // A child's tool call, shown in the parent's progress with the child's own
         // call id and the child's task id (seed 001, step 5).
         SessionEvent::ChildToolCall {

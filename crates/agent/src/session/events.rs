@@ -97,6 +97,12 @@ pub enum SessionEvent {
         tokens_after: u64,
         usage: Usage,
     },
+    /// The next model call waits `wait_ms` for its slot in the model's rate budget
+    /// (the fleet's limit, or a provider's `Retry-After`).
+    RateLimited {
+        model: String,
+        wait_ms: u64,
+    },
     /// A descendant task (`task_id`) waits for an approval; this session waits on it.
     ChildApprovalRequired {
         task_id: String,

@@ -153,6 +153,10 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
                 "asking_task_id": if e.task_id.is_empty() { &p.task_id } else { &e.task_id },
             }),
         ),
+        Some(Event::RateLimitWait(w)) => (
+            "rate_limit_wait",
+            json!({ "model": w.model, "wait_ms": w.wait_ms }),
+        ),
         Some(Event::Compaction(e)) => {
             let usage = e.usage.unwrap_or_default();
             let usage =

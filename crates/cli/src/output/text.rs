@@ -91,6 +91,10 @@ impl<W: Write> ProgressPrinter<W> {
                     e.tokens_before, e.tokens_after, u.input_tokens, u.output_tokens
                 )
             }
+            Some(Event::RateLimitWait(w)) => format!(
+                "waiting {} ms for a slot in the rate limit of {}",
+                w.wait_ms, w.model
+            ),
             Some(Event::Heartbeat(_)) | None => return Ok(()),
         };
         self.line(&line)

@@ -112,6 +112,11 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
             "tokens_before": c.tokens_before,
             "tokens_after": c.tokens_after,
         }),
+        Some(Event::RateLimitWait(w)) => json!({
+            "kind": "rate_limit_wait",
+            "model": w.model,
+            "wait_ms": w.wait_ms,
+        }),
         Some(Event::Heartbeat(_)) | None => json!({"kind": "heartbeat"}),
     };
     json!({

@@ -119,7 +119,12 @@ impl Budget {
         if let Some(max) = limits.max_concurrent_requests
             && self.leases.len() >= max as usize
         {
-            let retry_ms = self.leases.iter().map(|l| l.until_ms).min().unwrap_or(now_ms);
+            let retry_ms = self
+                .leases
+                .iter()
+                .map(|l| l.until_ms)
+                .min()
+                .unwrap_or(now_ms);
             return Reserved::Full { retry_ms };
         }
         let mut at_ms = now_ms.max(self.next_request_ms).max(self.blocked_until_ms);
@@ -241,7 +246,9 @@ mod tests {
     fn calls_asked_together_are_spaced_by_the_rate_and_an_idle_model_sends_at_once() {
         let limits = rpm(600);
         let mut b = Budget::default();
-        let slots: Vec<u64> = (0..5).map(|i| at(b.reserve(&limits, 1000, 10, i, 0))).collect();
+        let slots: Vec<u64> = (0..5)
+            .map(|i| at(b.reserve(&limits, 1000, 10, i, 0)))
+            .collect();
         assert_eq!(slots, [1000, 1100, 1200, 1300, 1400]);
         assert_eq!(at(b.reserve(&limits, 9000, 10, 9, 0)), 9000);
     }
@@ -278,16 +285,40 @@ mod tests {
             ..RateLimits::default()
         };
         let mut b = Budget::default();
-        assert!(matches!(b.reserve(&limits, 0, 1, 1, 5000), Reserved::At { lease: Some(1), .. }));
-        assert!(matches!(b.reserve(&limits, 0, 1, 2, 8000), Reserved::At { .. }));
-        assert_eq!(b.reserve(&limits, 10, 1, 3, 5000), Reserved::Full { retry_ms: 5000 });
+        assert!(matches!(
+            b.reserve(&limits, 0, 1, 1, 5000),
+            Reserved::At { lease: Some(1), .. }
+        ));
+        assert!(matches!(
+            b.reserve(&limits, 0, 1, 2, 8000),
+            Reserved::At { .. }
+        ));
+        assert_eq!(
+            b.reserve(&limits, 10, 1, 3, 5000),
+            Reserved::Full { retry_ms: 5000 }
+        );
         b.finish(&limits, 20, Some(1), &Ended::Failed);
-        assert!(matches!(b.reserve(&limits, 20, 1, 3, 5000), Reserved::At { .. }));
-        assert!(matches!(b.reserve(&limits, 5019, 1, 4, 5000), Reserved::Full { retry_ms: 5020 }));
+        assert!(matches!(
+            b.reserve(&limits, 20, 1, 3, 5000),
+            Reserved::At { .. }
+        ));
+        assert!(matches!(
+            b.reserve(&limits, 5019, 1, 4, 5000),
+            Reserved::Full { retry_ms: 5020 }
+        ));
         // Leases lapse if never given back: lease 3 at 5,020, lease 2 at 8,000.
-        assert!(matches!(b.reserve(&limits, 5021, 1, 4, 5000), Reserved::At { .. }));
-        assert!(matches!(b.reserve(&limits, 5022, 1, 5, 5000), Reserved::Full { retry_ms: 8000 }));
-        assert!(matches!(b.reserve(&limits, 8001, 1, 5, 5000), Reserved::At { .. }));
+        assert!(matches!(
+            b.reserve(&limits, 5021, 1, 4, 5000),
+            Reserved::At { .. }
+        ));
+        assert!(matches!(
+            b.reserve(&limits, 5022, 1, 5, 5000),
+            Reserved::Full { retry_ms: 8000 }
+        ));
+        assert!(matches!(
+            b.reserve(&limits, 8001, 1, 5, 5000),
+            Reserved::At { .. }
+        ));
     }
 
     #[test]
@@ -302,10 +333,22 @@ mod tests {
         };
         b.finish(&limits, 1000, None, &throttled);
         b.finish(&limits, 1001, None, &throttled);
-        assert_eq!(b.learned_rpm, Some(600.0), "lowered once for calls sent together");
+        assert_eq!(
+            b.learned_rpm,
+            Some(600.0),
+            "lowered once for calls sent together"
+        );
         assert!(!b.is_free(1500));
-        assert_eq!(at(b.reserve(&limits, 1500, 1, 1, 0)), 2000, "nothing before Retry-After");
-        assert_eq!(at(b.reserve(&limits, 1500, 1, 2, 0)), 2100, "then at the learned rate");
+        assert_eq!(
+            at(b.reserve(&limits, 1500, 1, 1, 0)),
+            2000,
+            "nothing before Retry-After"
+        );
+        assert_eq!(
+            at(b.reserve(&limits, 1500, 1, 2, 0)),
+            2100,
+            "then at the learned rate"
+        );
         b.finish(&limits, 2500, None, &throttled);
         assert_eq!(b.learned_rpm, Some(300.0));
     }
@@ -326,7 +369,10 @@ mod tests {
         for _ in 0..3 {
             b.finish(&limits, 0, None, &answered);
         }
-        assert!(b.learned_rpm.is_some_and(|l| l > 95.0 && l < 100.0), "{b:?}");
+        assert!(
+            b.learned_rpm.is_some_and(|l| l > 95.0 && l < 100.0),
+            "{b:?}"
+        );
         for _ in 0..3 {
             b.finish(&limits, 0, None, &answered);
         }

@@ -29,7 +29,12 @@ pub struct RateHints {
 impl RateHints {
     /// The hints among `headers`, with times relative to `now`.
     pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Self {
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+        };
         let number = |names: &[&str]| {
             names
                 .iter()
@@ -85,7 +90,10 @@ impl RateHints {
         let tokens = self
             .reset_tokens
             .filter(|_| self.remaining_tokens == Some(0));
-        [self.retry_after, requests, tokens].into_iter().flatten().max()
+        [self.retry_after, requests, tokens]
+            .into_iter()
+            .flatten()
+            .max()
     }
 }
 

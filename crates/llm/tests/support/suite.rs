@@ -93,8 +93,10 @@ pub async fn chat(
 ) -> (Result<ChatResponse, LlmError>, Vec<String>) {
     let mut deltas = Vec::new();
     let result = provider
-        .chat(request, &mut |delta| match delta {
-            StreamDelta::Text(text) => deltas.push(text),
+        .chat(request, &mut |delta| {
+            if let StreamDelta::Text(text) = delta {
+                deltas.push(text);
+            }
         })
         .await;
     (result, deltas)

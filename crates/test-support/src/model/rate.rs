@@ -86,8 +86,14 @@ impl Limiter {
             .into_response();
         let headers = response.headers_mut();
         headers.insert("retry-after", HeaderValue::from_static("1"));
-        headers.insert("x-ratelimit-limit-requests", HeaderValue::from(self.per_second * 60));
-        headers.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("0"));
+        headers.insert(
+            "x-ratelimit-limit-requests",
+            HeaderValue::from(self.per_second * 60),
+        );
+        headers.insert(
+            "x-ratelimit-remaining-requests",
+            HeaderValue::from_static("0"),
+        );
         headers.insert("x-ratelimit-reset-requests", HeaderValue::from_static("1s"));
         Some(response)
     }

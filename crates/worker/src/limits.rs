@@ -1,0 +1,168 @@
+//! The models' rate budgets shared by the fleet: a [`BudgetStore`] over the
+//! deployment's limits bucket (NATS key-value, `taskwire_bus::limits`).
+//!
+//! Each worker watches every key, so that reading a budget ([`BudgetStore::peek`]) is
+//! a look at its own copy and a model nobody limits costs nothing per call. A change
+//! is a compare-and-set from the revision last seen; on a conflict (another worker
+//! wrote first) the key is read again and the change run on the new value.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_nats::jetstream::{self, kv};
+use futures::StreamExt;
+use taskwire_bus::Subjects;
+use taskwire_bus::limits::{key_of, model_of};
+use taskwire_llm::limits::{Budget, BudgetStore};
+use tokio::task::JoinHandle;
+
+/// Compare-and-set tries of one change before it gives up.
+const MAX_TRIES: usize = 32;
+
+type Cache = Arc<Mutex<HashMap<String, (Budget, u64)>>>;
+
+/// The fleet's budgets, as this worker sees them.
+pub struct FleetBudgets {
+    kv: kv::Store,
+    cache: Cache,
+    watch: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for FleetBudgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetBudgets").finish_non_exhaustive()
+    }
+}
+
+impl Drop for FleetBudgets {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+impl FleetBudgets {
+    /// Opens the bucket (a coordinator creates it) and starts watching its keys.
+    pub async fn open(js: &jetstream::Context, subjects: &Subjects) -> Result<Self, String> {
+        let bucket = subjects.limits_bucket();
+        let kv = js
+            .get_key_value(&bucket)
+            .await
+            .map_err(|e| format!("failed to open the limits bucket {bucket}: {e}"))?;
+        let mut entries = kv
+            .watch_all()
+            .await
+            .map_err(|e| format!("failed to watch the limits bucket {bucket}: {e}"))?;
+        let cache: Cache = Arc::default();
+        let watched = cache.clone();
+        let watch = tokio::spawn(async move {
+            while let Some(entry) = entries.next().await {
+                match entry {
+                    Ok(entry) => remember(&watched, &entry),
+                    Err(error) => tracing::warn!(%error, "limits bucket watch failed"),
+                }
+            }
+            tracing::warn!("limits bucket watch ended; budgets are read at each change");
+        });
+        Ok(Self { kv, cache, watch })
+    }
+
+    fn cached(&self, model: &str) -> Option<(Budget, u64)> {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(model)
+            .cloned()
+    }
+
+    /// Reads `model`'s key again (after a conflict).
+    async fn refresh(&self, model: &str) -> Result<(), String> {
+        let entry = self
+            .kv
+            .entry(key_of(model))
+            .await
+            .map_err(|e| format!("failed to read the budget of {model}: {e}"))?;
+        match entry {
+            Some(entry) => remember(&self.cache, &entry),
+            None => {
+                self.cache
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(model);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Keeps `entry` in `cache` unless the cache holds a later revision.
+fn remember(cache: &Cache, entry: &kv::Entry) {
+    let Some(model) = model_of(&entry.key) else {
+        return;
+    };
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if cache
+        .get(&model)
+        .is_some_and(|(_, rev)| *rev >= entry.revision)
+    {
+        return;
+    }
+    match entry.operation {
+        kv::Operation::Put => match serde_json::from_slice::<Budget>(&entry.value) {
+            Ok(budget) => {
+                cache.insert(model, (budget, entry.revision));
+            }
+            Err(error) => tracing::warn!(%model, %error, "unreadable budget in the limits bucket"),
+        },
+        kv::Operation::Delete | kv::Operation::Purge => {
+            cache.remove(&model);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl BudgetStore for FleetBudgets {
+    fn peek(&self, model: &str) -> Option<Budget> {
+        self.cached(model).map(|(budget, _)| budget)
+    }
+
+    async fn modify(
+        &self,
+        model: &str,
+        change: &mut (dyn for<'b> FnMut(&'b mut Budget) + Send),
+    ) -> Result<(), String> {
+        let key = key_of(model);
+        for _ in 0..MAX_TRIES {
+            let (mut budget, revision) = self.cached(model).unwrap_or_default();
+            change(&mut budget);
+            let value = serde_json::to_vec(&budget)
+                .map_err(|e| format!("failed to encode the budget of {model}: {e}"))?;
+            let written = if revision == 0 {
+                self.kv
+                    .create(&key, value.into())
+                    .await
+                    .map_err(|e| e.to_string())
+            } else {
+                self.kv
+                    .update(&key, value.into(), revision)
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            match written {
+                Ok(revision) => {
+                    let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+                    if cache.get(model).is_none_or(|(_, rev)| *rev < revision) {
+                        cache.insert(model.to_owned(), (budget, revision));
+                    }
+                    return Ok(());
+                }
+                Err(conflict) => {
+                    tracing::debug!(%model, %conflict, "budget changed by another worker, reading it again");
+                    self.refresh(model).await?;
+                }
+            }
+        }
+        Err(format!(
+            "the budget of {model} kept changing under {MAX_TRIES} tries"
+        ))
+    }
+}
