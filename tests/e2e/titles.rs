@@ -149,3 +149,43 @@ async fn a_failing_title_call_leaves_the_task_untitled_and_completed() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_worker_with_a_small_model_writes_titles_with_it() {
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        if is_title(req) {
+            ScriptedReply::text(format!("\"{TITLE}\"\n"))
+        } else {
+            ScriptedReply::text("done")
+        }
+    })
+    .await;
+    let mut cluster = start(model, 0, 2).await.expect("cluster");
+    cluster.add_worker_with("w", 2, |c| {
+        c.titles = true;
+        c.small_model = Some("small".into());
+    });
+    let root = cluster
+        .submit("build", "fix the retry test")
+        .await
+        .expect("submit");
+    let task = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(task.title, TITLE);
+    let models: Vec<(bool, String)> = cluster
+        .model
+        .requests()
+        .iter()
+        .map(|r| (is_title(r), r.model.clone()))
+        .collect();
+    assert!(
+        models.contains(&(true, "small".to_owned())),
+        "the title went to the small model: {models:?}"
+    );
+    assert!(
+        models
+            .iter()
+            .all(|(title, model)| *title || model == "scripted"),
+        "the session kept its own model: {models:?}"
+    );
+}

@@ -83,6 +83,9 @@ pub struct WorkerConfig {
     /// Give each new root session a short title with the hidden `title` agent (one
     /// more model call, beside the first step). Default true.
     pub titles: bool,
+    /// The model of side calls: titles are written with it when set, else with the
+    /// session's own model. Default none.
+    pub small_model: Option<String>,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -161,6 +164,7 @@ impl Default for WorkerConfig {
             models: taskwire_llm::ModelCatalogue::default(),
             compaction_threshold: Some(DEFAULT_COMPACTION_THRESHOLD),
             titles: true,
+            small_model: None,
         }
     }
 }

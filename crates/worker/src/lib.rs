@@ -260,6 +260,7 @@ pub async fn run_with_provider(
         models: config.models.clone(),
         compaction_threshold: config.compaction_threshold,
         titles: config.titles,
+        small_model: config.small_model.clone(),
     });
     readiness.consumer_ready();
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");

@@ -112,7 +112,12 @@ pub async fn run<'a>(
         workspace: earlier,
     } = Box::pin(history(ctx, request, claim, session_id)).await?;
     let history_was_empty = history.messages.is_empty();
-    let title_model = model.clone();
+    // Titles go to the small model when the worker has one.
+    let title_model = ctx
+        .small_model
+        .clone()
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| model.clone());
     // A session offered no tool that changes files, and running no command template's
     // !`cmd`, reads the base directly when it starts from it as it is: no copy of its
     // own.

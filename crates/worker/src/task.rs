@@ -63,6 +63,8 @@ pub struct Context {
     pub compaction_threshold: Option<f64>,
     /// Title new root sessions.
     pub titles: bool,
+    /// The model titles are written with, when not the session's.
+    pub small_model: Option<String>,
 }
 
 /// The claim that lets this worker run one attempt.

@@ -158,6 +158,9 @@ settings! {
             value_parser = clap::builder::BoolishValueParser::new()
         )]
         pub no_titles: Option<bool>,
+        /// The model of side calls such as titles, e.g. a small, cheap one; without it they use the session's model [default: none]
+        #[arg(long, env = "TASKWIRE_SMALL_MODEL", value_name = "MODEL")]
+        pub small_model: Option<String>,
         /// Make every workspace a copy, never an overlay of a shared checkout of a git base [default: false]
         #[arg(
             long,
@@ -235,6 +238,7 @@ impl WorkerSettings {
             c.compaction_threshold = None;
         }
         set(&mut c.titles, self.no_titles.map(|no| !no));
+        set_some(&mut c.small_model, self.small_model);
         set(
             &mut c.workspace_overlays,
             self.no_workspace_overlays.map(|no| !no),
@@ -283,6 +287,7 @@ impl WorkerSettings {
             ),
             no_compaction: Some(c.compaction_threshold.is_none()),
             no_titles: Some(!c.titles),
+            small_model: c.small_model.clone(),
             no_workspace_overlays: Some(!c.workspace_overlays),
             ..Self::printable_nats(c)
         }
