@@ -406,8 +406,7 @@ fn now_ms() -> u64 {
 }
 
 fn now_ms_at(at: SystemTime) -> u64 {
-    at.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| millis(d))
+    at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, millis)
 }
 
 fn millis(d: Duration) -> u64 {

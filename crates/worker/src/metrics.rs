@@ -405,6 +405,26 @@ impl Tool for MeteredTool {
     }
 }
 
+impl taskwire_llm::limits::LimitEvents for Metrics {
+    fn waited(&self, model: &str, wait: std::time::Duration) {
+        self.0
+            .rate_wait
+            .get_or_create(&self.model(model))
+            .observe(wait.as_secs_f64());
+    }
+
+    fn permitted(&self, model: &str) {
+        self.0.rate_permits.get_or_create(&self.model(model)).inc();
+    }
+
+    fn throttled(&self, model: &str) {
+        self.0
+            .rate_throttled
+            .get_or_create(&self.model(model))
+            .inc();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,25 +461,5 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("gen_ai_token_type"), "{text}");
-    }
-}
-
-impl taskwire_llm::limits::LimitEvents for Metrics {
-    fn waited(&self, model: &str, wait: std::time::Duration) {
-        self.0
-            .rate_wait
-            .get_or_create(&self.model(model))
-            .observe(wait.as_secs_f64());
-    }
-
-    fn permitted(&self, model: &str) {
-        self.0.rate_permits.get_or_create(&self.model(model)).inc();
-    }
-
-    fn throttled(&self, model: &str) {
-        self.0
-            .rate_throttled
-            .get_or_create(&self.model(model))
-            .inc();
     }
 }
