@@ -89,6 +89,9 @@ pub struct SessionParams {
     pub compaction: Option<CompactionPolicy>,
     /// The tree's spending limit; checked before each model call.
     pub budget: SessionBudget,
+    /// Ask the provider to cache the prefix each step repeats (keyed by the session
+    /// id; see `ChatRequest::cache_key`).
+    pub prompt_caching: bool,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -148,6 +151,7 @@ async fn run(
         instructions,
         compaction,
         budget,
+        prompt_caching,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -189,6 +193,7 @@ async fn run(
         temperature: agent.temperature,
         top_p: agent.top_p,
         max_tokens: None,
+        cache_key: prompt_caching.then(|| history.session_id.clone()),
     };
 
     state.set_todos(history.todos());

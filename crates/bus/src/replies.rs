@@ -408,6 +408,8 @@ mod tests {
                     output_tokens: 4,
                     cost_picousd: 5_000_000,
                     unpriced_tokens: 0,
+                    cache_write_input_tokens: 0,
+                    cached_input_tokens: 0,
                 },
                 patch: "diff".into(),
                 patch_ref: None,

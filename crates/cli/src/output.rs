@@ -130,6 +130,8 @@ mod tests {
             output_tokens: 500,
             cost_usd: Some(0.006),
             unpriced_tokens: 0,
+            cache_write_input_tokens: 0,
+            cached_input_tokens: 0,
         };
         assert_eq!(usage_line(&u), "in 1000, out 500 tokens, $0.006");
         u.unpriced_tokens = 20;

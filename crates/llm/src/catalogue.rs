@@ -37,6 +37,10 @@ pub struct ModelEntry {
     /// provider prices them apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_usd_per_mtok: Option<f64>,
+    /// US dollars per million input tokens written to the provider's cache, when the
+    /// provider prices them apart (Anthropic: 1.25 times the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_usd_per_mtok: Option<f64>,
     /// Requests a minute the whole fleet may send to this model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u32>,
@@ -54,6 +58,7 @@ pub struct Prices {
     pub input_usd_per_mtok: f64,
     pub output_usd_per_mtok: f64,
     pub cached_input_usd_per_mtok: Option<f64>,
+    pub cache_write_usd_per_mtok: Option<f64>,
 }
 
 /// What a session needs to know about the size of its model.
@@ -128,6 +133,7 @@ impl ModelCatalogue {
                 ("input_usd_per_mtok", Some(entry.input_usd_per_mtok)),
                 ("output_usd_per_mtok", Some(entry.output_usd_per_mtok)),
                 ("cached_input_usd_per_mtok", entry.cached_input_usd_per_mtok),
+                ("cache_write_usd_per_mtok", entry.cache_write_usd_per_mtok),
             ];
             for (field, price) in prices {
                 if let Some(price) = price
@@ -166,6 +172,7 @@ impl ModelCatalogue {
             input_usd_per_mtok: entry.input_usd_per_mtok,
             output_usd_per_mtok: entry.output_usd_per_mtok,
             cached_input_usd_per_mtok: entry.cached_input_usd_per_mtok,
+            cache_write_usd_per_mtok: entry.cache_write_usd_per_mtok,
         })
     }
 

@@ -5,7 +5,9 @@
 //! catalogue gives no price leaves its tokens in `unpriced_tokens`: its cost is
 //! unknown, not zero. Input tokens the provider read from its cache (OpenAI's
 //! `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`) are
-//! priced at the cached price when the catalogue has one, else at the input price.
+//! priced at the cached price when the catalogue has one, else at the input price;
+//! tokens written to the cache (Anthropic's `cache_creation_input_tokens`) at the
+//! cache-write price, else at the input price.
 
 use std::sync::Arc;
 
@@ -31,12 +33,22 @@ pub fn price(usage: Usage, prices: Option<Prices>) -> Usage {
         Some(prices) => Usage {
             cost_picousd: {
                 let cached = usage.cached_input_tokens.min(usage.input_tokens);
+                let written = usage
+                    .cache_write_input_tokens
+                    .min(usage.input_tokens - cached);
                 let cached_price = prices
                     .cached_input_usd_per_mtok
                     .unwrap_or(prices.input_usd_per_mtok);
-                tokens(usage.input_tokens - cached, prices.input_usd_per_mtok)
-                    .saturating_add(tokens(cached, cached_price))
-                    .saturating_add(tokens(usage.output_tokens, prices.output_usd_per_mtok))
+                let written_price = prices
+                    .cache_write_usd_per_mtok
+                    .unwrap_or(prices.input_usd_per_mtok);
+                tokens(
+                    usage.input_tokens - cached - written,
+                    prices.input_usd_per_mtok,
+                )
+                .saturating_add(tokens(cached, cached_price))
+                .saturating_add(tokens(written, written_price))
+                .saturating_add(tokens(usage.output_tokens, prices.output_usd_per_mtok))
             },
             unpriced_tokens: 0,
             ..usage
@@ -85,6 +97,7 @@ mod tests {
             input_usd_per_mtok: 2.0,
             output_usd_per_mtok: 8.0,
             cached_input_usd_per_mtok: None,
+            cache_write_usd_per_mtok: None,
         };
         let usage = price(Usage::tokens(1000, 500), Some(prices));
         // 1000 × $2/M + 500 × $8/M = $0.002 + $0.004.
@@ -94,6 +107,7 @@ mod tests {
             input_usd_per_mtok: 0.15,
             output_usd_per_mtok: 0.6,
             cached_input_usd_per_mtok: None,
+            cache_write_usd_per_mtok: None,
         };
         assert_eq!(
             price(Usage::tokens(1, 1), Some(cheap)).cost_picousd,
@@ -107,6 +121,7 @@ mod tests {
             input_usd_per_mtok: 2.0,
             output_usd_per_mtok: 8.0,
             cached_input_usd_per_mtok: Some(0.5),
+            cache_write_usd_per_mtok: Some(2.5),
         };
         let usage = Usage {
             cached_input_tokens: 600,
@@ -114,7 +129,14 @@ mod tests {
         };
         // 400 × $2/M + 600 × $0.5/M = $0.0008 + $0.0003.
         assert_eq!(price(usage, Some(prices)).cost_picousd, 1_100_000_000);
+        // 200 of the 400 written to the cache: 200 × $2/M + 200 × $2.5/M + 600 × $0.5/M.
+        let written = Usage {
+            cache_write_input_tokens: 200,
+            ..usage
+        };
+        assert_eq!(price(written, Some(prices)).cost_picousd, 1_200_000_000);
         prices.cached_input_usd_per_mtok = None;
+        prices.cache_write_usd_per_mtok = None;
         assert_eq!(price(usage, Some(prices)).cost_picousd, 2_000_000_000);
     }
 

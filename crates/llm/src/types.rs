@@ -144,6 +144,11 @@ pub struct Usage {
     /// the catalogue's `cached_input_usd_per_mtok` when it has one).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// The part of `input_tokens` the provider wrote to its prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`; priced at the catalogue's
+    /// `cache_write_usd_per_mtok` when it has one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
     /// What the priced calls cost, in pico-dollars.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cost_picousd: u64,
@@ -174,6 +179,9 @@ impl std::ops::AddAssign for Usage {
         self.cached_input_tokens = self
             .cached_input_tokens
             .saturating_add(rhs.cached_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(rhs.cache_write_input_tokens);
         self.cost_picousd = self.cost_picousd.saturating_add(rhs.cost_picousd);
         self.unpriced_tokens = self.unpriced_tokens.saturating_add(rhs.unpriced_tokens);
     }
@@ -189,6 +197,11 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// Asks the provider to cache the request's prefix, which the next requests of
+    /// the same key repeat: OpenAI's `prompt_cache_key`, Anthropic's `cache_control`
+    /// breakpoints on the tools, the system prompt and the conversation so far. A
+    /// session's id; `None` for one-off calls (titles).
+    pub cache_key: Option<String>,
 }
 
 /// Why the model stopped.

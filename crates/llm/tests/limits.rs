@@ -21,6 +21,7 @@ fn catalogue(requests_per_minute: Option<u32>) -> ModelCatalogue {
         input_usd_per_mtok: 0.0,
         output_usd_per_mtok: 0.0,
         cached_input_usd_per_mtok: None,
+        cache_write_usd_per_mtok: None,
         requests_per_minute,
         tokens_per_minute: None,
         max_concurrent_requests: None,
@@ -52,6 +53,7 @@ async fn burst(provider: &LimitedProvider, n: usize) -> usize {
             temperature: None,
             top_p: None,
             max_tokens: None,
+            cache_key: None,
         };
         let mut waited = false;
         let mut on_delta = |d: StreamDelta| {

@@ -25,6 +25,12 @@ pub struct Usage {
     /// Tokens of calls the catalogue had no price for (not in the cost).
     #[serde(default)]
     pub unpriced_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// The part of `input_tokens` written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
 }
 
 impl Usage {
@@ -47,6 +53,12 @@ impl std::ops::AddAssign for Usage {
         self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
         self.cost_picousd = self.cost_picousd.saturating_add(rhs.cost_picousd);
         self.unpriced_tokens = self.unpriced_tokens.saturating_add(rhs.unpriced_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(rhs.cached_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(rhs.cache_write_input_tokens);
     }
 }
 
@@ -69,6 +81,8 @@ impl From<pb::Usage> for Usage {
             output_tokens: u.output_tokens,
             cost_picousd: u.cost_usd.map_or(0, usd_to_picousd),
             unpriced_tokens: u.unpriced_tokens,
+            cached_input_tokens: u.cached_input_tokens,
+            cache_write_input_tokens: u.cache_write_input_tokens,
         }
     }
 }
@@ -80,6 +94,8 @@ impl From<&Usage> for pb::Usage {
             output_tokens: u.output_tokens,
             cost_usd: u.cost_usd(),
             unpriced_tokens: u.unpriced_tokens,
+            cached_input_tokens: u.cached_input_tokens,
+            cache_write_input_tokens: u.cache_write_input_tokens,
         }
     }
 }
@@ -233,6 +249,8 @@ mod tests {
             output_tokens: 5,
             cost_picousd: 0,
             unpriced_tokens: 15,
+            cache_write_input_tokens: 0,
+            cached_input_tokens: 0,
         };
         assert_eq!(unpriced.cost_usd(), None);
         let free = Usage {
@@ -252,6 +270,8 @@ mod tests {
             output_tokens: 500,
             cost_picousd: 6_000_000_000,
             unpriced_tokens: 0,
+            cache_write_input_tokens: 0,
+            cached_input_tokens: 0,
         };
         let wire = pb::Usage::from(&usage);
         assert_eq!(wire.cost_usd, Some(0.006));
@@ -331,6 +351,8 @@ mod tests {
             output_tokens: 39,
             cost_picousd: 999,
             unpriced_tokens: 0,
+            cache_write_input_tokens: 0,
+            cached_input_tokens: 0,
         };
         assert_eq!(budget.exceeded_by(&spent), None);
         spent.output_tokens = 40;

@@ -667,6 +667,8 @@ mod tests {
                 output_tokens: 2,
                 cost_picousd: 36_000_000,
                 unpriced_tokens: 0,
+                cache_write_input_tokens: 0,
+                cached_input_tokens: 0,
             },
             inherited_permission: vec![pb::PermissionLayer {
                 agent: "plan".into(),

@@ -153,7 +153,8 @@ pub enum ReplayOutcome {
 pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant, agent, prompt, status, \
      attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
      max_attempts + attempt_base AS max_attempts, last_error, title, own_input_tokens, \
-     own_output_tokens, own_cost_picousd, own_unpriced_tokens, max_tokens, max_cost_picousd";
+     own_output_tokens, own_cost_picousd, own_unpriced_tokens, own_cached_input_tokens, \
+     own_cache_write_input_tokens, max_tokens, max_cost_picousd";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -180,6 +181,8 @@ pub(crate) struct TaskRow {
     own_output_tokens: i64,
     own_cost_picousd: i64,
     own_unpriced_tokens: i64,
+    own_cached_input_tokens: i64,
+    own_cache_write_input_tokens: i64,
     max_tokens: Option<i64>,
     max_cost_picousd: Option<i64>,
 }
@@ -236,6 +239,8 @@ impl TryFrom<TaskRow> for TaskRecord {
                     output_tokens: n(r.own_output_tokens),
                     cost_picousd: n(r.own_cost_picousd),
                     unpriced_tokens: n(r.own_unpriced_tokens),
+                    cached_input_tokens: n(r.own_cached_input_tokens),
+                    cache_write_input_tokens: n(r.own_cache_write_input_tokens),
                 }
             },
             budget: Budget {

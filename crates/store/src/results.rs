@@ -79,6 +79,8 @@ impl Store {
         let own_output = own(|r| r.own_usage.output_tokens);
         let own_cost = own(|r| r.own_usage.cost_picousd);
         let own_unpriced = own(|r| r.own_usage.unpriced_tokens);
+        let own_cached = own(|r| r.own_usage.cached_input_tokens);
+        let own_cache_write = own(|r| r.own_usage.cache_write_input_tokens);
         let retryable: Vec<bool> = results
             .iter()
             .map(|r| r.errors.iter().any(|e| e.retryable))
@@ -108,11 +110,13 @@ impl Store {
                     own_input_tokens = t.own_input_tokens + r.own_input, \
                     own_output_tokens = t.own_output_tokens + r.own_output, \
                     own_cost_picousd = t.own_cost_picousd + r.own_cost, \
-                    own_unpriced_tokens = t.own_unpriced_tokens + r.own_unpriced \
+                    own_unpriced_tokens = t.own_unpriced_tokens + r.own_unpriced, \
+                    own_cached_input_tokens = t.own_cached_input_tokens + r.own_cached, \
+                    own_cache_write_input_tokens = t.own_cache_write_input_tokens + r.own_cache_write \
              FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[], $7::text[], \
-                         $8::int8[], $9::int8[], $10::int8[], $11::int8[]) \
+                         $8::int8[], $9::int8[], $10::int8[], $11::int8[], $17::int8[], $18::int8[]) \
                   AS r(task_id, epoch, status, result, final, error, title, own_input, own_output, own_cost, \
-                       own_unpriced) \
+                       own_unpriced, own_cached, own_cache_write) \
              WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
              RETURNING t.task_id, t.claim_epoch, t.agent, \
                        EXTRACT(EPOCH FROM now() - t.created_at)::float8, \
@@ -136,6 +140,8 @@ impl Store {
         .bind(&s_tasks)
         .bind(&s_epochs)
         .bind(&s_transcripts)
+        .bind(&own_cached)
+        .bind(&own_cache_write)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("record results", e))?;

@@ -14,15 +14,17 @@ use taskwire_protocol::{TaskId, Usage};
 
 use crate::{Store, StoreError};
 
-type UsageRow = (uuid::Uuid, i64, i64, i64, i64);
+type UsageRow = (uuid::Uuid, i64, i64, i64, i64, i64, i64);
 
-fn usage_of(input: i64, output: i64, cost: i64, unpriced: i64) -> Usage {
+fn usage_of((_, input, output, cost, unpriced, cached, written): UsageRow) -> Usage {
     let n = |v: i64| u64::try_from(v).unwrap_or_default();
     Usage {
         input_tokens: n(input),
         output_tokens: n(output),
         cost_picousd: n(cost),
         unpriced_tokens: n(unpriced),
+        cached_input_tokens: n(cached),
+        cache_write_input_tokens: n(written),
     }
 }
 
@@ -43,7 +45,8 @@ impl Store {
                  UNION ALL \
                  SELECT tree.top, c.task_id FROM tasks c JOIN tree ON c.parent_task_id = tree.task_id) \
              SELECT tree.top, SUM(t.own_input_tokens)::int8, SUM(t.own_output_tokens)::int8, \
-                    SUM(t.own_cost_picousd)::int8, SUM(t.own_unpriced_tokens)::int8 \
+                    SUM(t.own_cost_picousd)::int8, SUM(t.own_unpriced_tokens)::int8, \
+                    SUM(t.own_cached_input_tokens)::int8, SUM(t.own_cache_write_input_tokens)::int8 \
              FROM tree JOIN tasks t ON t.task_id = tree.task_id GROUP BY tree.top",
         )
         .bind(&ids)
@@ -52,7 +55,7 @@ impl Store {
         .map_err(|e| StoreError::from_sqlx("sum the usage of subtrees", e))?;
         Ok(rows
             .into_iter()
-            .map(|(id, i, o, c, u)| (TaskId::from_uuid(id), usage_of(i, o, c, u)))
+            .map(|row| (TaskId::from_uuid(row.0), usage_of(row)))
             .collect())
     }
 

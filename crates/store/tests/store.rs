@@ -1307,6 +1307,8 @@ async fn a_subtree_sums_its_tasks_own_usage_and_a_budget_counts_from_its_top() {
             output_tokens: 1,
             cost_picousd: tokens * 1_000,
             unpriced_tokens: 0,
+            cache_write_input_tokens: 0,
+            cached_input_tokens: 0,
         };
         assert_eq!(store.record_results(&[r]).await.expect("record"), [true]);
     }

@@ -20,10 +20,12 @@
 //!   [`RateReport`] of what arrived.
 
 mod anthropic;
+mod cache;
 mod openai;
 mod rate;
 mod reply;
 
+pub use cache::CacheUsage;
 pub use rate::{Arrival, HEARD_AFTER, RateReport};
 pub use reply::{Gate, ScriptedReply};
 
@@ -160,6 +162,7 @@ struct ServerState {
     handler: Handler,
     seen: Arc<Mutex<Vec<SeenRequest>>>,
     limiter: Option<Arc<Mutex<rate::Limiter>>>,
+    cache: Option<Arc<Mutex<cache::PromptCache>>>,
 }
 
 impl ScriptedModel {
@@ -173,7 +176,18 @@ impl ScriptedModel {
 
     /// Starts a server with an already shared handler.
     pub async fn start_shared(handler: Handler) -> Self {
-        Self::serve_with(handler, None).await
+        Self::serve_with(handler, None, None).await
+    }
+
+    /// Starts a server with a prompt cache, as providers have: each answer reports
+    /// its input tokens (a quarter of the request's bytes) and those read from and
+    /// written to the cache (see `cache`), whatever the handler's reply says.
+    pub async fn caching<F>(handler: F) -> Self
+    where
+        F: Fn(&SeenRequest) -> ScriptedReply + Send + Sync + 'static,
+    {
+        let cache = Arc::new(Mutex::new(cache::PromptCache::default()));
+        Self::serve_with(Arc::new(handler), None, Some(cache)).await
     }
 
     /// Starts a server that accepts at most `per_second` requests in any one-second
@@ -185,7 +199,7 @@ impl ScriptedModel {
         F: Fn(&SeenRequest) -> ScriptedReply + Send + Sync + 'static,
     {
         let limiter = Arc::new(Mutex::new(rate::Limiter::new(per_second)));
-        Self::serve_with(Arc::new(handler), Some(limiter)).await
+        Self::serve_with(Arc::new(handler), Some(limiter), None).await
     }
 
     /// Every request a [`ScriptedModel::rate_limited`] server saw, and how it answered;
@@ -201,7 +215,11 @@ impl ScriptedModel {
         RateReport::of(&self.arrivals())
     }
 
-    async fn serve_with(handler: Handler, limiter: Option<Arc<Mutex<rate::Limiter>>>) -> Self {
+    async fn serve_with(
+        handler: Handler,
+        limiter: Option<Arc<Mutex<rate::Limiter>>>,
+        cache: Option<Arc<Mutex<cache::PromptCache>>>,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binding the scripted model to a loopback port should succeed");
@@ -213,6 +231,7 @@ impl ScriptedModel {
             handler,
             seen: Arc::clone(&seen),
             limiter: limiter.clone(),
+            cache,
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -409,6 +428,19 @@ async fn serve(
                 "scripted model: the reply handler panicked".into(),
             );
         }
+    };
+    let scripted = match &state.cache {
+        Some(cache) => {
+            let seen = cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .see(format, &request.raw);
+            let output = scripted.usage().map_or(5, |(_, output)| output);
+            scripted
+                .with_usage(seen.input, output)
+                .with_cache(seen.read, seen.written)
+        }
+        None => scripted,
     };
     if !scripted.delay().is_zero() {
         tokio::time::sleep(scripted.delay()).await;

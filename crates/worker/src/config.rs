@@ -86,6 +86,9 @@ pub struct WorkerConfig {
     /// The model of side calls: titles are written with it when set, else with the
     /// session's own model. Default none.
     pub small_model: Option<String>,
+    /// Ask providers to cache each session's repeated prompt prefix (Anthropic's
+    /// `cache_control` breakpoints, OpenAI's `prompt_cache_key`). Default true.
+    pub prompt_caching: bool,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -165,6 +168,7 @@ impl Default for WorkerConfig {
             compaction_threshold: Some(DEFAULT_COMPACTION_THRESHOLD),
             titles: true,
             small_model: None,
+            prompt_caching: true,
         }
     }
 }

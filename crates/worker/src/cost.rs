@@ -15,16 +15,18 @@ pub fn to_protocol(usage: taskwire_llm::Usage) -> Usage {
         output_tokens: usage.output_tokens,
         cost_picousd: usage.cost_picousd,
         unpriced_tokens: usage.unpriced_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_input_tokens: usage.cache_write_input_tokens,
     }
 }
 
-/// A protocol usage (a child's result) as the session's. The cached share of the
-/// input is not on the wire: it only ever matters for pricing, done per call.
+/// A protocol usage (a child's result) as the session's.
 pub fn to_session(usage: Usage) -> taskwire_llm::Usage {
     taskwire_llm::Usage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
-        cached_input_tokens: 0,
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_input_tokens: usage.cache_write_input_tokens,
         cost_picousd: usage.cost_picousd,
         unpriced_tokens: usage.unpriced_tokens,
     }

@@ -254,6 +254,7 @@ pub async fn run<'a>(
             instructions: ctx.instructions.clone(),
             compaction,
             budget: crate::cost::budget_of(request),
+            prompt_caching: ctx.prompt_caching,
         };
         let (mut outcome, structured) = run_session_with_schema(
             params,

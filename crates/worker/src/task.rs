@@ -65,6 +65,8 @@ pub struct Context {
     pub titles: bool,
     /// The model titles are written with, when not the session's.
     pub small_model: Option<String>,
+    /// Ask providers to cache each session's repeated prefix.
+    pub prompt_caching: bool,
 }
 
 /// The claim that lets this worker run one attempt.

@@ -167,6 +167,7 @@ pub(super) async fn summarise(
         temperature: agent.temperature,
         top_p: agent.top_p,
         max_tokens: None,
+        cache_key: None,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok(Summary {

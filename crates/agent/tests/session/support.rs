@@ -141,6 +141,7 @@ impl Fixture {
             instructions: Vec::new(),
             compaction: None,
             budget: Default::default(),
+            prompt_caching: true,
         }
     }
 

@@ -349,12 +349,16 @@ mod tests {
                 output_tokens: 30,
                 cost_usd: Some(0.00084),
                 unpriced_tokens: 0,
+                cache_write_input_tokens: 0,
+                cached_input_tokens: 0,
             }),
             subtree_usage: Some(pb::Usage {
                 input_tokens: 1300,
                 output_tokens: 530,
                 cost_usd: Some(0.00684),
                 unpriced_tokens: 0,
+                cache_write_input_tokens: 0,
+                cached_input_tokens: 0,
             }),
             max_tokens: Some(5000),
             ..finished_task()
@@ -370,6 +374,8 @@ mod tests {
                 output_tokens: 1,
                 cost_usd: None,
                 unpriced_tokens: 4,
+                cache_write_input_tokens: 0,
+                cached_input_tokens: 0,
             }),
             ..finished_task()
         });

@@ -33,10 +33,10 @@ pub(super) struct MessagesRequest<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
+    system: Option<Vec<Cached<SystemBlock>>>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<Cached<WireTool<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,7 +47,42 @@ pub(super) struct MessagesRequest<'a> {
 #[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Cached<Block<'a>>>,
+}
+
+/// A block, a tool or the system prompt, marked as the end of a prefix to cache
+/// (`cache_control`) when it is one.
+#[derive(Debug, Serialize)]
+struct Cached<T> {
+    #[serde(flatten)]
+    item: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<T> Cached<T> {
+    fn plain(item: T) -> Self {
+        Self {
+            item,
+            cache_control: None,
+        }
+    }
+}
+
+/// Anthropic's one kind of cache breakpoint.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct CacheControl {
+    r#type: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl {
+    r#type: "ephemeral",
+};
+
+#[derive(Debug, Serialize)]
+struct SystemBlock {
+    r#type: &'static str,
+    text: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -125,11 +160,12 @@ impl<'a> MessagesRequest<'a> {
             if blocks.is_empty() {
                 continue;
             }
+            let blocks = blocks.into_iter().map(Cached::plain);
             match messages.last_mut() {
                 Some(last) if last.role == role => last.content.extend(blocks),
                 _ => messages.push(WireMessage {
                     role,
-                    content: blocks,
+                    content: blocks.collect(),
                 }),
             }
         }
@@ -137,17 +173,21 @@ impl<'a> MessagesRequest<'a> {
             // Stable: results keep their order, and so does the text after them.
             message
                 .content
-                .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+                .sort_by_key(|block| !matches!(block.item, Block::ToolResult { .. }));
         }
-        Ok(Self {
-            model: &request.model,
-            max_tokens: request.max_tokens.unwrap_or(default_max_tokens),
-            system: (!system.is_empty()).then(|| system.join("\n\n")),
-            messages,
-            tools: request
-                .tools
-                .iter()
-                .map(|tool| WireTool {
+        // Caching: three breakpoints (of the four allowed), each ending a prefix that
+        // the session's next request repeats: the tools, the system prompt, and the
+        // conversation so far (its last block; the next request reads it from the
+        // cache and writes its own turns after it).
+        let cache = request.cache_key.is_some().then_some(EPHEMERAL);
+        if let Some(last) = messages.last_mut().and_then(|m| m.content.last_mut()) {
+            last.cache_control = cache;
+        }
+        let mut tools: Vec<Cached<WireTool<'a>>> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                Cached::plain(WireTool {
                     name: &tool.name,
                     description: &tool.description,
                     input_schema: if tool.parameters.is_null() {
@@ -156,7 +196,25 @@ impl<'a> MessagesRequest<'a> {
                         tool.parameters.raw()
                     },
                 })
-                .collect(),
+            })
+            .collect();
+        if let Some(last) = tools.last_mut() {
+            last.cache_control = cache;
+        }
+        Ok(Self {
+            model: &request.model,
+            max_tokens: request.max_tokens.unwrap_or(default_max_tokens),
+            system: (!system.is_empty()).then(|| {
+                vec![Cached {
+                    item: SystemBlock {
+                        r#type: "text",
+                        text: system.join("\n\n"),
+                    },
+                    cache_control: cache,
+                }]
+            }),
+            messages,
+            tools,
             temperature: request.temperature,
             top_p: request.top_p.filter(|_| request.temperature.is_none()),
             stream,

@@ -45,6 +45,7 @@ impl From<WireUsage> for Usage {
                 + usage.cache_read_input_tokens.unwrap_or(0),
             output_tokens: usage.output_tokens.unwrap_or(0),
             cached_input_tokens: usage.cache_read_input_tokens.unwrap_or(0),
+            cache_write_input_tokens: usage.cache_creation_input_tokens.unwrap_or(0),
             ..Self::default()
         }
     }

@@ -29,6 +29,10 @@ pub(super) struct Request<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    /// Routes the requests of one session to the same cache (OpenAI's prompt
+    /// caching); servers that do not know it ignore it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -89,6 +93,7 @@ impl<'a> Request<'a> {
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
             }),
+            prompt_cache_key: request.cache_key.as_deref(),
         }
     }
 }
@@ -369,6 +374,7 @@ mod tests {
             temperature: Some(0.5),
             top_p: None,
             max_tokens: Some(256),
+            cache_key: None,
         };
         let body = encode(&request, false);
         assert_eq!(

@@ -232,8 +232,23 @@ pub(super) fn response_json(answer: &Answer<'_>, request: &SeenRequest) -> Value
         "content": content,
         "stop_reason": stop_reason(answer.finish_reason),
         "stop_sequence": null,
-        "usage": {"input_tokens": answer.usage.0, "output_tokens": answer.usage.1},
+        "usage": usage_json(answer, answer.usage.1),
     })
+}
+
+/// The API's usage: `input_tokens` counts the input neither read from nor written to
+/// the cache.
+fn usage_json(answer: &Answer<'_>, output: u64) -> Value {
+    let (read, written) = answer.cache;
+    let mut usage = json!({
+        "input_tokens": answer.usage.0.saturating_sub(read + written),
+        "output_tokens": output,
+    });
+    if read + written > 0 {
+        usage["cache_read_input_tokens"] = read.into();
+        usage["cache_creation_input_tokens"] = written.into();
+    }
+    usage
 }
 
 /// `message_start` and a `ping`, which open every stream.
@@ -246,7 +261,7 @@ fn opening_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<Frame> {
         "content": [],
         "stop_reason": null,
         "stop_sequence": null,
-        "usage": {"input_tokens": answer.usage.0, "output_tokens": 1},
+        "usage": usage_json(answer, 1),
     }});
     vec![
         Frame::event("message_start", &start, false),
@@ -411,6 +426,7 @@ mod tests {
             tool_calls: &calls,
             usage: (7, 8),
             finish_reason: "tool_calls",
+            cache: (0, 0),
         };
         let body = response_json(&answer, &request);
         assert_eq!(body["content"][0], json!({"type": "text", "text": "hm"}));
@@ -439,6 +455,7 @@ mod tests {
             tool_calls: &calls,
             usage: (7, 8),
             finish_reason: "tool_calls",
+            cache: (0, 0),
         };
         let events = events(&stream_frames(&answer, &request));
         let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();

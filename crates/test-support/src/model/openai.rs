@@ -114,8 +114,13 @@ fn parse_tool(tool: &Value) -> Result<String, String> {
     Ok(name.to_owned())
 }
 
-fn usage_json((input, output): (u64, u64)) -> Value {
-    json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output})
+fn usage_json(answer: &Answer<'_>) -> Value {
+    let (input, output) = answer.usage;
+    let mut usage = json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output});
+    if answer.cache.0 > 0 {
+        usage["prompt_tokens_details"] = json!({"cached_tokens": answer.cache.0});
+    }
+    usage
 }
 
 pub(super) fn response_json(answer: &Answer<'_>, request: &SeenRequest) -> Value {
@@ -142,7 +147,7 @@ pub(super) fn response_json(answer: &Answer<'_>, request: &SeenRequest) -> Value
         "created": 0,
         "model": request.model,
         "choices": [{"index": 0, "message": message, "finish_reason": answer.finish_reason}],
-        "usage": usage_json(answer.usage),
+        "usage": usage_json(answer),
     })
 }
 
@@ -185,7 +190,7 @@ pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<F
     frames.push(Frame::data(&finish, false));
     if request.include_usage {
         let mut usage = chunk(json!([]));
-        usage["usage"] = usage_json(answer.usage);
+        usage["usage"] = usage_json(answer);
         frames.push(Frame::data(&usage, false));
     }
     frames.push(Frame {
@@ -277,6 +282,7 @@ mod tests {
             tool_calls: &calls,
             usage: (3, 4),
             finish_reason: "tool_calls",
+            cache: (0, 0),
         };
         let frames = stream_frames(&answer, &request(true, true));
         let chunks = data_of(&frames);
@@ -311,6 +317,7 @@ mod tests {
             tool_calls: &[],
             usage: (1, 1),
             finish_reason: "stop",
+            cache: (0, 0),
         };
         let chunks = data_of(&stream_frames(&answer, &request(true, false)));
         assert!(chunks.iter().all(|c| c.get("usage").is_none()));

@@ -22,6 +22,8 @@ const DEFAULT_USAGE: (u64, u64) = (10, 5);
 pub struct ScriptedReply {
     kind: ReplyKind,
     usage: Option<(u64, u64)>,
+    /// Input tokens read from and written to the prompt cache.
+    cache: (u64, u64),
     retry_after: Option<u64>,
     delay: Duration,
     gate: Option<Gate>,
@@ -84,6 +86,8 @@ pub(super) struct Answer<'a> {
     pub(super) text: &'a str,
     pub(super) tool_calls: &'a [ScriptedToolCall],
     pub(super) usage: (u64, u64),
+    /// Of the input: tokens read from and written to the prompt cache.
+    pub(super) cache: (u64, u64),
     /// In OpenAI vocabulary (`stop`, `tool_calls`, `length`, ...).
     pub(super) finish_reason: &'a str,
 }
@@ -132,6 +136,13 @@ impl ScriptedReply {
         if let ReplyKind::Answer { text: t, .. } = &mut self.kind {
             *t = text.into();
         }
+        self
+    }
+
+    /// Of the input tokens, those to report as read from and written to the prompt
+    /// cache (a caching server sets them from its cache; default none).
+    pub fn with_cache(mut self, read: u64, written: u64) -> Self {
+        self.cache = (read, written);
         self
     }
 
@@ -184,6 +195,10 @@ impl ScriptedReply {
     }
 
     /// How long the server waits before answering.
+    pub(super) fn usage(&self) -> Option<(u64, u64)> {
+        self.usage
+    }
+
     pub(super) fn delay(&self) -> Duration {
         self.delay
     }
@@ -201,6 +216,7 @@ impl ScriptedReply {
         Self {
             kind,
             usage: None,
+            cache: (0, 0),
             retry_after: None,
             delay: Duration::ZERO,
             gate: None,
@@ -260,6 +276,7 @@ pub(super) fn respond(reply: &ScriptedReply, request: &SeenRequest) -> Response 
                 text,
                 tool_calls,
                 usage: reply.usage.unwrap_or(DEFAULT_USAGE),
+                cache: reply.cache,
                 finish_reason: reply
                     .finish_reason
                     .as_deref()
