@@ -46,7 +46,9 @@ pub fn status_name(status: i32) -> &'static str {
 }
 
 /// A usage in words: `in 1000, out 500 tokens, $0.006`; the cost is `unpriced` when
-/// no call counted was priced, and tokens of unpriced models are named apart.
+/// no call counted was priced, and tokens of unpriced models are named apart. Input
+/// read from or written to the provider's cache is named when there is some
+/// (`in 1000 (800 cached, 100 written to cache)`).
 pub fn usage_line(u: &pb::Usage) -> String {
     let cost = match u.cost_usd {
         None => "unpriced".to_owned(),
@@ -55,8 +57,13 @@ pub fn usage_line(u: &pb::Usage) -> String {
         }
         Some(usd) => format!("${usd}"),
     };
+    let cache = match (u.cached_input_tokens, u.cache_write_input_tokens) {
+        (0, 0) => String::new(),
+        (read, 0) => format!(" ({read} cached)"),
+        (read, written) => format!(" ({read} cached, {written} written to cache)"),
+    };
     format!(
-        "in {}, out {} tokens, {cost}",
+        "in {}{cache}, out {} tokens, {cost}",
         u.input_tokens, u.output_tokens
     )
 }
@@ -141,6 +148,16 @@ mod tests {
         );
         u.cost_usd = None;
         assert_eq!(usage_line(&u), "in 1000, out 500 tokens, unpriced");
+        u.cached_input_tokens = 800;
+        assert_eq!(
+            usage_line(&u),
+            "in 1000 (800 cached), out 500 tokens, unpriced"
+        );
+        u.cache_write_input_tokens = 100;
+        assert_eq!(
+            usage_line(&u),
+            "in 1000 (800 cached, 100 written to cache), out 500 tokens, unpriced"
+        );
     }
 
     #[test]

@@ -72,7 +72,10 @@ async fn sends_the_api_headers_and_hoists_the_system_prompt() {
     assert_eq!(seen.header("x-api-key"), Some("sk-ant-test"));
     assert_eq!(seen.header("anthropic-version"), Some("2023-06-01"));
     assert!(seen.header("authorization").is_none());
-    assert_eq!(seen.raw["system"], "be brief");
+    assert_eq!(
+        seen.raw["system"],
+        json!([{"type": "text", "text": "be brief"}])
+    );
     assert_eq!(seen.raw["max_tokens"], 4096, "the configured default");
     assert_eq!(
         seen.raw["messages"],

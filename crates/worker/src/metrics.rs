@@ -134,7 +134,7 @@ impl Metrics {
         let token_usage = HistogramFamily::<TokenLabels>::new_with_constructor(tokens);
         r.register(
             "gen_ai_client_token_usage",
-            "Tokens used per model call, by token type (input, output)",
+            "Tokens used per model call, by token type (input, output; cache_read and cache_write: the parts of the input read from and written to the provider's prompt cache)",
             token_usage.clone(),
         );
         let model_errors = Family::<ModelErrorLabels, Counter>::default();
@@ -253,10 +253,19 @@ impl Metrics {
             .observe(seconds);
         match outcome {
             Ok(response) => {
+                // The cached parts of the input are observed apart too (they are in
+                // `input` as well), only for calls that had some.
+                let cache = [
+                    ("cache_read", response.usage.cached_input_tokens),
+                    ("cache_write", response.usage.cache_write_input_tokens),
+                ];
                 for (token_type, n) in [
                     ("input", response.usage.input_tokens),
                     ("output", response.usage.output_tokens),
-                ] {
+                ]
+                .into_iter()
+                .chain(cache.into_iter().filter(|(_, n)| *n > 0))
+                {
                     let labels = TokenLabels {
                         gen_ai_operation_name: CHAT,
                         gen_ai_provider_name: provider,

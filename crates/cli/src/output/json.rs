@@ -51,6 +51,8 @@ pub fn usage(u: &pb::Usage) -> Value {
         "output_tokens": u.output_tokens,
         "cost_usd": u.cost_usd,
         "unpriced_tokens": u.unpriced_tokens,
+        "cached_input_tokens": u.cached_input_tokens,
+        "cache_write_input_tokens": u.cache_write_input_tokens,
     })
 }
 
@@ -330,7 +332,8 @@ mod tests {
         assert_eq!(v["created_at"], "2026-01-02T15:04:05.000Z");
         assert_eq!(
             v["result"]["usage"],
-            json!({"input_tokens": 120, "output_tokens": 30, "cost_usd": null, "unpriced_tokens": 0})
+            json!({"input_tokens": 120, "output_tokens": 30, "cost_usd": null, "unpriced_tokens": 0,
+                   "cached_input_tokens": 0, "cache_write_input_tokens": 0})
         );
         assert_eq!(v["result"]["steps"], 3);
         assert_eq!(v["result"]["tool_calls"][0]["state"], "completed");

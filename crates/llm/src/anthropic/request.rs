@@ -256,6 +256,45 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_key_marks_the_tools_the_system_prompt_and_the_last_block() {
+        let tool = ToolDef {
+            name: "grep".into(),
+            description: "search".into(),
+            parameters: ToolSchema::new(&json!({"type": "object"})),
+        };
+        let mut request = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                Message::system("be brief"),
+                Message::user("look"),
+                Message::assistant("", vec![call("c1", "{}")]),
+                Message::tool_result("c1", "found"),
+            ],
+            tools: vec![
+                tool.clone(),
+                ToolDef {
+                    name: "read".into(),
+                    ..tool
+                },
+            ],
+            ..ChatRequest::default()
+        };
+        let plain = encode(&request);
+        assert!(!plain.to_string().contains("cache_control"), "{plain}");
+        request.cache_key = Some("session-1".into());
+        let cached = encode(&request);
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(cached["tools"][1]["cache_control"], ephemeral);
+        assert!(cached["tools"][0].get("cache_control").is_none());
+        assert_eq!(cached["system"][0]["cache_control"], ephemeral);
+        assert_eq!(cached["system"][0]["text"], "be brief");
+        let last = &cached["messages"][2]["content"][0];
+        assert_eq!(last["type"], "tool_result");
+        assert_eq!(last["cache_control"], ephemeral);
+        assert_eq!(cached.to_string().matches("cache_control").count(), 3);
+    }
+
+    #[test]
     fn hoists_system_messages_and_maps_tool_history_to_blocks() {
         let request = ChatRequest {
             model: "claude".into(),
@@ -275,7 +314,10 @@ mod tests {
             ..Default::default()
         };
         let body = encode(&request);
-        assert_eq!(body["system"], "be brief\n\nstay on task");
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "be brief\n\nstay on task"}])
+        );
         assert_eq!(body["max_tokens"], 4096);
         assert_eq!(
             body["messages"],
