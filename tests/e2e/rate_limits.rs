@@ -117,3 +117,47 @@ async fn without_a_configured_rate_the_fleet_learns_it_and_keeps_every_retry_aft
     );
     assert_eq!(titled, TASKS, "every title written");
 }
+
+#[tokio::test]
+async fn a_call_waiting_for_its_slot_shows_as_awaiting_rate_limit_in_get_and_watch() {
+    let model = ScriptedModel::start(|_: &SeenRequest| ScriptedReply::text("done")).await;
+    let catalogue: taskwire_llm::ModelCatalogue = serde_json::from_value(serde_json::json!({
+        "scripted": {"context_window": 100000, "input_usd_per_mtok": 0,
+                     "output_usd_per_mtok": 0, "requests_per_minute": 12}
+    }))
+    .expect("catalogue");
+    let mut cluster = start(model, 0, 1).await.expect("cluster");
+    cluster.add_worker_with("w", 4, move |c| c.models = catalogue);
+    let first = cluster.submit("general", "first").await.expect("submit");
+    cluster.wait_finished(&first).await.expect("first finished");
+    // The next call of the model may go five seconds after the first.
+    let second = cluster.submit("general", "second").await.expect("submit");
+    let mut client = cluster.client().await.expect("client");
+    let waiting = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            let task = client
+                .get(pb::GetRequest {
+                    task_id: second.clone(),
+                })
+                .await
+                .expect("get")
+                .into_inner();
+            if !task.wait.is_empty() {
+                return task;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the second task shows its wait");
+    assert_eq!(waiting.wait, "awaiting_rate_limit");
+    assert_eq!(waiting.status(), pb::TaskStatus::Running);
+    let until = std::time::SystemTime::try_from(waiting.wait_until.expect("until")).expect("time");
+    assert!(until > std::time::SystemTime::now(), "{waiting:?}");
+    let done = cluster
+        .wait_finished(&second)
+        .await
+        .expect("second finished");
+    assert_eq!(done.status(), pb::TaskStatus::Completed);
+    assert!(done.wait.is_empty(), "a finished task waits for nothing");
+}

@@ -113,7 +113,9 @@ impl pb::task_service_server::TaskService for TaskApi {
             .subtree_usage(&[id])
             .await
             .map_err(CoordinatorError::from)?;
-        Ok(Response::new(task_with_subtree(&rec, subtree.remove(&id))))
+        let mut task = task_with_subtree(&rec, subtree.remove(&id));
+        crate::waits::set_wait(&self.state, id, &mut task).await;
+        Ok(Response::new(task))
     }
 
     type WatchStream = Pin<Box<dyn futures::Stream<Item = WatchItem> + Send>>;

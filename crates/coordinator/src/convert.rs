@@ -44,6 +44,8 @@ fn task_of(r: &TaskRecord) -> pb::Task {
         subtree_usage: None,
         max_cost_usd: r.budget.max_cost_usd(),
         max_tokens: r.budget.max_tokens,
+        wait: String::new(),
+        wait_until: None,
     }
 }
 

@@ -52,6 +52,7 @@ pub mod spans;
 pub mod submit;
 pub mod subtrees;
 pub mod sweeper;
+pub mod waits;
 pub mod watch;
 pub mod worker_rpc;
 

@@ -27,6 +27,8 @@ pub fn task(t: &pb::Task) -> Value {
         "agent": t.agent,
         "prompt": t.prompt,
         "status": status_name(t.status),
+        "wait": non_empty(&t.wait),
+        "wait_until": timestamp(t.wait_until.as_ref()),
         "attempt": t.attempt,
         "max_attempts": t.max_attempts,
         "attempts": t.attempts.iter().map(attempt).collect::<Vec<_>>(),

@@ -216,6 +216,10 @@ pub fn task_summary(t: &pb::Task) -> String {
         ("usage", usage_line(&spent.own)),
         ("subtree", usage_line(&spent.subtree)),
     ];
+    if !t.wait.is_empty() {
+        let until = time(t.wait_until.as_ref());
+        rows.insert(3, ("waiting", format!("{} until {until}", t.wait)));
+    }
     let budget: Vec<String> = t
         .max_tokens
         .map(|n| format!("max {n} tokens"))

@@ -43,6 +43,8 @@ pub fn task(t: &pb::Task) -> Value {
         "prompt": t.prompt,
         "title": t.title,
         "status": status(t.status),
+        "wait": t.wait,
+        "wait_until": time(t.wait_until.as_ref()),
         "attempt": t.attempt,
         "depth": t.depth,
         "worker": worker,

@@ -85,6 +85,9 @@ function onEvent(ev) {
     case "compaction":
       n.timeline.push({ at, kind: "step", text: "compacted " + e.tokens_before + " → " + e.tokens_after + " tokens" });
       break;
+    case "rate_limit_wait":
+      n.timeline.push({ at, kind: "step", text: "awaiting rate limit of " + e.model + " · " + e.wait_ms + " ms" });
+      break;
   }
   draw();
 }
