@@ -189,3 +189,51 @@ async fn a_worker_with_a_small_model_writes_titles_with_it() {
         "the session kept its own model: {models:?}"
     );
 }
+
+#[tokio::test]
+async fn an_agents_small_model_writes_its_titles_and_its_reasoning_effort_is_sent() {
+    let config = tempfile::tempdir().expect("temp dir");
+    let agents = config.path().join("agents");
+    std::fs::create_dir_all(&agents).expect("agents dir");
+    std::fs::write(
+        agents.join("thinker.md"),
+        "---\ndescription: thinks hard\nmode: primary\nsmall_model: tiny\nreasoning_effort: high\n---\nThink.\n",
+    )
+    .expect("agent file");
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        if is_title(req) {
+            ScriptedReply::text(format!("\"{TITLE}\"\n"))
+        } else {
+            ScriptedReply::text("done")
+        }
+    })
+    .await;
+    let dir = config.path().to_owned();
+    let mut cluster = taskwire_e2e::start_with(model, 0, 2, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    cluster.add_worker_with("w", 2, |c| {
+        c.titles = true;
+        c.small_model = Some("small".into());
+    });
+    let root = cluster.submit("thinker", "think").await.expect("submit");
+    let task = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(task.title, TITLE);
+    let requests = cluster.model.requests();
+    let title = requests.iter().find(|r| is_title(r)).expect("a title call");
+    assert_eq!(
+        title.model, "tiny",
+        "the agent's small model wins over the worker's"
+    );
+    let session = requests
+        .iter()
+        .find(|r| !is_title(r))
+        .expect("a session call");
+    assert_eq!(session.model, "scripted");
+    assert_eq!(session.raw["reasoning_effort"], "high");
+    assert!(
+        title.raw.get("reasoning_effort").is_none(),
+        "side calls send none"
+    );
+}

@@ -139,6 +139,15 @@ pub struct AgentSpec {
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f32>,
+    /// The model of this agent's side calls (its sessions' titles, and summaries when
+    /// the worker compacts with the small model); `None`: the worker's `--small-model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub small_model: Option<String>,
+    /// How hard a reasoning model thinks before it answers (OpenAI's
+    /// `reasoning_effort`: `minimal`, `low`, `medium`, `high`); `None`: the model's
+    /// default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
     /// Display colour for UIs, e.g. `#38bdf8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub color: Option<String>,
@@ -213,6 +222,8 @@ mod tests {
             temperature: Some(0.2),
             top_p: None,
             color: None,
+            reasoning_effort: None,
+            small_model: None,
         };
         let json = serde_json::to_string(&spec).expect("serializable");
         assert!(!json.contains("top_p"), "unset options are omitted: {json}");

@@ -90,6 +90,8 @@ fn spec(agent: &str, mode: AgentMode, description: &str, prompt: &str) -> AgentS
         temperature: None,
         top_p: None,
         color: None,
+        reasoning_effort: None,
+        small_model: None,
     }
 }
 

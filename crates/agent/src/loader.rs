@@ -30,8 +30,11 @@ use crate::error::LoadError;
 use crate::frontmatter::{self, FieldError};
 use crate::permission::{PermissionAction, PermissionRule};
 
-const KEYS: &str = "name, description, mode, hidden, model, temperature, top_p, max_steps, \
-                    tools, permission, color, disable";
+const KEYS: &str = "name, description, mode, hidden, model, small_model, temperature, top_p, \
+                    reasoning_effort, max_steps, tools, permission, color, disable";
+
+/// The values `reasoning_effort` takes.
+const REASONING_EFFORTS: [&str; 4] = ["minimal", "low", "medium", "high"];
 
 /// Loads every `*.md` in `dir` over `base`. A missing directory is no agents; each bad
 /// file is one [`LoadError`], and the files after it still load.
@@ -124,6 +127,8 @@ fn new_agent(name: AgentName) -> AgentSpec {
         temperature: None,
         top_p: None,
         color: None,
+        reasoning_effort: None,
+        small_model: None,
     }
 }
 
@@ -135,8 +140,10 @@ struct Overrides {
     mode: Option<AgentMode>,
     hidden: Option<bool>,
     model: Option<String>,
+    small_model: Option<String>,
     temperature: Option<f32>,
     top_p: Option<f32>,
+    reasoning_effort: Option<String>,
     max_steps: Option<u32>,
     /// Allow-list entries to append (`name` or `!name`).
     tools: Vec<String>,
@@ -167,6 +174,19 @@ impl Overrides {
                 "model" => o.model = Some(frontmatter::string(key, value)?),
                 "temperature" => o.temperature = Some(frontmatter::number(key, value, 0.0..=2.0)?),
                 "top_p" => o.top_p = Some(frontmatter::number(key, value, 0.0..=1.0)?),
+                "small_model" | "smallModel" => {
+                    o.small_model = Some(frontmatter::string(key, value)?);
+                }
+                "reasoning_effort" | "reasoningEffort" => {
+                    let effort = frontmatter::string(key, value)?;
+                    if !REASONING_EFFORTS.contains(&effort.as_str()) {
+                        return Err(FieldError::new(
+                            key,
+                            format!("must be one of {}", REASONING_EFFORTS.join(", ")),
+                        ));
+                    }
+                    o.reasoning_effort = Some(effort);
+                }
                 "max_steps" | "maxSteps" => {
                     if let Some(first) = steps_key {
                         return Err(FieldError::new(
@@ -223,6 +243,12 @@ impl Overrides {
         }
         if o.top_p.is_some() {
             spec.top_p = o.top_p;
+        }
+        if o.small_model.is_some() {
+            spec.small_model = o.small_model;
+        }
+        if o.reasoning_effort.is_some() {
+            spec.reasoning_effort = o.reasoning_effort;
         }
         if let Some(max_steps) = o.max_steps {
             spec.max_steps = max_steps;

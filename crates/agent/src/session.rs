@@ -194,6 +194,7 @@ async fn run(
         top_p: agent.top_p,
         max_tokens: None,
         cache_key: prompt_caching.then(|| history.session_id.clone()),
+        reasoning_effort: agent.reasoning_effort.clone(),
     };
 
     state.set_todos(history.todos());
@@ -497,6 +498,7 @@ async fn compact(
         window = policy.context_window,
         "compacting the session"
     );
+    let model = policy.model.as_deref().unwrap_or(model);
     let summary = compaction::summarise(provider, model, &totals.record, end).await?;
     if summary.text.trim().is_empty() {
         tracing::warn!(

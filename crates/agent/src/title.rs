@@ -42,6 +42,7 @@ pub async fn write_title(
         top_p: agent.top_p,
         max_tokens: Some(MAX_TITLE_TOKENS),
         cache_key: None,
+        reasoning_effort: None,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok((clean_title(&response.text), response.usage))

@@ -202,6 +202,9 @@ pub struct ChatRequest {
     /// breakpoints on the tools, the system prompt and the conversation so far. A
     /// session's id; `None` for one-off calls (titles).
     pub cache_key: Option<String>,
+    /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`): OpenAI's
+    /// `reasoning_effort`; other wire formats send nothing for it.
+    pub reasoning_effort: Option<String>,
 }
 
 /// Why the model stopped.

@@ -54,6 +54,7 @@ async fn burst(provider: &LimitedProvider, n: usize) -> usize {
             top_p: None,
             max_tokens: None,
             cache_key: None,
+            reasoning_effort: None,
         };
         let mut waited = false;
         let mut on_delta = |d: StreamDelta| {

@@ -27,6 +27,8 @@ impl From<&AgentSpec> for pb::AgentSpec {
             top_p: a.top_p,
             color: a.color.clone(),
             mcp: Vec::new(),
+            small_model: a.small_model.clone(),
+            reasoning_effort: a.reasoning_effort.clone(),
         }
     }
 }
@@ -132,6 +134,8 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
             model: a.model.clone(),
             temperature: a.temperature,
             top_p: a.top_p,
+            small_model: a.small_model.clone(),
+            reasoning_effort: a.reasoning_effort.clone(),
             color: a.color.clone(),
         })
     }

@@ -83,9 +83,12 @@ pub struct WorkerConfig {
     /// Give each new root session a short title with the hidden `title` agent (one
     /// more model call, beside the first step). Default true.
     pub titles: bool,
-    /// The model of side calls: titles are written with it when set, else with the
-    /// session's own model. Default none.
+    /// The model of side calls: titles are written with it when set (unless the agent
+    /// names its own `small_model`), else with the session's own model. Default none.
     pub small_model: Option<String>,
+    /// Summaries of compacted sessions are written by the small model (the agent's,
+    /// else `small_model`) rather than the session's. Default false.
+    pub compact_with_small_model: bool,
     /// Ask providers to cache each session's repeated prompt prefix (Anthropic's
     /// `cache_control` breakpoints, OpenAI's `prompt_cache_key`). Default true.
     pub prompt_caching: bool,
@@ -168,6 +171,7 @@ impl Default for WorkerConfig {
             compaction_threshold: Some(DEFAULT_COMPACTION_THRESHOLD),
             titles: true,
             small_model: None,
+            compact_with_small_model: false,
             prompt_caching: true,
         }
     }

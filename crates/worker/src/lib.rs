@@ -261,6 +261,7 @@ pub async fn run_with_provider(
         compaction_threshold: config.compaction_threshold,
         titles: config.titles,
         small_model: config.small_model.clone(),
+        compact_with_small_model: config.compact_with_small_model,
         prompt_caching: config.prompt_caching,
     });
     readiness.consumer_ready();

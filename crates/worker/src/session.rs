@@ -88,12 +88,20 @@ pub async fn run<'a>(
     } else {
         agent
     };
+    // The agent's small model, else the worker's: titles, and summaries when the
+    // worker compacts with it.
+    let small_model = agent
+        .small_model
+        .clone()
+        .or_else(|| ctx.small_model.clone())
+        .filter(|m| !m.trim().is_empty());
     let compaction = ctx.compaction_threshold.map(|threshold| {
         let limits = ctx.models.limits(&model);
         CompactionPolicy {
             context_window: limits.context_window,
             max_output_tokens: limits.max_output_tokens,
             threshold,
+            model: small_model.clone().filter(|_| ctx.compact_with_small_model),
         }
     });
     let max_steps = request
@@ -113,11 +121,7 @@ pub async fn run<'a>(
     } = Box::pin(history(ctx, request, claim, session_id)).await?;
     let history_was_empty = history.messages.is_empty();
     // Titles go to the small model when the worker has one.
-    let title_model = ctx
-        .small_model
-        .clone()
-        .filter(|m| !m.trim().is_empty())
-        .unwrap_or_else(|| model.clone());
+    let title_model = small_model.unwrap_or_else(|| model.clone());
     // A session offered no tool that changes files, and running no command template's
     // !`cmd`, reads the base directly when it starts from it as it is: no copy of its
     // own.

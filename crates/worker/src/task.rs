@@ -65,6 +65,8 @@ pub struct Context {
     pub titles: bool,
     /// The model titles are written with, when not the session's.
     pub small_model: Option<String>,
+    /// Compaction summaries go to the small model.
+    pub compact_with_small_model: bool,
     /// Ask providers to cache each session's repeated prefix.
     pub prompt_caching: bool,
 }

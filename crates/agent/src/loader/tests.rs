@@ -172,6 +172,34 @@ fn max_steps_alias_and_name_key() {
 }
 
 #[test]
+fn small_model_and_reasoning_effort_are_read_and_a_bad_effort_is_refused() {
+    let change = parse_agent(
+        "agents/thinker.md",
+        "thinker",
+        "---\nsmall_model: gpt-4o-mini\nreasoning_effort: high\n---\nThink.",
+        &AgentRegistry::builtin(),
+    )
+    .expect("valid");
+    let AgentChange::Define(spec) = change else {
+        panic!("expected a definition");
+    };
+    assert_eq!(spec.small_model.as_deref(), Some("gpt-4o-mini"));
+    assert_eq!(spec.reasoning_effort.as_deref(), Some("high"));
+    let err = parse_agent(
+        "agents/thinker.md",
+        "thinker",
+        "---\nreasoning_effort: maximal\n---\nThink.",
+        &AgentRegistry::builtin(),
+    )
+    .expect_err("an unknown effort");
+    let text = err.to_string();
+    assert!(
+        text.contains("reasoning_effort") && text.contains("minimal, low, medium, high"),
+        "{text}"
+    );
+}
+
+#[test]
 fn tools_set_false_are_excluded_and_specific_entries_win() {
     let (registry, errors) = load(&[
         (

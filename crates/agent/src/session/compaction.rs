@@ -37,7 +37,7 @@ const SUMMARY_REQUEST: &str = "Summarise the conversation above as your instruct
      that the work can continue from your summary alone.";
 
 /// When a session compacts.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CompactionPolicy {
     /// The model's context window, in tokens.
     pub context_window: u64,
@@ -46,6 +46,8 @@ pub struct CompactionPolicy {
     pub max_output_tokens: Option<u64>,
     /// The share of the window (above 0, at most 1) a request may fill.
     pub threshold: f64,
+    /// The model that writes the summaries, when not the session's (a small model).
+    pub model: Option<String>,
 }
 
 impl CompactionPolicy {
@@ -168,6 +170,7 @@ pub(super) async fn summarise(
         top_p: agent.top_p,
         max_tokens: None,
         cache_key: None,
+        reasoning_effort: None,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok(Summary {
@@ -234,6 +237,7 @@ mod tests {
             context_window: 1000,
             max_output_tokens: None,
             threshold: 0.8,
+            model: None,
         };
         assert_eq!(policy.limit(), 800);
         let tight = CompactionPolicy {

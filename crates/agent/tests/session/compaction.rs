@@ -20,6 +20,7 @@ fn policy() -> Option<CompactionPolicy> {
         context_window: 8_000,
         max_output_tokens: None,
         threshold: 0.5,
+        model: None,
     })
 }
 

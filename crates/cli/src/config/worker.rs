@@ -161,6 +161,17 @@ settings! {
         /// The model of side calls such as titles, e.g. a small, cheap one; without it they use the session's model [default: none]
         #[arg(long, env = "TASKWIRE_SMALL_MODEL", value_name = "MODEL")]
         pub small_model: Option<String>,
+        /// Write compaction summaries with the small model (the agent's `small_model`, else --small-model) rather than the session's [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_COMPACT_WITH_SMALL_MODEL",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub compact_with_small_model: Option<bool>,
         /// Do not ask providers to cache each session's repeated prompt prefix (Anthropic `cache_control`, OpenAI `prompt_cache_key`) [default: false]
         #[arg(
             long,
@@ -250,6 +261,10 @@ impl WorkerSettings {
         }
         set(&mut c.titles, self.no_titles.map(|no| !no));
         set_some(&mut c.small_model, self.small_model);
+        set(
+            &mut c.compact_with_small_model,
+            self.compact_with_small_model,
+        );
         set(&mut c.prompt_caching, self.no_prompt_caching.map(|no| !no));
         set(
             &mut c.workspace_overlays,
@@ -300,6 +315,7 @@ impl WorkerSettings {
             no_compaction: Some(c.compaction_threshold.is_none()),
             no_titles: Some(!c.titles),
             small_model: c.small_model.clone(),
+            compact_with_small_model: Some(c.compact_with_small_model),
             no_prompt_caching: Some(!c.prompt_caching),
             no_workspace_overlays: Some(!c.workspace_overlays),
             ..Self::printable_nats(c)

@@ -33,6 +33,8 @@ pub(super) struct Request<'a> {
     /// caching); servers that do not know it ignore it.
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -94,6 +96,7 @@ impl<'a> Request<'a> {
                 include_usage: true,
             }),
             prompt_cache_key: request.cache_key.as_deref(),
+            reasoning_effort: request.reasoning_effort.as_deref(),
         }
     }
 }
@@ -375,6 +378,7 @@ mod tests {
             top_p: None,
             max_tokens: Some(256),
             cache_key: None,
+            reasoning_effort: None,
         };
         let body = encode(&request, false);
         assert_eq!(

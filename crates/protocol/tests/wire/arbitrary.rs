@@ -146,6 +146,8 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
                     timeout_ms: 5000,
                     hosts: Vec::new(),
                 }],
+                reasoning_effort: None,
+                small_model: None,
             },
         )
         .boxed()

@@ -25,6 +25,8 @@ fn valid_request() -> pb::TaskRequest {
         temperature: None,
         top_p: None,
         color: None,
+        reasoning_effort: None,
+        small_model: None,
     };
     pb::TaskRequest {
         task_id: TaskId::generate().to_string(),

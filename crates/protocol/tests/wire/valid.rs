@@ -130,6 +130,8 @@ pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
                 temperature,
                 top_p,
                 color,
+                reasoning_effort: None,
+                small_model: None,
             },
         )
         .boxed()
