@@ -10,6 +10,8 @@
 //!   streaming SSE with tool-call chunk assembly.
 //! - [`config`]: [`HttpConfig`], the endpoint, timeout and retry settings both clients share.
 //! - [`anthropic`]: Anthropic Messages, streaming SSE with `tool_use` input assembly.
+//! - [`responses`]: the OpenAI Responses API, streaming typed SSE events with
+//!   function-call argument assembly.
 //! - [`priced`]: [`PricedProvider`], each call's cost from the catalogue's prices.
 //! - [`limits`]: [`LimitedProvider`], each call kept to its model's rate limits, which
 //!   a fleet shares, and throttling handled once for all.
@@ -26,6 +28,7 @@ pub mod error;
 pub mod limits;
 pub mod openai;
 pub mod priced;
+pub mod responses;
 pub mod router;
 pub mod spans;
 mod transport;
@@ -40,6 +43,7 @@ pub use error::LlmError;
 pub use limits::{LimitedProvider, RateLimits};
 pub use openai::{OpenAiClient, OpenAiConfig};
 pub use priced::PricedProvider;
+pub use responses::{ResponsesClient, ResponsesConfig};
 pub use router::{ModelRouter, RouterConfig, resolve_model};
 pub use types::*;
 

@@ -1,9 +1,10 @@
 //! A scripted model served over real HTTP, so provider clients are tested for real.
 //!
-//! [`ScriptedModel`] binds `127.0.0.1:0` and answers two wire formats:
+//! [`ScriptedModel`] binds `127.0.0.1:0` and answers three wire formats:
 //!
 //! - `POST /v1/chat/completions`: OpenAI-compatible chat completions (`openai`);
-//! - `POST /v1/messages`: Anthropic Messages (`anthropic`).
+//! - `POST /v1/messages`: Anthropic Messages (`anthropic`);
+//! - `POST /v1/responses`: the OpenAI Responses API (`responses`).
 //!
 //! Each request is turned into a provider-neutral [`SeenRequest`], recorded, and handed
 //! to a handler that decides the [`ScriptedReply`]. The handler is a pure function of the
@@ -15,7 +16,8 @@
 //! arguments over several events, as real servers do, so chunk assembly gets exercised.
 //!
 //! - `reply`: [`ScriptedReply`] and its rendering to an HTTP response;
-//! - `openai`, `anthropic`: parsing requests and rendering answers per wire format;
+//! - `openai`, `anthropic`, `responses`: parsing requests and rendering answers per
+//!   wire format;
 //! - `rate`: a provider's rate limit ([`ScriptedModel::rate_limited`]) and the
 //!   [`RateReport`] of what arrived.
 
@@ -24,6 +26,7 @@ mod cache;
 mod openai;
 mod rate;
 mod reply;
+mod responses;
 
 pub use cache::CacheUsage;
 pub use rate::{Arrival, HEARD_AFTER, RateReport};
@@ -68,12 +71,16 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 pub enum WireFormat {
     OpenAi,
     Anthropic,
+    Responses,
 }
 
 /// One message of a request, in a provider-neutral shape.
 ///
 /// Anthropic requests are flattened to the OpenAI shape: the top-level `system` becomes
 /// a `system` message first, and each `tool_result` block becomes a `tool` message.
+/// Responses requests likewise: `instructions` becomes a `system` message first, the
+/// `function_call` items of a turn the assistant message's tool calls, and each
+/// `function_call_output` item a `tool` message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenMessage {
     /// `system`, `user`, `assistant` or `tool`.
@@ -96,7 +103,7 @@ pub struct SeenRequest {
     pub tools: Vec<String>,
     pub stream: bool,
     /// Whether a streamed answer should end with a usage event (OpenAI
-    /// `stream_options.include_usage`; Anthropic always reports usage).
+    /// `stream_options.include_usage`; Anthropic and Responses always report usage).
     pub include_usage: bool,
     /// Request headers, names lowercased.
     pub headers: BTreeMap<String, String>,
@@ -147,7 +154,8 @@ impl SeenRequest {
     }
 }
 
-/// An OpenAI-compatible and Anthropic-compatible model server on a loopback port.
+/// An OpenAI-compatible (chat completions and Responses) and Anthropic-compatible
+/// model server on a loopback port.
 ///
 /// Shuts down when dropped.
 #[derive(Debug)]
@@ -236,6 +244,7 @@ impl ScriptedModel {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/messages", post(messages))
+            .route("/v1/responses", post(create_response))
             .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
             .with_state(state);
         let (shutdown, stopped) = oneshot::channel::<()>();
@@ -311,7 +320,8 @@ impl ScriptedModel {
         .await
     }
 
-    /// Base URL for OpenAI-compatible clients, e.g. `http://127.0.0.1:PORT/v1`.
+    /// Base URL for OpenAI-compatible clients (chat completions and Responses), e.g.
+    /// `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
@@ -367,6 +377,14 @@ async fn messages(
     serve(&state, WireFormat::Anthropic, &headers, &body).await
 }
 
+async fn create_response(
+    State(state): State<Arc<ServerState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve(&state, WireFormat::Responses, &headers, &body).await
+}
+
 async fn serve(
     state: &ServerState,
     format: WireFormat,
@@ -402,6 +420,7 @@ async fn serve(
     let parsed = match format {
         WireFormat::OpenAi => openai::parse(raw, headers),
         WireFormat::Anthropic => anthropic::parse(raw, headers),
+        WireFormat::Responses => responses::parse(raw, headers),
     };
     let request = match parsed {
         Ok(request) => request,

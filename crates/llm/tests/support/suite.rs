@@ -1,7 +1,7 @@
-//! What both clients promise alike (streamed text and tool calls, usage, and, through
+//! What every client promises alike (streamed text and tool calls, usage, and, through
 //! the shared transport, retries, backoff, `Retry-After`, timeouts, broken and failed
 //! streams), written once and run against each client by [`transport_suite!`], so the
-//! two cannot drift apart unnoticed. Wire-format details are tested per client.
+//! clients cannot drift apart unnoticed. Wire-format details are tested per client.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,7 @@ use taskwire_llm::{
     ChatRequest, ChatResponse, FinishReason, LlmError, Message, Provider, StreamDelta, ToolCall,
     ToolDef, Usage,
 };
+use taskwire_test_support::model::WireFormat;
 use taskwire_test_support::{ScriptedModel, ScriptedReply};
 
 /// The settings a suite test varies; a client factory applies them to its own config.
@@ -183,7 +184,11 @@ pub async fn non_streaming_returns_the_whole_answer(make: MakeClient) {
     assert_eq!(answer.usage, Usage::tokens(30, 4));
     let seen = &model.requests()[0];
     assert!(!seen.stream);
-    assert_eq!(seen.raw["max_tokens"], 64, "the request's own limit");
+    let limit = match seen.format {
+        WireFormat::Responses => "max_output_tokens",
+        WireFormat::OpenAi | WireFormat::Anthropic => "max_tokens",
+    };
+    assert_eq!(seen.raw[limit], 64, "the request's own limit");
     assert_eq!(seen.raw["temperature"], 0.0);
 }
 

@@ -7,8 +7,10 @@
 //!   breakpoints; a lookup finds the longest stored prefix that ends at any block
 //!   boundary up to its last breakpoint (the API checks earlier boundaries too). A
 //!   request without breakpoints neither reads nor writes.
-//! - OpenAI-compatible: a request with a `prompt_cache_key` stores every prefix and
-//!   reads the longest stored one; without a key, nothing is cached.
+//! - OpenAI-compatible and Responses: a request with a `prompt_cache_key` stores every
+//!   prefix and reads the longest stored one; without a key, nothing is cached. The
+//!   blocks of a Responses request are its tools, its `instructions` and its `input`
+//!   items.
 //!
 //! Tokens are bytes / 4 (the marker `cache_control` itself is not part of a block).
 
@@ -46,15 +48,20 @@ impl PromptCache {
         let body_tokens = (raw.to_string().len() as u64).div_ceil(4);
         let (key, blocks, store_all) = match format {
             WireFormat::Anthropic => (String::new(), anthropic_blocks(raw), false),
-            WireFormat::OpenAi => match raw["prompt_cache_key"].as_str() {
-                Some(key) => (key.to_owned(), openai_blocks(raw), true),
-                None => {
+            WireFormat::OpenAi | WireFormat::Responses => {
+                let Some(key) = raw["prompt_cache_key"].as_str() else {
                     return CacheUsage {
                         input: body_tokens,
                         ..CacheUsage::default()
                     };
-                }
-            },
+                };
+                let blocks = if format == WireFormat::OpenAi {
+                    openai_blocks(raw)
+                } else {
+                    responses_blocks(raw)
+                };
+                (key.to_owned(), blocks, true)
+            }
         };
         let last = if store_all {
             blocks.len().checked_sub(1)
@@ -90,7 +97,7 @@ impl PromptCache {
         let written = match format {
             // Anthropic writes the prefix up to the last breakpoint past what it read.
             WireFormat::Anthropic => (lengths[last] - read_bytes).div_ceil(4),
-            WireFormat::OpenAi => 0,
+            WireFormat::OpenAi | WireFormat::Responses => 0,
         };
         CacheUsage {
             input: body_tokens.max(read + written),
@@ -141,6 +148,23 @@ fn openai_blocks(raw: &Value) -> Vec<Block> {
     let tools = raw["tools"].as_array().into_iter().flatten();
     let messages = raw["messages"].as_array().into_iter().flatten();
     tools.chain(messages).map(|v| block(v, "")).collect()
+}
+
+fn responses_blocks(raw: &Value) -> Vec<Block> {
+    let mut blocks: Vec<Block> = raw["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|tool| block(tool, "tool:"))
+        .collect();
+    if let Some(instructions) = raw.get("instructions") {
+        blocks.push(block(instructions, "system:"));
+    }
+    match &raw["input"] {
+        Value::Array(items) => blocks.extend(items.iter().map(|item| block(item, ""))),
+        other => blocks.push(block(other, "user:")),
+    }
+    blocks
 }
 
 #[cfg(test)]
@@ -195,5 +219,45 @@ mod tests {
         plain.see(WireFormat::Anthropic, &request(0, false));
         let none = plain.see(WireFormat::Anthropic, &request(1, false));
         assert_eq!((none.read, none.written), (0, 0));
+    }
+
+    fn responses_request(key: Option<&str>, turns: usize) -> Value {
+        let mut input = vec![
+            json!({"role": "user", "content": [{"type": "input_text", "text": "x".repeat(400)}]}),
+        ];
+        for i in 0..turns {
+            input.push(json!({"type": "function_call", "call_id": format!("c{i}"), "name": "ls", "arguments": "{}"}));
+            input.push(json!({"type": "function_call_output", "call_id": format!("c{i}"), "output": "a.txt"}));
+        }
+        let mut raw = json!({"model": "m", "instructions": "be brief", "input": input,
+            "tools": [{"type": "function", "name": "ls", "parameters": {"type": "object"}}]});
+        if let Some(key) = key {
+            raw["prompt_cache_key"] = key.into();
+        }
+        raw
+    }
+
+    #[test]
+    fn a_responses_conversation_with_a_key_reads_its_earlier_prefix() {
+        let mut cache = PromptCache::default();
+        let first = cache.see(WireFormat::Responses, &responses_request(Some("s1"), 0));
+        assert_eq!((first.read, first.written), (0, 0));
+        let second = cache.see(WireFormat::Responses, &responses_request(Some("s1"), 1));
+        assert!(
+            second.read > 100 && second.read < second.input,
+            "{second:?}"
+        );
+        let other_key = cache.see(WireFormat::Responses, &responses_request(Some("s2"), 1));
+        assert_eq!(other_key.read, 0);
+        // New instructions: only the tools before them are read.
+        let mut changed = responses_request(Some("s1"), 2);
+        changed["instructions"] = json!("be verbose");
+        let tools = format!("tool:{}", changed["tools"][0]).len() as u64;
+        assert_eq!(
+            cache.see(WireFormat::Responses, &changed).read,
+            tools.div_ceil(4)
+        );
+        let keyless = cache.see(WireFormat::Responses, &responses_request(None, 1));
+        assert_eq!(keyless.read, 0);
     }
 }

@@ -1,8 +1,9 @@
 //! What the scripted model answers, and how a reply becomes an HTTP response.
 //!
-//! The wire renderers ([`super::openai`], [`super::anthropic`]) turn an [`Answer`]
-//! into a JSON body or a list of [`Frame`]s; this module adds status, headers, the
-//! delay and the broken-stream behaviour that are the same for both formats.
+//! The wire renderers ([`super::openai`], [`super::anthropic`], [`super::responses`])
+//! turn an [`Answer`] into a JSON body or a list of [`Frame`]s; this module adds
+//! status, headers, the delay and the broken-stream behaviour that are the same for
+//! every format.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::{SeenRequest, WireFormat, anthropic, openai};
+use super::{SeenRequest, WireFormat, anthropic, openai, responses};
 
 /// Usage reported when a reply does not set one.
 const DEFAULT_USAGE: (u64, u64) = (10, 5);
@@ -171,7 +172,8 @@ impl ScriptedReply {
     }
 
     /// Overrides the finish reason, in OpenAI vocabulary (`length`, `content_filter`,
-    /// ...); the Anthropic endpoint maps it to its `stop_reason`.
+    /// ...); the Anthropic endpoint maps it to its `stop_reason`, the Responses
+    /// endpoint `length` and `content_filter` to an `incomplete` status.
     pub fn with_finish_reason(mut self, reason: impl Into<String>) -> Self {
         self.finish_reason = Some(reason.into());
         self
@@ -186,7 +188,8 @@ impl ScriptedReply {
 
     /// For streamed answers: open the stream, then send the format's in-stream error
     /// event (OpenAI: a chunk with an `error` object; Anthropic: an `error` event of
-    /// type `overloaded_error`) with this message instead of any content, and end it,
+    /// type `overloaded_error`; Responses: `response.failed` with a `server_error`)
+    /// with this message instead of any content, and end it,
     /// as servers do when they fail after sending the 200. Non-streamed requests get
     /// the answer as if this were not set; script a [`ScriptedReply::status`] for them.
     pub fn with_stream_error(mut self, message: impl Into<String>) -> Self {
@@ -294,6 +297,10 @@ pub(super) fn respond(reply: &ScriptedReply, request: &SeenRequest) -> Response 
                     (WireFormat::Anthropic, Some(message)) => {
                         anthropic::error_frames(message, &answer, request)
                     }
+                    (WireFormat::Responses, None) => responses::stream_frames(&answer, request),
+                    (WireFormat::Responses, Some(message)) => {
+                        responses::error_frames(message, request)
+                    }
                 };
                 build(
                     StatusCode::OK,
@@ -304,6 +311,7 @@ pub(super) fn respond(reply: &ScriptedReply, request: &SeenRequest) -> Response 
                 let json = match request.format {
                     WireFormat::OpenAi => openai::response_json(&answer, request),
                     WireFormat::Anthropic => anthropic::response_json(&answer, request),
+                    WireFormat::Responses => responses::response_json(&answer, request),
                 };
                 build(
                     StatusCode::OK,
