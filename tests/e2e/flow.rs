@@ -173,3 +173,69 @@ async fn an_anthropic_model_is_reached_through_the_messages_api() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_model_declared_api_responses_is_called_through_the_responses_api() {
+    let model = ScriptedModel::start(|req: &SeenRequest| match req.assistant_turns() {
+        0 => ScriptedReply::tool_calls([("g1", "glob", serde_json::json!({"pattern": "*.md"}))]),
+        _ => ScriptedReply::text(format!("answered by {}", req.model)),
+    })
+    .await;
+    let config = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(config.path().join("agents")).expect("agents dir");
+    std::fs::write(
+        config.path().join("agents/thinker.md"),
+        "---\ndescription: thinks\nmode: primary\nreasoning_effort: low\n---\nThink.\n",
+    )
+    .expect("agent");
+    let dir = config.path().to_owned();
+    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    let catalogue: taskwire_llm::ModelCatalogue = serde_json::from_value(serde_json::json!({
+        "reasoner": {"context_window": 200000, "input_usd_per_mtok": 1,
+                     "output_usd_per_mtok": 4, "api": "responses"}
+    }))
+    .expect("catalogue");
+    cluster.add_worker_with("w", 2, move |c| c.models = catalogue);
+    let mut client = cluster.client().await.expect("client");
+    let mut run = async |agent: &str, model: &str| {
+        let id = client
+            .submit(pb::SubmitRequest {
+                agent: agent.into(),
+                prompt: "go".into(),
+                model: Some(model.into()),
+                ..Default::default()
+            })
+            .await
+            .expect("submit")
+            .into_inner()
+            .task_id;
+        let task = cluster.wait_finished(&id).await.expect("finished");
+        assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+        task.result.expect("result").output.expect("output").text
+    };
+    assert_eq!(run("thinker", "reasoner").await, "answered by reasoner");
+    assert_eq!(run("general", "scripted").await, "answered by scripted");
+    let seen = cluster.model.requests();
+    use taskwire_test_support::model::WireFormat;
+    let formats: Vec<(WireFormat, &str)> =
+        seen.iter().map(|r| (r.format, r.model.as_str())).collect();
+    assert_eq!(
+        formats,
+        [
+            (WireFormat::Responses, "reasoner"),
+            (WireFormat::Responses, "reasoner"),
+            (WireFormat::OpenAi, "scripted"),
+            (WireFormat::OpenAi, "scripted"),
+        ]
+    );
+    assert_eq!(seen[1].raw["reasoning"]["effort"], "low");
+    assert!(
+        seen[1].raw["input"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output")),
+        "the tool's result went back as a function_call_output item"
+    );
+    cluster.shutdown().await;
+}

@@ -50,6 +50,20 @@ pub struct ModelEntry {
     /// Calls of this model running at once across the fleet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrent_requests: Option<u32>,
+    /// The API the model is called through on an OpenAI-compatible endpoint: `chat`
+    /// (chat completions, the default) or `responses` (`/v1/responses`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<ModelApi>,
+}
+
+/// The OpenAI API a model is called through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelApi {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/responses`.
+    Responses,
 }
 
 /// A model's prices, in US dollars per million tokens.
@@ -185,6 +199,14 @@ impl ModelCatalogue {
                 max_concurrent_requests: entry.max_concurrent_requests,
             })
             .unwrap_or_default()
+    }
+
+    /// The models to call through the Responses API.
+    pub fn responses_models(&self) -> impl Iterator<Item = &str> {
+        self.models
+            .iter()
+            .filter(|(_, entry)| entry.api == Some(ModelApi::Responses))
+            .map(|(name, _)| name.as_str())
     }
 
     /// This catalogue over `lower`: its entries added, replacing same-named ones.

@@ -36,7 +36,8 @@ pub mod types;
 
 pub use anthropic::{AnthropicClient, AnthropicConfig};
 pub use catalogue::{
-    CatalogueError, DEFAULT_CONTEXT_WINDOW, ModelCatalogue, ModelEntry, ModelLimits, Prices,
+    CatalogueError, DEFAULT_CONTEXT_WINDOW, ModelApi, ModelCatalogue, ModelEntry, ModelLimits,
+    Prices,
 };
 pub use config::HttpConfig;
 pub use error::LlmError;
@@ -44,7 +45,7 @@ pub use limits::{LimitedProvider, RateLimits};
 pub use openai::{OpenAiClient, OpenAiConfig};
 pub use priced::PricedProvider;
 pub use responses::{ResponsesClient, ResponsesConfig};
-pub use router::{ModelRouter, RouterConfig, resolve_model};
+pub use router::{ModelRouter, ModelSplit, RouterConfig, resolve_model};
 pub use types::*;
 
 /// A model endpoint that answers one chat turn.

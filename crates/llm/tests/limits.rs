@@ -25,6 +25,7 @@ fn catalogue(requests_per_minute: Option<u32>) -> ModelCatalogue {
         requests_per_minute,
         tokens_per_minute: None,
         max_concurrent_requests: None,
+        api: None,
     };
     ModelCatalogue::new(BTreeMap::from([("m".to_owned(), entry)])).expect("valid")
 }

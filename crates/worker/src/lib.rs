@@ -94,11 +94,34 @@ pub async fn run(config: WorkerConfig, shutdown: CancellationToken) -> Result<()
             Arc::new(AnthropicClient::new(anthropic)?),
         );
     }
-    let router = ModelRouter::new(RouterConfig {
+    let router: Arc<dyn Provider> = Arc::new(ModelRouter::new(RouterConfig {
         default: OPENAI_PREFIX.to_owned(),
         providers,
-    })?;
-    run_with_provider(config, Arc::new(router), shutdown).await
+    })?);
+    // Models the catalogue declares `api = "responses"` go to the Responses API of
+    // the same OpenAI-compatible endpoint.
+    let responses: Vec<String> = config
+        .models
+        .responses_models()
+        .map(str::to_owned)
+        .collect();
+    let provider = if responses.is_empty() {
+        router
+    } else {
+        let mut http = taskwire_llm::ResponsesConfig::new(m.base_url.clone());
+        http.api_key = m.api_key.clone();
+        http.stream = m.stream;
+        http.request_timeout = m.request_timeout;
+        http.max_retries = m.max_retries;
+        http.retry_throttled = false;
+        let client = taskwire_llm::ResponsesClient::new(http)?;
+        Arc::new(taskwire_llm::ModelSplit::new(
+            router,
+            Arc::new(client),
+            responses,
+        ))
+    };
+    run_with_provider(config, provider, shutdown).await
 }
 
 /// Runs a worker with the given model provider until `shutdown`.
