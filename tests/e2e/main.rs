@@ -25,6 +25,7 @@ mod metrics;
 mod nats_permissions;
 mod outputs;
 mod overlays;
+mod priorities;
 mod prompt_caching;
 mod rate_limits;
 mod read_only;

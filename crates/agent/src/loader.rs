@@ -81,6 +81,7 @@ pub fn load_agents(dir: &Path, base: AgentRegistry) -> (AgentRegistry, Vec<LoadE
 
 /// What one agent file does to the registry.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one value per file read, never stored in bulk
 pub enum AgentChange {
     /// Adds the agent, or replaces the one of the same name with this merged spec.
     Define(AgentSpec),

@@ -92,6 +92,9 @@ pub struct SessionParams {
     /// Ask the provider to cache the prefix each step repeats (keyed by the session
     /// id; see `ChatRequest::cache_key`).
     pub prompt_caching: bool,
+    /// The task's priority, 1 (highest) to 5 (lowest), 0 for the default: orders its
+    /// calls waiting for a rate-limit slot (`ChatRequest::priority`).
+    pub priority: u8,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -152,6 +155,7 @@ async fn run(
         compaction,
         budget,
         prompt_caching,
+        priority,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -195,6 +199,7 @@ async fn run(
         max_tokens: None,
         cache_key: prompt_caching.then(|| history.session_id.clone()),
         reasoning_effort: agent.reasoning_effort.clone(),
+        priority,
     };
 
     state.set_todos(history.todos());
@@ -288,7 +293,7 @@ async fn run(
             let compacted = tokio::select! {
                 biased;
                 () = cancel.cancelled() => None,
-                compacted = compact(policy, &estimator, bytes, provider, &request.model, &mut totals) => Some(compacted),
+                compacted = compact(policy, &estimator, bytes, provider, &request.model, request.priority, &mut totals) => Some(compacted),
             };
             match compacted {
                 None => {
@@ -477,6 +482,7 @@ async fn compact(
     bytes: usize,
     provider: &dyn Provider,
     model: &str,
+    priority: u8,
     totals: &mut Run,
 ) -> Result<Option<SessionEvent>, LlmError> {
     let tokens_before = estimator.estimate(bytes);
@@ -499,7 +505,7 @@ async fn compact(
         "compacting the session"
     );
     let model = policy.model.as_deref().unwrap_or(model);
-    let summary = compaction::summarise(provider, model, &totals.record, end).await?;
+    let summary = compaction::summarise(provider, model, &totals.record, end, priority).await?;
     if summary.text.trim().is_empty() {
         tracing::warn!(
             tokens_before,

@@ -22,10 +22,12 @@ const MAX_TITLE_TOKENS: u32 = 100;
 
 /// A title for a session whose first message is `first_message`, and the call's
 /// usage. `Ok((None, usage))` when the model's answer holds no usable title.
+/// `priority` is the task's (see `ChatRequest::priority`).
 pub async fn write_title(
     provider: &dyn Provider,
     model: &str,
     first_message: &str,
+    priority: u8,
 ) -> Result<(Option<String>, Usage), LlmError> {
     let agent = builtin::title();
     let source: String = first_message.chars().take(MAX_SOURCE_CHARS).collect();
@@ -43,6 +45,7 @@ pub async fn write_title(
         max_tokens: Some(MAX_TITLE_TOKENS),
         cache_key: None,
         reasoning_effort: None,
+        priority,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok((clean_title(&response.text), response.usage))

@@ -586,6 +586,7 @@ mod tests {
             model_api_key: Some("key".to_owned()),
             anthropic_base_url: Some("http://anthropic".to_owned()),
             anthropic_api_key: Some("key".to_owned()),
+            small_model: Some("small".to_owned()),
             nats_credentials_file: path(),
             nats_token: Some("token".to_owned()),
             nats_tls_ca: path(),

@@ -46,6 +46,7 @@ fn task_of(r: &TaskRecord) -> pb::Task {
         max_tokens: r.budget.max_tokens,
         wait: String::new(),
         wait_until: None,
+        priority: r.priority.into(),
     }
 }
 

@@ -105,6 +105,8 @@ pub struct ParentInfo {
     pub permission_layers: Vec<pb::PermissionLayer>,
     /// The budget of the parent's subtree: the child's is at most this.
     pub budget: Budget,
+    /// The parent's priority: the child's is this or lower.
+    pub priority: taskwire_protocol::Priority,
 }
 
 impl ParentInfo {
@@ -120,6 +122,7 @@ impl ParentInfo {
             model: None,
             permission_layers: layers_for_children(request),
             budget: request.budget,
+            priority: request.priority,
         }
     }
 }
@@ -293,6 +296,11 @@ pub fn build_task(
             ),
         ));
     }
+    // A child runs at its parent's priority, or the lower one it asks for.
+    let priority = match &parent {
+        Some(p) => p.priority.for_child("priority", req.priority)?,
+        None => taskwire_protocol::Priority::from_wire("priority", req.priority)?,
+    };
     // A child's budget is its parent's, narrowed by what it asks for itself.
     let budget = Budget::from_wire(req.max_cost_usd, req.max_tokens)?;
     let budget = parent
@@ -418,6 +426,7 @@ pub fn build_task(
         budget,
         // Set by `submit_task` for a child in a budgeted tree.
         spent_elsewhere: Usage::default(),
+        priority,
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.

@@ -177,6 +177,7 @@ impl LimitedProvider {
         model: &str,
         limits: &RateLimits,
         tokens: u64,
+        priority: u8,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Option<u64> {
         let started = Instant::now();
@@ -195,7 +196,7 @@ impl LimitedProvider {
             if let Err(reason) = self
                 .store
                 .modify(model, &mut |b| {
-                    reserved = b.reserve(limits, now_ms(), tokens, lease_id, lease_ms);
+                    reserved = b.reserve(limits, now_ms(), tokens, priority, lease_id, lease_ms);
                 })
                 .await
             {
@@ -211,6 +212,9 @@ impl LimitedProvider {
                     let until = (now_ms() + millis(poll)).min(retry_ms.max(now_ms()));
                     (until, None)
                 }
+                Reserved::Later { retry_ms } => {
+                    (retry_ms + millis(jitter(self.settings.full_poll)), None)
+                }
             };
             let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
             if !wait.is_zero() {
@@ -224,7 +228,7 @@ impl LimitedProvider {
                 let span = tracing::info_span!("rate_limit_wait", model, wait_ms = millis(wait));
                 tokio::time::sleep(wait).instrument_with(span).await;
             }
-            if matches!(reserved, Reserved::Full { .. }) {
+            if matches!(reserved, Reserved::Full { .. } | Reserved::Later { .. }) {
                 continue;
             }
             // A throttle heard while this call waited for its slot silences it too.
@@ -298,7 +302,9 @@ impl Provider for LimitedProvider {
         let estimated = estimate_tokens(request, &self.catalogue);
         let mut throttles = 0;
         loop {
-            let lease = self.acquire(model, &limits, estimated, on_delta).await;
+            let lease = self
+                .acquire(model, &limits, estimated, request.priority, on_delta)
+                .await;
             let sent_rpm = self.count_sent(model);
             let mut hints = RateHints::default();
             let result = {

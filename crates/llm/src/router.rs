@@ -162,6 +162,54 @@ impl Provider for ModelRouter {
     }
 }
 
+/// A [`Provider`] that sends the calls of some models to another provider: the
+/// models a catalogue declares `api = "responses"` to the Responses client of the
+/// same endpoint, the rest on to the router.
+pub struct ModelSplit {
+    inner: Arc<dyn Provider>,
+    other: Arc<dyn Provider>,
+    models: std::collections::HashSet<String>,
+}
+
+impl ModelSplit {
+    /// `models` (as requests name them) go to `other`; an `openai/` prefix is taken
+    /// off, as the router does, before `other` is asked.
+    pub fn new(
+        inner: Arc<dyn Provider>,
+        other: Arc<dyn Provider>,
+        models: impl IntoIterator<Item = String>,
+    ) -> Self {
+        Self {
+            inner,
+            other,
+            models: models.into_iter().collect(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for ModelSplit {
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<ChatResponse, LlmError> {
+        if !self.models.contains(&request.model) {
+            return self.inner.chat(request, on_delta).await;
+        }
+        match request.model.strip_prefix(&format!("{OPENAI_PREFIX}/")) {
+            Some(model) => {
+                let request = ChatRequest {
+                    model: model.to_owned(),
+                    ..request.clone()
+                };
+                self.other.chat(&request, on_delta).await
+            }
+            None => self.other.chat(request, on_delta).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -327,53 +375,5 @@ mod tests {
         })
         .expect_err("slash in prefix");
         assert!(matches!(error, LlmError::Config(_)), "{error}");
-    }
-}
-
-/// A [`Provider`] that sends the calls of some models to another provider: the
-/// models a catalogue declares `api = "responses"` to the Responses client of the
-/// same endpoint, the rest on to the router.
-pub struct ModelSplit {
-    inner: Arc<dyn Provider>,
-    other: Arc<dyn Provider>,
-    models: std::collections::HashSet<String>,
-}
-
-impl ModelSplit {
-    /// `models` (as requests name them) go to `other`; an `openai/` prefix is taken
-    /// off, as the router does, before `other` is asked.
-    pub fn new(
-        inner: Arc<dyn Provider>,
-        other: Arc<dyn Provider>,
-        models: impl IntoIterator<Item = String>,
-    ) -> Self {
-        Self {
-            inner,
-            other,
-            models: models.into_iter().collect(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Provider for ModelSplit {
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
-    ) -> Result<ChatResponse, LlmError> {
-        if !self.models.contains(&request.model) {
-            return self.inner.chat(request, on_delta).await;
-        }
-        match request.model.strip_prefix(&format!("{OPENAI_PREFIX}/")) {
-            Some(model) => {
-                let request = ChatRequest {
-                    model: model.to_owned(),
-                    ..request.clone()
-                };
-                self.other.chat(&request, on_delta).await
-            }
-            None => self.other.chat(request, on_delta).await,
-        }
     }
 }

@@ -205,6 +205,9 @@ pub struct ChatRequest {
     /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`): OpenAI's
     /// `reasoning_effort`; other wire formats send nothing for it.
     pub reasoning_effort: Option<String>,
+    /// The task's priority, 1 (highest) to 5 (lowest), 0 for the default: orders the
+    /// calls waiting for a slot in a model's rate budget. Not sent to the provider.
+    pub priority: u8,
 }
 
 /// Why the model stopped.

@@ -56,6 +56,7 @@ async fn burst(provider: &LimitedProvider, n: usize) -> usize {
             max_tokens: None,
             cache_key: None,
             reasoning_effort: None,
+            priority: 0,
         };
         let mut waited = false;
         let mut on_delta = |d: StreamDelta| {

@@ -29,6 +29,7 @@ pub mod cost;
 pub mod error;
 pub mod ids;
 pub mod patch;
+pub mod priority;
 pub mod spec_digest;
 pub mod status;
 pub mod task;
@@ -42,6 +43,7 @@ pub use cost::Budget;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};
+pub use priority::Priority;
 pub use spec_digest::{AgentSpecBundle, AgentSpecDigest};
 pub use status::{TaskEvent, TaskStatus, Transition};
 pub use task::{

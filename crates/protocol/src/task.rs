@@ -93,6 +93,8 @@ pub struct TaskRequest {
     /// What the rest of the tree had spent when the task was submitted; counted
     /// against `budget`.
     pub spent_elsewhere: Usage,
+    /// 1 (highest) to 5 (lowest).
+    pub priority: crate::Priority,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -243,6 +245,7 @@ impl TaskRequest {
             workspace_patch_ref,
             budget: crate::Budget::from_wire(r.max_cost_usd, r.max_tokens)?,
             spent_elsewhere: r.spent_elsewhere.map(Usage::from).unwrap_or_default(),
+            priority: crate::Priority::from_wire("priority", r.priority)?,
         })
     }
 }
@@ -348,6 +351,7 @@ impl TaskRequest {
             max_cost_usd: r.budget.max_cost_usd(),
             max_tokens: r.budget.max_tokens,
             spent_elsewhere: Some(pb::Usage::from(&r.spent_elsewhere)),
+            priority: r.priority.into(),
         }
     }
 }
@@ -683,6 +687,7 @@ mod tests {
             expand_shell: true,
             traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
             workspace_patch_ref: None,
+            priority: Default::default(),
         }
     }
 

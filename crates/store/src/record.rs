@@ -121,6 +121,8 @@ pub struct TaskRecord {
     pub own_usage: Usage,
     /// The budget in effect for the task's subtree.
     pub budget: Budget,
+    /// 1 (highest) to 5 (lowest).
+    pub priority: taskwire_protocol::Priority,
     /// Every attempt, oldest first (filled by `get_task` and `list_tasks`; empty only
     /// for a task never claimed).
     pub attempts: Vec<AttemptRecord>,
@@ -154,7 +156,7 @@ pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant
      attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
      max_attempts + attempt_base AS max_attempts, last_error, title, own_input_tokens, \
      own_output_tokens, own_cost_picousd, own_unpriced_tokens, own_cached_input_tokens, \
-     own_cache_write_input_tokens, max_tokens, max_cost_picousd";
+     own_cache_write_input_tokens, max_tokens, max_cost_picousd, priority";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -183,6 +185,7 @@ pub(crate) struct TaskRow {
     own_unpriced_tokens: i64,
     own_cached_input_tokens: i64,
     own_cache_write_input_tokens: i64,
+    priority: i16,
     max_tokens: Option<i64>,
     max_cost_picousd: Option<i64>,
 }
@@ -247,6 +250,11 @@ impl TryFrom<TaskRow> for TaskRecord {
                 max_tokens: r.max_tokens.and_then(|v| u64::try_from(v).ok()),
                 max_cost_picousd: r.max_cost_picousd.and_then(|v| u64::try_from(v).ok()),
             },
+            priority: taskwire_protocol::Priority::from_wire(
+                "priority",
+                u32::try_from(r.priority).unwrap_or(0),
+            )
+            .unwrap_or_default(),
             attempts: Vec::new(),
         })
     }

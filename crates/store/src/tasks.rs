@@ -47,6 +47,7 @@ impl Store {
         let mut max_tokens: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut max_costs: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut spec_digests: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+        let mut priorities: Vec<i16> = Vec::with_capacity(n);
         // The batch's distinct spec bundles (usually one), stored once each.
         let mut specs: HashMap<AgentSpecDigest, Vec<u8>> = HashMap::new();
         for t in tasks {
@@ -73,6 +74,7 @@ impl Store {
             let limit = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
             max_tokens.push(limit(r.budget.max_tokens));
             max_costs.push(limit(r.budget.max_cost_picousd));
+            priorities.push(i16::from(r.priority.get()));
         }
 
         let (spec_keys, spec_values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = specs
@@ -88,10 +90,10 @@ impl Store {
                  SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
                                       $12::timestamptz[], $13::int[], $14::uuid[], $15::int8[], $16::int8[], \
-                                      $19::bytea[], $20::text[]) WITH ORDINALITY \
+                                      $19::bytea[], $20::text[], $21::int2[]) WITH ORDINALITY \
                       AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
                            request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
-                           max_cost_picousd, agent_spec_digest, subject, ord)), \
+                           max_cost_picousd, agent_spec_digest, subject, priority, ord)), \
              specs AS ( \
                  INSERT INTO agent_specs (digest, bundle) \
                  SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
@@ -99,10 +101,12 @@ impl Store {
              inserted AS ( \
                  INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                     idempotency_key, request_digest, deadline, request, created_at, updated_at, \
-                                    max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest) \
+                                    max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest, \
+                                    priority) \
                  SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
                         t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
-                        t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest \
+                        t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest, \
+                        t.priority \
                  FROM t ORDER BY t.ord \
                  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
                  RETURNING task_id), \
@@ -132,6 +136,7 @@ impl Store {
         .bind(&spec_values)
         .bind(&spec_digests)
         .bind(&subjects)
+        .bind(&priorities)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;

@@ -66,6 +66,7 @@ fn task(key: Option<&str>, digest: &str) -> NewTask {
         workspace_patch_ref: None,
         budget: Default::default(),
         spent_elsewhere: Default::default(),
+        priority: Default::default(),
     };
     NewTask {
         request,

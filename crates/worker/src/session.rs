@@ -259,6 +259,7 @@ pub async fn run<'a>(
             compaction,
             budget: crate::cost::budget_of(request),
             prompt_caching: ctx.prompt_caching,
+            priority: request.priority.get(),
         };
         let (mut outcome, structured) = run_session_with_schema(
             params,
@@ -283,7 +284,15 @@ pub async fn run<'a>(
     let run = Box::pin(run);
     let ((mut outcome, structured), title) = run_beside_title(
         supervise(run, request.deadline, stop),
-        title_source.map(|source| Box::pin(write_title(ctx, &title_model, source, stop))),
+        title_source.map(|source| {
+            Box::pin(write_title(
+                ctx,
+                &title_model,
+                source,
+                request.priority.get(),
+                stop,
+            ))
+        }),
     )
     .await;
     if let Some((_, usage)) = &title {
@@ -371,9 +380,10 @@ async fn write_title(
     ctx: &Context,
     model: &str,
     source: String,
+    priority: u8,
     stop: &StopHandle,
 ) -> Option<(Option<String>, taskwire_llm::Usage)> {
-    let call = taskwire_agent::title::write_title(ctx.provider.as_ref(), model, &source);
+    let call = taskwire_agent::title::write_title(ctx.provider.as_ref(), model, &source, priority);
     let stopped = stop.token();
     tokio::select! {
         () = stopped.cancelled() => None,

@@ -150,6 +150,7 @@ pub(super) async fn summarise(
     model: &str,
     record: &Transcript,
     end: usize,
+    priority: u8,
 ) -> Result<Summary, taskwire_llm::LlmError> {
     let agent = builtin::compaction();
     let older = Transcript {
@@ -171,6 +172,7 @@ pub(super) async fn summarise(
         max_tokens: None,
         cache_key: None,
         reasoning_effort: None,
+        priority,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok(Summary {

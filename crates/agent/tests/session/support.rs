@@ -142,6 +142,7 @@ impl Fixture {
             compaction: None,
             budget: Default::default(),
             prompt_caching: true,
+            priority: 0,
         }
     }
 

@@ -41,6 +41,9 @@ pub struct SubmitArgs {
     /// Most tokens (input and output) the task and all its descendants may use; as --max-cost-usd [default: the parent's, else no limit]
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
+    /// Priority, 1 (highest) to 5 (lowest): orders the task's model calls waiting for a rate-limit slot; a child keeps or lowers its parent's [default: 3, or the parent's]
+    #[arg(long, value_name = "1-5", value_parser = clap::value_parser!(u32).range(1..=5))]
+    pub priority: Option<u32>,
     /// Model to use [default: the agent's, else the worker's]
     #[arg(long)]
     pub model: Option<String>,
@@ -152,6 +155,7 @@ fn build_request(
         max_steps: args.max_steps,
         max_cost_usd: args.max_cost_usd,
         max_tokens: args.max_tokens,
+        priority: args.priority.unwrap_or(0),
         parent_task_id: args.parent.clone().unwrap_or_default(),
         resume_token: args.session.clone().unwrap_or_default(),
         max_attempts: args.max_attempts,
@@ -237,6 +241,8 @@ mod tests {
             "0.5",
             "--max-tokens",
             "20000",
+            "--priority",
+            "1",
             "--model",
             "m",
             "--input",
@@ -252,6 +258,7 @@ mod tests {
         assert_eq!(req.max_steps, Some(5));
         assert_eq!(req.max_cost_usd, Some(0.5));
         assert_eq!(req.max_tokens, Some(20_000));
+        assert_eq!(req.priority, 1);
         assert_eq!(req.model.as_deref(), Some("m"));
         assert!(req.input.expect("input").fields.contains_key("path"));
         assert_eq!(req.deadline, None);

@@ -27,6 +27,7 @@ pub fn task(t: &pb::Task) -> Value {
         "agent": t.agent,
         "prompt": t.prompt,
         "status": status_name(t.status),
+        "priority": t.priority,
         "wait": non_empty(&t.wait),
         "wait_until": timestamp(t.wait_until.as_ref()),
         "attempt": t.attempt,

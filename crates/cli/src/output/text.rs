@@ -204,6 +204,7 @@ pub fn task_summary(t: &pb::Task) -> String {
         ("title", dash(&t.title)),
         ("status", status_name(t.status).to_owned()),
         ("agent", t.agent.clone()),
+        ("priority", t.priority.to_string()),
         ("parent", dash(&t.parent_task_id)),
         ("trace", t.trace_id.clone()),
         ("tenant", dash(&t.tenant)),
@@ -312,6 +313,7 @@ pub fn task_table(tasks: &[pb::Task]) -> String {
                 },
                 t.agent.clone(),
                 status_name(t.status).to_owned(),
+                t.priority.to_string(),
                 t.attempt.to_string(),
                 timestamp(t.created_at.as_ref()).unwrap_or_else(|| "-".to_owned()),
                 if t.title.is_empty() {
@@ -324,7 +326,7 @@ pub fn task_table(tasks: &[pb::Task]) -> String {
         .collect::<Vec<_>>();
     table(
         &[
-            "ID", "PARENT", "AGENT", "STATUS", "ATTEMPT", "CREATED", "TITLE",
+            "ID", "PARENT", "AGENT", "STATUS", "PRI", "ATTEMPT", "CREATED", "TITLE",
         ],
         &rows,
     )

@@ -43,6 +43,7 @@ pub fn task(t: &pb::Task) -> Value {
         "prompt": t.prompt,
         "title": t.title,
         "status": status(t.status),
+        "priority": t.priority,
         "wait": t.wait,
         "wait_until": time(t.wait_until.as_ref()),
         "attempt": t.attempt,

@@ -64,6 +64,23 @@ pub enum Reserved {
     /// Every concurrency slot is held; ask again at `retry_ms` at the latest (a slot
     /// may free sooner).
     Full { retry_ms: u64 },
+    /// The first free slot is further ahead than this call's priority may reserve;
+    /// ask again at `retry_ms`, when it would be near enough. Nothing was taken.
+    Later { retry_ms: u64 },
+}
+
+/// How far ahead a call of `priority` (1 highest to 5 lowest, 0 the default 3) may
+/// reserve a slot. A queue of waiting calls longer than that is left to calls of
+/// higher priority, which so go first when a model is oversubscribed; priority 1
+/// reserves at any distance.
+pub fn horizon_ms(priority: u8) -> u64 {
+    match priority {
+        1 => u64::MAX,
+        2 => 60_000,
+        0 | 3 => 20_000,
+        4 => 5_000,
+        _ => 2_000,
+    }
 }
 
 /// How a call ended, for [`Budget::finish`].
@@ -112,6 +129,7 @@ impl Budget {
         limits: &RateLimits,
         now_ms: u64,
         tokens: u64,
+        priority: u8,
         lease_id: u64,
         lease_ms: u64,
     ) -> Reserved {
@@ -130,6 +148,12 @@ impl Budget {
         let mut at_ms = now_ms.max(self.next_request_ms).max(self.blocked_until_ms);
         if limits.tokens_per_minute.is_some() {
             at_ms = at_ms.max(self.next_token_ms);
+        }
+        let horizon = horizon_ms(priority);
+        if at_ms.saturating_sub(now_ms) > horizon {
+            return Reserved::Later {
+                retry_ms: at_ms.saturating_sub(horizon),
+            };
         }
         if let Some(rpm) = self.rpm(limits) {
             self.next_request_ms = at_ms + ms_per(rpm, 1);
@@ -238,7 +262,7 @@ mod tests {
     fn at(r: Reserved) -> u64 {
         match r {
             Reserved::At { at_ms, .. } => at_ms,
-            Reserved::Full { .. } => panic!("full"),
+            Reserved::Full { .. } | Reserved::Later { .. } => panic!("not reserved: {r:?}"),
         }
     }
 
@@ -247,10 +271,10 @@ mod tests {
         let limits = rpm(600);
         let mut b = Budget::default();
         let slots: Vec<u64> = (0..5)
-            .map(|i| at(b.reserve(&limits, 1000, 10, i, 0)))
+            .map(|i| at(b.reserve(&limits, 1000, 10, 3, i, 0)))
             .collect();
         assert_eq!(slots, [1000, 1100, 1200, 1300, 1400]);
-        assert_eq!(at(b.reserve(&limits, 9000, 10, 9, 0)), 9000);
+        assert_eq!(at(b.reserve(&limits, 9000, 10, 3, 9, 0)), 9000);
     }
 
     #[test]
@@ -260,7 +284,7 @@ mod tests {
             ..RateLimits::default()
         };
         let mut b = Budget::default();
-        assert_eq!(at(b.reserve(&limits, 0, 2000, 1, 0)), 0);
+        assert_eq!(at(b.reserve(&limits, 0, 2000, 3, 1, 0)), 0);
         // 2,000 tokens at 1,000 a second: the next call waits 2 s...
         assert_eq!(b.next_token_ms, 2000);
         // ... unless the call used fewer.
@@ -275,7 +299,7 @@ mod tests {
                 limit_rpm: None,
             },
         );
-        assert_eq!(at(b.reserve(&limits, 100, 100, 2, 0)), 500);
+        assert_eq!(at(b.reserve(&limits, 100, 100, 3, 2, 0)), 500);
     }
 
     #[test]
@@ -286,37 +310,37 @@ mod tests {
         };
         let mut b = Budget::default();
         assert!(matches!(
-            b.reserve(&limits, 0, 1, 1, 5000),
+            b.reserve(&limits, 0, 1, 3, 1, 5000),
             Reserved::At { lease: Some(1), .. }
         ));
         assert!(matches!(
-            b.reserve(&limits, 0, 1, 2, 8000),
+            b.reserve(&limits, 0, 1, 3, 2, 8000),
             Reserved::At { .. }
         ));
         assert_eq!(
-            b.reserve(&limits, 10, 1, 3, 5000),
+            b.reserve(&limits, 10, 1, 3, 3, 5000),
             Reserved::Full { retry_ms: 5000 }
         );
         b.finish(&limits, 20, Some(1), &Ended::Failed);
         assert!(matches!(
-            b.reserve(&limits, 20, 1, 3, 5000),
+            b.reserve(&limits, 20, 1, 3, 3, 5000),
             Reserved::At { .. }
         ));
         assert!(matches!(
-            b.reserve(&limits, 5019, 1, 4, 5000),
+            b.reserve(&limits, 5019, 1, 3, 4, 5000),
             Reserved::Full { retry_ms: 5020 }
         ));
         // Leases lapse if never given back: lease 3 at 5,020, lease 2 at 8,000.
         assert!(matches!(
-            b.reserve(&limits, 5021, 1, 4, 5000),
+            b.reserve(&limits, 5021, 1, 3, 4, 5000),
             Reserved::At { .. }
         ));
         assert!(matches!(
-            b.reserve(&limits, 5022, 1, 5, 5000),
+            b.reserve(&limits, 5022, 1, 3, 5, 5000),
             Reserved::Full { retry_ms: 8000 }
         ));
         assert!(matches!(
-            b.reserve(&limits, 8001, 1, 5, 5000),
+            b.reserve(&limits, 8001, 1, 3, 5, 5000),
             Reserved::At { .. }
         ));
     }
@@ -340,12 +364,12 @@ mod tests {
         );
         assert!(!b.is_free(1500));
         assert_eq!(
-            at(b.reserve(&limits, 1500, 1, 1, 0)),
+            at(b.reserve(&limits, 1500, 1, 3, 1, 0)),
             2000,
             "nothing before Retry-After"
         );
         assert_eq!(
-            at(b.reserve(&limits, 1500, 1, 2, 0)),
+            at(b.reserve(&limits, 1500, 1, 3, 2, 0)),
             2100,
             "then at the learned rate"
         );
@@ -380,6 +404,29 @@ mod tests {
     }
 
     #[test]
+    fn a_long_queue_is_left_to_higher_priorities() {
+        let limits = rpm(60); // a call a second
+        let mut b = Budget::default();
+        for i in 0..10 {
+            b.reserve(&limits, 0, 1, 1, i, 0);
+        }
+        // The next slot is 10 s ahead: too far for priority 5 (2 s) and 4 (5 s), near
+        // enough for the default 3 (20 s) and for 1.
+        assert_eq!(
+            b.reserve(&limits, 0, 1, 5, 20, 0),
+            Reserved::Later { retry_ms: 8_000 }
+        );
+        assert!(matches!(
+            b.reserve(&limits, 0, 1, 4, 21, 0),
+            Reserved::Later { .. }
+        ));
+        assert_eq!(at(b.reserve(&limits, 0, 1, 3, 22, 0)), 10_000);
+        assert_eq!(at(b.reserve(&limits, 0, 1, 1, 23, 0)), 11_000);
+        // Near its time, the low-priority call gets the slot after them.
+        assert_eq!(at(b.reserve(&limits, 10_500, 1, 5, 24, 0)), 12_000);
+    }
+
+    #[test]
     fn an_empty_window_in_an_answer_silences_until_its_reset() {
         let limits = RateLimits::default();
         let mut b = Budget::default();
@@ -394,6 +441,6 @@ mod tests {
                 limit_rpm: Some(60),
             },
         );
-        assert_eq!(at(b.reserve(&limits, 10, 1, 1, 0)), 3000);
+        assert_eq!(at(b.reserve(&limits, 10, 1, 3, 1, 0)), 3000);
     }
 }

@@ -379,6 +379,7 @@ mod tests {
             max_tokens: Some(256),
             cache_key: None,
             reasoning_effort: None,
+            priority: 0,
         };
         let body = encode(&request, false);
         assert_eq!(

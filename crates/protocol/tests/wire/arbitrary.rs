@@ -281,6 +281,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     // Never validated: any text is carried as it is.
                     traceparent: String::new(),
                     workspace_patch_ref,
+                    priority: Default::default(),
                 }
             },
         )

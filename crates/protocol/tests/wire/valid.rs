@@ -246,6 +246,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 workspace_patch_ref,
                 budget: Default::default(),
                 spent_elsewhere: Default::default(),
+                priority: Default::default(),
             },
         )
         .boxed()
