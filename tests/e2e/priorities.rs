@@ -117,3 +117,70 @@ async fn a_high_priority_call_takes_a_rate_limit_slot_ahead_of_waiting_low_ones(
     );
     assert!(high <= 6, "{order:?}");
 }
+
+#[tokio::test]
+async fn with_a_dispatch_window_a_backlog_runs_by_priority_and_tenants_take_turns() {
+    let gate = taskwire_test_support::Gate::new();
+    let held = gate.clone();
+    let model = ScriptedModel::start(move |req: &SeenRequest| {
+        let reply = ScriptedReply::text("done");
+        if req.first_user_message() == Some("blocker") {
+            reply.with_gate(&held)
+        } else {
+            reply
+        }
+    })
+    .await;
+    let mut cluster = taskwire_e2e::start_with(model, 0, 1, |c| c.dispatch_window = 1)
+        .await
+        .expect("cluster");
+    cluster.add_worker("w", 1);
+    let mut client = cluster.client().await.expect("client");
+    let mut submit_as = async |tenant: &str, prompt: &str, priority: u32| {
+        client
+            .submit(pb::SubmitRequest {
+                agent: "general".into(),
+                prompt: prompt.into(),
+                tenant: tenant.into(),
+                priority,
+                ..Default::default()
+            })
+            .await
+            .expect("submit")
+            .into_inner()
+            .task_id
+    };
+    let mut ids = vec![submit_as("a", "blocker", 3).await];
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while cluster.model.request_count() == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the blocker runs");
+    for i in 0..4 {
+        ids.push(submit_as("a", &format!("a-low-{i}"), 4).await);
+    }
+    // The window (one undelivered task) takes the first of them.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    ids.push(submit_as("b", "b-low", 4).await);
+    ids.push(submit_as("a", "high", 2).await);
+    gate.open();
+    for id in &ids {
+        let task = cluster.wait_finished(id).await.expect("finished");
+        assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    }
+    let order: Vec<String> = cluster
+        .model
+        .requests()
+        .iter()
+        .map(|r| r.first_user_message().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "blocker", "a-low-0", "high", "a-low-1", "b-low", "a-low-2", "a-low-3"
+        ],
+        "the high one first, then the tenants of priority 4 take turns"
+    );
+}

@@ -25,11 +25,13 @@ impl QueueDepth {
     }
 }
 
-/// Samples the depth of `stream` until `shutdown`. Failure policy: keep the last sample
-/// and try again next tick.
+/// Samples the depth of `stream` until `shutdown`; with `outbox` (a dispatch window
+/// holds the backlog in Postgres), the dispatches waiting there count too. Failure
+/// policy: keep the last sample and try again next tick.
 pub async fn run(
     js: jetstream::Context,
     stream: String,
+    outbox: Option<taskwire_store::Store>,
     depth: QueueDepth,
     shutdown: CancellationToken,
 ) {
@@ -39,12 +41,80 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
+        let waiting = match &outbox {
+            Some(store) => match store.outbox_count().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::debug!(error = %e, "failed to count the outbox");
+                    continue;
+                }
+            },
+            None => 0,
+        };
         match js.get_stream(&stream).await {
             Ok(mut s) => match s.info().await {
-                Ok(info) => depth.0.store(info.state.messages, Ordering::Relaxed),
+                Ok(info) => depth.0.store(
+                    info.state.messages.saturating_add(waiting),
+                    Ordering::Relaxed,
+                ),
                 Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
             },
             Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
         }
+    }
+}
+
+/// How often the dispatch window's count of undelivered tasks is sampled.
+const PENDING_SAMPLE: Duration = Duration::from_millis(50);
+
+/// Tasks in the tasks stream that no worker has taken yet (the workers' consumer's
+/// pending count), as last sampled, and how many samples were taken: the relay's
+/// dispatch window (`--dispatch-window`).
+#[derive(Clone, Default)]
+pub struct Undelivered {
+    count: Arc<AtomicU64>,
+    samples: Arc<AtomicU64>,
+}
+
+impl Undelivered {
+    /// `(count, sample number)`; `None` before the first sample.
+    pub fn get(&self) -> Option<(u64, u64)> {
+        let samples = self.samples.load(Ordering::Acquire);
+        (samples > 0).then(|| (self.count.load(Ordering::Relaxed), samples))
+    }
+}
+
+/// Samples the undelivered tasks of `consumer` on `stream` until `shutdown` (the
+/// stream's depth while no worker has made the consumer). Failure policy: keep the
+/// last sample.
+pub async fn sample_undelivered(
+    js: jetstream::Context,
+    stream: String,
+    consumer: String,
+    undelivered: Undelivered,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(PENDING_SAMPLE);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Ok(mut s) = js.get_stream(&stream).await else {
+            continue;
+        };
+        let count = match s.consumer_info(&consumer).await {
+            Ok(info) => info.num_pending,
+            Err(_) => match s.info().await {
+                Ok(info) => info.state.messages,
+                Err(e) => {
+                    tracing::debug!(error = %e, "failed to sample the undelivered tasks");
+                    continue;
+                }
+            },
+        };
+        undelivered.count.store(count, Ordering::Relaxed);
+        undelivered.samples.fetch_add(1, Ordering::Release);
     }
 }

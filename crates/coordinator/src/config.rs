@@ -26,8 +26,14 @@ pub struct CoordinatorConfig {
     /// Largest accepted encoded request (prompt, input, attachments), in bytes; must stay
     /// below NATS's `max_payload` (1 MiB by default). Default 768 KiB.
     pub max_request_bytes: usize,
-    /// Most tasks waiting in the tasks stream. Default 1,000,000.
+    /// Most tasks waiting in the tasks stream (and, with a dispatch window, in the
+    /// outbox). Default 1,000,000.
     pub max_queued_tasks: i64,
+    /// Most tasks in the tasks stream that no worker has taken yet; the rest wait in
+    /// the outbox and are dispatched by priority, the tenants of a priority taking
+    /// turns. 0: no window, every task is published at once (first in, first out).
+    /// Default 0.
+    pub dispatch_window: u64,
     /// Workers' ack wait (redelivery after a silent worker). Default 6 s.
     pub ack_wait: Duration,
     /// Postgres pool size. Default 16.
@@ -84,6 +90,7 @@ impl Default for CoordinatorConfig {
             max_prompt_bytes: 256 * 1024,
             max_request_bytes: 768 * 1024,
             max_queued_tasks: 1_000_000,
+            dispatch_window: 0,
             ack_wait: Duration::from_secs(6),
             db_max_connections: 16,
             sweep_interval: Duration::from_secs(1),

@@ -199,6 +199,7 @@ pub async fn serve_with_http(
     let loops = CancellationToken::new();
     let relay_wake = Arc::new(Notify::new());
     let submitter = submit::Submitter::start(store.clone(), relay_wake.clone(), loops.clone());
+    let dispatch_window = config.dispatch_window;
     let state = Arc::new(State {
         config,
         store: store.clone(),
@@ -216,10 +217,24 @@ pub async fn serve_with_http(
     });
 
     let mut tasks = tokio::task::JoinSet::new();
+    let window = (dispatch_window > 0).then(|| relay::Window {
+        size: dispatch_window,
+        undelivered: backpressure::Undelivered::default(),
+    });
+    if let Some(window) = &window {
+        tasks.spawn(backpressure::sample_undelivered(
+            js.clone(),
+            subjects.tasks_stream(),
+            subjects.workers_consumer(&state.config.queue),
+            window.undelivered.clone(),
+            loops.clone(),
+        ));
+    }
     tasks.spawn(relay::run(
         store.clone(),
         bus.clone(),
         relay_wake,
+        window,
         loops.clone(),
     ));
     tasks.spawn({
@@ -259,6 +274,7 @@ pub async fn serve_with_http(
     tasks.spawn(backpressure::run(
         js.clone(),
         subjects.tasks_stream(),
+        (dispatch_window > 0).then(|| store.clone()),
         state.queue_depth.clone(),
         loops.clone(),
     ));

@@ -8,6 +8,12 @@
 //! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. When traces are
 //! exported, each dispatch is a producer span under its submit's span. Failure policy:
 //! log, back off, retry forever.
+//!
+//! With a dispatch window (`--dispatch-window N`), the relay keeps at most N tasks in
+//! the tasks stream that no worker has taken yet: the rest wait in the outbox, from
+//! where each batch is taken in priority order with the tenants of a priority taking
+//! turns (see `Store::relay_outbox`). Without one, every dispatch is published at once
+//! and the stream serves them first in, first out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,16 +29,69 @@ use tracing::Instrument;
 
 const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 1024;
+/// How soon a relay whose window is full looks again.
+const WINDOW_POLL: Duration = Duration::from_millis(20);
+
+/// The dispatch window: at most `size` undelivered tasks in the stream.
+#[derive(Clone)]
+pub struct Window {
+    pub size: u64,
+    pub undelivered: crate::backpressure::Undelivered,
+}
+
+/// Room left in a window: its size less the undelivered tasks last sampled and what
+/// this relay published since that sample.
+struct Room {
+    window: Window,
+    sample: u64,
+    published: u64,
+}
+
+impl Room {
+    fn left(&mut self) -> i64 {
+        let Some((count, sample)) = self.window.undelivered.get() else {
+            return 0; // not sampled yet
+        };
+        if sample != self.sample {
+            self.sample = sample;
+            self.published = 0;
+        }
+        let used = count.saturating_add(self.published);
+        i64::try_from(self.window.size.saturating_sub(used)).unwrap_or(i64::MAX)
+    }
+}
 
 /// Runs the relay until `shutdown`.
-pub async fn run(store: Store, bus: Bus, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub async fn run(
+    store: Store,
+    bus: Bus,
+    wake: Arc<Notify>,
+    window: Option<Window>,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(50);
+    let mut room = window.map(|window| Room {
+        window,
+        sample: 0,
+        published: 0,
+    });
     loop {
-        match relay_once(&store, &bus).await {
+        let limit = room.as_mut().map_or(BATCH, |r| r.left().min(BATCH));
+        if limit <= 0 {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(WINDOW_POLL) => {}
+            }
+            continue;
+        }
+        match relay_once(&store, &bus, limit).await {
             Ok(n) => {
                 backoff = Duration::from_millis(50);
-                if n as i64 == BATCH {
-                    continue; // more are waiting
+                if let Some(room) = room.as_mut() {
+                    room.published += n as u64;
+                }
+                if n as i64 == limit {
+                    continue; // more may be waiting
                 }
             }
             Err(e) => {
@@ -53,11 +112,11 @@ pub async fn run(store: Store, bus: Bus, wake: Arc<Notify>, shutdown: Cancellati
     }
 }
 
-/// Publishes one batch; returns how many rows it read.
-async fn relay_once(store: &Store, bus: &Bus) -> Result<usize, String> {
+/// Publishes one batch of at most `limit`; returns how many rows it read.
+async fn relay_once(store: &Store, bus: &Bus, limit: i64) -> Result<usize, String> {
     let mut failure = None;
     let read = store
-        .relay_outbox(BATCH, |rows| publish(bus, rows, &mut failure))
+        .relay_outbox(limit, |rows| publish(bus, rows, &mut failure))
         .await
         .map_err(|e| e.to_string())?;
     match failure {

@@ -13,8 +13,13 @@ pub struct OutboxMessage {
 }
 
 impl Store {
-    /// Publishes one batch of the oldest unpublished messages through `publish` and
-    /// deletes those it reports as stored; returns how many rows it read.
+    /// Publishes one batch of unpublished messages through `publish` and deletes those
+    /// it reports as stored; returns how many rows it read.
+    ///
+    /// The batch is taken in dispatch order: higher priority first; within a priority,
+    /// by turn (the tenants take turns: see `migrations/0013_outbox_order.sql`), so
+    /// that one tenant's thousands of waiting tasks do not hold back another's one;
+    /// then oldest first.
     ///
     /// The rows are locked for the batch (`FOR UPDATE SKIP LOCKED`), so several relays
     /// (one per coordinator) each take rows the others are not publishing. A relay that
@@ -31,8 +36,8 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("begin an outbox batch", e))?;
         let rows = sqlx::query_as::<_, OutboxMessage>(
-            "SELECT id, trace_id, subject, msg_id, payload FROM outbox ORDER BY id LIMIT $1 \
-             FOR UPDATE SKIP LOCKED",
+            "SELECT id, trace_id, subject, msg_id, payload FROM outbox \
+             ORDER BY priority, turn, id LIMIT $1 FOR UPDATE SKIP LOCKED",
         )
         .bind(limit)
         .fetch_all(&mut *tx)
@@ -54,6 +59,15 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_sqlx("commit an outbox batch", e))?;
         Ok(read)
+    }
+
+    /// How many messages wait to be published.
+    pub async fn outbox_count(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| StoreError::from_sqlx("count the outbox", e))?;
+        Ok(u64::try_from(n).unwrap_or_default())
     }
 
     /// The oldest `limit` unpublished messages (read without locking them).

@@ -111,8 +111,12 @@ impl Store {
                  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
                  RETURNING task_id), \
              dispatched AS ( \
-                 INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) \
-                 SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.request \
+                 INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
+                 SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.request, t.priority, t.tenant, \
+                        COALESCE((SELECT max(o.turn) FROM outbox o \
+                                  WHERE o.priority = t.priority AND o.tenant = t.tenant), \
+                                 (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = t.priority), 0) \
+                        + row_number() OVER (PARTITION BY t.priority, t.tenant ORDER BY t.ord) \
                  FROM t JOIN inserted USING (task_id) ORDER BY t.ord) \
              SELECT task_id FROM inserted",
         )
@@ -318,15 +322,22 @@ impl Store {
                 },
             );
         };
-        sqlx::query("INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload) VALUES ($1, $2, $3, $4, $5)")
-            .bind(task_id.as_uuid())
-            .bind(trace_id)
-            .bind(subject)
-            .bind(format!("{task_id}:replay:{replays}"))
-            .bind(request)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| StoreError::from_sqlx("queue a replay", e))?;
+        sqlx::query(
+            "INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
+             SELECT $1, $2, $3, $4, $5, t.priority, t.tenant, \
+                    COALESCE((SELECT max(o.turn) FROM outbox o \
+                              WHERE o.priority = t.priority AND o.tenant = t.tenant), \
+                             (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = t.priority), 0) + 1 \
+             FROM tasks t WHERE t.task_id = $1",
+        )
+        .bind(task_id.as_uuid())
+        .bind(trace_id)
+        .bind(subject)
+        .bind(format!("{task_id}:replay:{replays}"))
+        .bind(request)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_sqlx("queue a replay", e))?;
         tx.commit()
             .await
             .map_err(|e| StoreError::from_sqlx("commit a replay", e))?;

@@ -39,6 +39,9 @@ settings! {
         /// Most tasks waiting in the tasks stream [default: 1000000]
         #[arg(long, env = "TASKWIRE_MAX_QUEUED_TASKS", value_name = "N")]
         pub max_queued_tasks: Option<i64>,
+        /// Most tasks in the tasks stream no worker has taken yet; the rest wait in Postgres and are dispatched by priority, tenants taking turns within a priority; 0 publishes every task at once, first in first out [default: 0]
+        #[arg(long, env = "TASKWIRE_DISPATCH_WINDOW", value_name = "N")]
+        pub dispatch_window: Option<u64>,
         /// Workers' ack wait: redelivery after a silent worker, e.g. 6s [default: 6s]
         #[arg(long, env = "TASKWIRE_ACK_WAIT", value_name = "DURATION")]
         pub ack_wait: Option<HumanDuration>,
@@ -106,6 +109,7 @@ impl CoordinatorSettings {
         set(&mut c.max_prompt_bytes, self.max_prompt_bytes);
         set(&mut c.max_request_bytes, self.max_request_bytes);
         set(&mut c.max_queued_tasks, self.max_queued_tasks);
+        set(&mut c.dispatch_window, self.dispatch_window);
         set(&mut c.ack_wait, self.ack_wait);
         set(&mut c.db_max_connections, self.db_max_connections);
         set(&mut c.sweep_interval, self.sweep_interval);
@@ -136,6 +140,7 @@ impl CoordinatorSettings {
             max_prompt_bytes: Some(c.max_prompt_bytes),
             max_request_bytes: Some(c.max_request_bytes),
             max_queued_tasks: Some(c.max_queued_tasks),
+            dispatch_window: Some(c.dispatch_window),
             ack_wait: Some(HumanDuration(c.ack_wait)),
             db_max_connections: Some(c.db_max_connections),
             sweep_interval: Some(HumanDuration(c.sweep_interval)),
