@@ -239,3 +239,59 @@ async fn a_model_declared_api_responses_is_called_through_the_responses_api() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_agents_extended_thinking_is_asked_for_and_its_blocks_go_back_with_the_tool_loop() {
+    let model = ScriptedModel::start(|req: &SeenRequest| match req.assistant_turns() {
+        0 => ScriptedReply::tool_calls([("g1", "glob", serde_json::json!({"pattern": "*.md"}))])
+            .with_thinking("the markdown files first"),
+        _ => ScriptedReply::text("thought it through").with_thinking("that is enough"),
+    })
+    .await;
+    let config = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(config.path().join("agents")).expect("agents dir");
+    std::fs::write(
+        config.path().join("agents/deep.md"),
+        "---\ndescription: thinks\nmode: primary\ntemperature: 0.2\nthinking_budget: 2048\n---\nThink.\n",
+    )
+    .expect("agent");
+    let dir = config.path().to_owned();
+    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    let anthropic = cluster.model.anthropic_base_url();
+    cluster.add_worker_with("w", 2, |c| c.model.anthropic_base_url = Some(anthropic));
+    let mut client = cluster.client().await.expect("client");
+    let id = client
+        .submit(pb::SubmitRequest {
+            agent: "deep".into(),
+            prompt: "look".into(),
+            model: Some("anthropic/claude-test".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(
+        task.result.expect("result").output.expect("output").text,
+        "thought it through",
+        "the thinking is not the answer"
+    );
+    let seen = cluster.model.requests();
+    assert_eq!(seen.len(), 2);
+    let second = &seen[1].raw;
+    assert_eq!(second["thinking"]["type"], "enabled");
+    assert_eq!(second["thinking"]["budget_tokens"], 2048);
+    assert!(second.get("temperature").is_none(), "{second}");
+    let turn = &second["messages"][1]["content"][0];
+    assert_eq!(turn["type"], "thinking");
+    assert_eq!(turn["thinking"], "the markdown files first");
+    assert_eq!(
+        turn["signature"],
+        taskwire_test_support::model::thinking_signature("the markdown files first")
+    );
+    cluster.shutdown().await;
+}

@@ -148,6 +148,10 @@ pub struct AgentSpec {
     /// default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// Tokens an Anthropic model may think for before each answer (extended
+    /// thinking, at least 1,024); `None`: no extended thinking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// Display colour for UIs, e.g. `#38bdf8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub color: Option<String>,
@@ -224,6 +228,7 @@ mod tests {
             color: None,
             reasoning_effort: None,
             small_model: None,
+            thinking_budget: None,
         };
         let json = serde_json::to_string(&spec).expect("serializable");
         assert!(!json.contains("top_p"), "unset options are omitted: {json}");

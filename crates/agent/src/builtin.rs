@@ -92,6 +92,7 @@ fn spec(agent: &str, mode: AgentMode, description: &str, prompt: &str) -> AgentS
         color: None,
         reasoning_effort: None,
         small_model: None,
+        thinking_budget: None,
     }
 }
 

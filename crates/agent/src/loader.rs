@@ -31,7 +31,10 @@ use crate::frontmatter::{self, FieldError};
 use crate::permission::{PermissionAction, PermissionRule};
 
 const KEYS: &str = "name, description, mode, hidden, model, small_model, temperature, top_p, \
-                    reasoning_effort, max_steps, tools, permission, color, disable";
+                    reasoning_effort, thinking_budget, max_steps, tools, permission, color, disable";
+
+/// The least thinking budget Anthropic accepts.
+const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// The values `reasoning_effort` takes.
 const REASONING_EFFORTS: [&str; 4] = ["minimal", "low", "medium", "high"];
@@ -130,6 +133,7 @@ fn new_agent(name: AgentName) -> AgentSpec {
         color: None,
         reasoning_effort: None,
         small_model: None,
+        thinking_budget: None,
     }
 }
 
@@ -145,6 +149,7 @@ struct Overrides {
     temperature: Option<f32>,
     top_p: Option<f32>,
     reasoning_effort: Option<String>,
+    thinking_budget: Option<u32>,
     max_steps: Option<u32>,
     /// Allow-list entries to append (`name` or `!name`).
     tools: Vec<String>,
@@ -187,6 +192,21 @@ impl Overrides {
                         ));
                     }
                     o.reasoning_effort = Some(effort);
+                }
+                "thinking_budget" | "thinkingBudget" => {
+                    let budget = value
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n >= MIN_THINKING_BUDGET)
+                        .ok_or_else(|| {
+                            FieldError::new(
+                                key,
+                                format!(
+                                    "must be a number of tokens, at least {MIN_THINKING_BUDGET}"
+                                ),
+                            )
+                        })?;
+                    o.thinking_budget = Some(budget);
                 }
                 "max_steps" | "maxSteps" => {
                     if let Some(first) = steps_key {
@@ -250,6 +270,9 @@ impl Overrides {
         }
         if o.reasoning_effort.is_some() {
             spec.reasoning_effort = o.reasoning_effort;
+        }
+        if o.thinking_budget.is_some() {
+            spec.thinking_budget = o.thinking_budget;
         }
         if let Some(max_steps) = o.max_steps {
             spec.max_steps = max_steps;

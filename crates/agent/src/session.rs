@@ -199,6 +199,7 @@ async fn run(
         max_tokens: None,
         cache_key: prompt_caching.then(|| history.session_id.clone()),
         reasoning_effort: agent.reasoning_effort.clone(),
+        thinking_budget: agent.thinking_budget,
         priority,
     };
 
@@ -358,15 +359,27 @@ async fn run(
             text,
             tool_calls,
             usage,
+            reasoning,
             ..
         } = response;
         if !text.is_empty() {
             totals.text.clone_from(&text);
         }
-        let mut parts = Vec::new();
+        // The model's thinking is kept with its turn: the provider wants it back while
+        // the turn's tool calls are answered, and a resumed session sends it too.
+        let mut parts: Vec<Part> = reasoning
+            .iter()
+            .map(|r| Part::Reasoning {
+                reasoning: r.clone(),
+            })
+            .collect();
         if !text.is_empty() {
             parts.push(Part::text(text.clone()));
         }
+        let assistant = |text: String, calls| Message {
+            reasoning: reasoning.clone(),
+            ..Message::assistant(text, calls)
+        };
 
         if !last && tool_calls.is_empty() && state.background.has_undelivered() {
             // An answer while background children run: it is not the last word. The
@@ -377,7 +390,7 @@ async fn run(
             );
             parts.push(Part::StepFinish { usage });
             totals.record_assistant(parts);
-            request.messages.push(Message::assistant(text, Vec::new()));
+            request.messages.push(assistant(text, Vec::new()));
             let waited = tokio::select! {
                 biased;
                 () = cancel.cancelled() => None,
@@ -410,7 +423,7 @@ async fn run(
             };
             parts.push(Part::StepFinish { usage });
             totals.record_assistant(parts);
-            request.messages.push(Message::assistant(text, Vec::new()));
+            request.messages.push(assistant(text, Vec::new()));
             return totals.end(status, request.messages, None, state);
         }
 
@@ -460,7 +473,7 @@ async fn run(
             }
         }
         let results = turn.run(&tool_calls, &cancel).await;
-        request.messages.push(Message::assistant(text, tool_calls));
+        request.messages.push(assistant(text, tool_calls));
         request.messages.extend(results.messages);
         totals.tool_calls.extend(results.summaries);
         parts.extend(results.parts);

@@ -46,6 +46,7 @@ pub async fn write_title(
         cache_key: None,
         reasoning_effort: None,
         priority,
+        thinking_budget: None,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok((clean_title(&response.text), response.usage))

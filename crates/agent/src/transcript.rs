@@ -82,6 +82,9 @@ pub enum Part {
     },
     /// The end of one model call.
     StepFinish { usage: Usage },
+    /// The model's thinking before this turn (extended thinking), kept to send back
+    /// with it; never shown as the answer.
+    Reasoning { reasoning: taskwire_llm::Reasoning },
     /// A delegation to a subagent made by a slash command, not chosen by the model
     /// (seed 000).
     Subtask(SubtaskPart),
@@ -268,7 +271,9 @@ impl TranscriptMessage {
                         Part::Compaction { summary, .. } => {
                             Some(COMPACTION_USER_TEXT.replace("{summary}", summary.trim()))
                         }
-                        Part::ToolCall { .. } | Part::StepFinish { .. } => None,
+                        Part::ToolCall { .. }
+                        | Part::StepFinish { .. }
+                        | Part::Reasoning { .. } => None,
                     })
                     .collect();
                 messages.push(Message::user(texts.join("\n\n")));
@@ -294,7 +299,18 @@ impl TranscriptMessage {
                         results.push(Message::tool_result(call_id, content));
                     }
                 }
-                messages.push(Message::assistant(self.text(), calls));
+                let reasoning = self
+                    .parts
+                    .iter()
+                    .filter_map(|part| match part {
+                        Part::Reasoning { reasoning } => Some(reasoning.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                messages.push(Message {
+                    reasoning,
+                    ..Message::assistant(self.text(), calls)
+                });
                 messages.extend(results);
             }
         }

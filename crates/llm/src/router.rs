@@ -275,6 +275,7 @@ mod tests {
                 tool_calls: Vec::new(),
                 usage: Usage::default(),
                 finish_reason: FinishReason::Stop,
+                reasoning: Vec::new(),
             })
         }
     }

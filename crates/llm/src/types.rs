@@ -27,6 +27,22 @@ pub struct Message {
     /// For `Role::Tool`: the call this message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For an assistant turn: the model's thinking before it (Anthropic's extended
+    /// thinking), sent back with the turn as the API requires while its tool calls
+    /// are answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
+}
+
+/// A block of a model's thinking, as the provider returned it: sent back unchanged
+/// (its signature proves it to the provider), never shown as the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// Thinking in words, with its signature.
+    Thinking { text: String, signature: String },
+    /// Thinking the provider encrypted (`redacted_thinking`).
+    Redacted { data: String },
 }
 
 impl Message {
@@ -42,6 +58,7 @@ impl Message {
             content: content.into(),
             tool_calls,
             tool_call_id: None,
+            reasoning: Vec::new(),
         }
     }
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
@@ -50,6 +67,7 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            reasoning: Vec::new(),
         }
     }
     fn plain(role: Role, content: impl Into<String>) -> Self {
@@ -58,6 +76,7 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            reasoning: Vec::new(),
         }
     }
 }
@@ -208,6 +227,9 @@ pub struct ChatRequest {
     /// The task's priority, 1 (highest) to 5 (lowest), 0 for the default: orders the
     /// calls waiting for a slot in a model's rate budget. Not sent to the provider.
     pub priority: u8,
+    /// Tokens the model may think for before it answers (Anthropic's extended
+    /// thinking, at least 1,024); `None`: no extended thinking.
+    pub thinking_budget: Option<u32>,
 }
 
 /// Why the model stopped.
@@ -227,6 +249,8 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub finish_reason: FinishReason,
+    /// The model's thinking before the answer, to send back with it.
+    pub reasoning: Vec<Reasoning>,
 }
 
 /// A piece of a streamed answer, forwarded while the turn is still running.

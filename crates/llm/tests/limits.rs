@@ -57,6 +57,7 @@ async fn burst(provider: &LimitedProvider, n: usize) -> usize {
             cache_key: None,
             reasoning_effort: None,
             priority: 0,
+            thinking_budget: None,
         };
         let mut waited = false;
         let mut on_delta = |d: StreamDelta| {

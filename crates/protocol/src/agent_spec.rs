@@ -29,6 +29,7 @@ impl From<&AgentSpec> for pb::AgentSpec {
             mcp: Vec::new(),
             small_model: a.small_model.clone(),
             reasoning_effort: a.reasoning_effort.clone(),
+            thinking_budget: a.thinking_budget,
         }
     }
 }
@@ -136,6 +137,7 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
             top_p: a.top_p,
             small_model: a.small_model.clone(),
             reasoning_effort: a.reasoning_effort.clone(),
+            thinking_budget: a.thinking_budget,
             color: a.color.clone(),
         })
     }

@@ -154,6 +154,15 @@ impl SeenRequest {
     }
 }
 
+/// The signature the scripted model gives a thinking block of `text`, which the
+/// client must send back unchanged.
+pub fn thinking_signature(text: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    format!("scripted-signature-{:016x}", h.finish())
+}
+
 /// An OpenAI-compatible (chat completions and Responses) and Anthropic-compatible
 /// model server on a loopback port.
 ///

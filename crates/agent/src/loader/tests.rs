@@ -197,6 +197,25 @@ fn small_model_and_reasoning_effort_are_read_and_a_bad_effort_is_refused() {
         text.contains("reasoning_effort") && text.contains("minimal, low, medium, high"),
         "{text}"
     );
+    let change = parse_agent(
+        "agents/thinker.md",
+        "thinker",
+        "---\nthinking_budget: 4096\n---\nThink.",
+        &AgentRegistry::builtin(),
+    )
+    .expect("valid");
+    let AgentChange::Define(spec) = change else {
+        panic!("expected a definition");
+    };
+    assert_eq!(spec.thinking_budget, Some(4096));
+    let err = parse_agent(
+        "agents/thinker.md",
+        "thinker",
+        "---\nthinking_budget: 100\n---\nThink.",
+        &AgentRegistry::builtin(),
+    )
+    .expect_err("under Anthropic's least budget");
+    assert!(err.to_string().contains("at least 1024"), "{err}");
 }
 
 #[test]

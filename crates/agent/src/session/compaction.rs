@@ -173,6 +173,7 @@ pub(super) async fn summarise(
         cache_key: None,
         reasoning_effort: None,
         priority,
+        thinking_budget: None,
     };
     let response = provider.chat(&request, &mut |_| {}).await?;
     Ok(Summary {

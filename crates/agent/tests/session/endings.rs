@@ -22,6 +22,7 @@ async fn last_step_offers_no_tools_and_ends_max_steps() {
             }],
             usage: usage(10, 5),
             finish_reason: FinishReason::ToolCalls,
+            reasoning: Vec::new(),
         }),
     ]);
     let outcome = fx.run(fx.params(builtin::explore(), 2), &model).await;

@@ -102,6 +102,7 @@ async fn unknown_tool_and_bad_arguments_become_tool_errors_and_the_loop_continue
             }],
             usage: usage(1, 1),
             finish_reason: FinishReason::ToolCalls,
+            reasoning: Vec::new(),
         }),
         call("c3", "read", json!({"filePath": "../../etc/passwd"})),
         text("recovered"),

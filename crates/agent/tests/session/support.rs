@@ -77,6 +77,7 @@ pub(crate) fn text(text: &str) -> Answer {
         tool_calls: Vec::new(),
         usage: usage(10, 5),
         finish_reason: FinishReason::Stop,
+        reasoning: Vec::new(),
     })
 }
 
@@ -93,6 +94,7 @@ pub(crate) fn calls(calls: &[(&str, &str, serde_json::Value)]) -> Answer {
             .collect(),
         usage: usage(10, 5),
         finish_reason: FinishReason::ToolCalls,
+        reasoning: Vec::new(),
     })
 }
 

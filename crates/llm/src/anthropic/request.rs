@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::types::{ChatRequest, Role, ToolSchema};
+use crate::types::{ChatRequest, Reasoning, Role, ToolSchema};
 
 /// Key under which arguments that are not a JSON object are sent as text.
 const RAW_ARGUMENTS_KEY: &str = "_raw";
@@ -42,7 +42,19 @@ pub(super) struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f32>,
     stream: bool,
+    /// Extended thinking, with its token budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
 }
+
+#[derive(Debug, Serialize)]
+struct Thinking {
+    r#type: &'static str,
+    budget_tokens: u32,
+}
+
+/// Room for the answer above a thinking budget: `max_tokens` must exceed it.
+const ANSWER_ROOM_ABOVE_THINKING: u32 = 1024;
 
 #[derive(Debug, Serialize)]
 struct WireMessage<'a> {
@@ -102,6 +114,14 @@ enum Block<'a> {
         #[serde(skip_serializing_if = "str::is_empty")]
         content: &'a str,
     },
+    /// The model's thinking before a turn, sent back as it came.
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
 }
 
 #[derive(Debug, Serialize)]
@@ -135,8 +155,19 @@ impl<'a> MessagesRequest<'a> {
                 }
                 Role::User => ("user", text_block(&message.content).into_iter().collect()),
                 Role::Assistant => {
-                    let mut blocks: Vec<Block<'a>> =
-                        text_block(&message.content).into_iter().collect();
+                    // Its thinking first, as the model wrote it.
+                    let mut blocks: Vec<Block<'a>> = message
+                        .reasoning
+                        .iter()
+                        .map(|r| match r {
+                            Reasoning::Thinking { text, signature } => Block::Thinking {
+                                thinking: text,
+                                signature,
+                            },
+                            Reasoning::Redacted { data } => Block::RedactedThinking { data },
+                        })
+                        .collect();
+                    blocks.extend(text_block(&message.content));
                     blocks.extend(message.tool_calls.iter().map(|call| Block::ToolUse {
                         id: &call.id,
                         name: &call.name,
@@ -201,9 +232,18 @@ impl<'a> MessagesRequest<'a> {
         if let Some(last) = tools.last_mut() {
             last.cache_control = cache;
         }
+        let thinking = request.thinking_budget.map(|budget_tokens| Thinking {
+            r#type: "enabled",
+            budget_tokens,
+        });
+        let max_tokens = request.max_tokens.unwrap_or(default_max_tokens);
+        let max_tokens = match &thinking {
+            Some(t) => max_tokens.max(t.budget_tokens + ANSWER_ROOM_ABOVE_THINKING),
+            None => max_tokens,
+        };
         Ok(Self {
             model: &request.model,
-            max_tokens: request.max_tokens.unwrap_or(default_max_tokens),
+            max_tokens,
             system: (!system.is_empty()).then(|| {
                 vec![Cached {
                     item: SystemBlock {
@@ -215,9 +255,13 @@ impl<'a> MessagesRequest<'a> {
             }),
             messages,
             tools,
-            temperature: request.temperature,
-            top_p: request.top_p.filter(|_| request.temperature.is_none()),
+            // Thinking takes neither a temperature nor a top_p.
+            temperature: request.temperature.filter(|_| thinking.is_none()),
+            top_p: request
+                .top_p
+                .filter(|_| request.temperature.is_none() && thinking.is_none()),
             stream,
+            thinking,
         })
     }
 }
@@ -253,6 +297,50 @@ mod tests {
             name: "grep".into(),
             arguments: arguments.into(),
         }
+    }
+
+    #[test]
+    fn a_thinking_budget_asks_for_thinking_and_sends_the_turns_thinking_back_first() {
+        let mut turn = Message::assistant("", vec![call("c1", "{}")]);
+        turn.reasoning = vec![
+            crate::types::Reasoning::Thinking {
+                text: "look first".into(),
+                signature: "sig".into(),
+            },
+            crate::types::Reasoning::Redacted { data: "xyz".into() },
+        ];
+        let request = ChatRequest {
+            model: "claude".into(),
+            messages: vec![
+                Message::user("look"),
+                turn,
+                Message::tool_result("c1", "found"),
+            ],
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            thinking_budget: Some(8000),
+            ..ChatRequest::default()
+        };
+        let body = encode(&request);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 8000})
+        );
+        assert_eq!(
+            body["max_tokens"], 9024,
+            "room for the answer above the budget"
+        );
+        assert!(body.get("temperature").is_none() && body.get("top_p").is_none());
+        let blocks = &body["messages"][1]["content"];
+        assert_eq!(
+            blocks[0],
+            json!({"type": "thinking", "thinking": "look first", "signature": "sig"})
+        );
+        assert_eq!(
+            blocks[1],
+            json!({"type": "redacted_thinking", "data": "xyz"})
+        );
+        assert_eq!(blocks[2]["type"], "tool_use");
     }
 
     #[test]

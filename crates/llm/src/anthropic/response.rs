@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::types::{ChatResponse, FinishReason, ToolCall, Usage};
+use crate::types::{ChatResponse, FinishReason, Reasoning, ToolCall, Usage};
 
 /// Token counts as the API reports them. Every field is optional because streamed
 /// `message_delta` events carry only the counts that changed.
@@ -79,6 +79,16 @@ pub(super) enum ContentBlock {
         #[serde(default)]
         input: Value,
     },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -90,6 +100,7 @@ impl Response {
         }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
+        let mut reasoning = Vec::new();
         for block in self.content {
             match block {
                 ContentBlock::Text { text: piece } => text.push_str(&piece),
@@ -98,6 +109,16 @@ impl Response {
                     name,
                     arguments: input_text(input),
                 }),
+                ContentBlock::Thinking {
+                    thinking,
+                    signature,
+                } => reasoning.push(Reasoning::Thinking {
+                    text: thinking,
+                    signature,
+                }),
+                ContentBlock::RedactedThinking { data } => {
+                    reasoning.push(Reasoning::Redacted { data });
+                }
                 ContentBlock::Other => {}
             }
         }
@@ -106,6 +127,7 @@ impl Response {
             finish_reason: finish_reason(self.stop_reason.as_deref(), !tool_calls.is_empty()),
             tool_calls,
             usage: self.usage.into(),
+            reasoning,
         }
     }
 }

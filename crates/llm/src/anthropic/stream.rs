@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::response::{self, ContentBlock, WireUsage};
 use crate::transport::{Decoder, EventError, Pushed};
-use crate::types::{ChatResponse, ToolCall};
+use crate::types::{ChatResponse, Reasoning, ToolCall};
 
 /// The answer so far.
 #[derive(Debug, Default)]
@@ -24,6 +24,8 @@ pub(super) struct StreamAssembler {
     text: String,
     /// `tool_use` blocks by their index, which orders them.
     calls: BTreeMap<usize, PartialCall>,
+    /// Thinking blocks by their index: `(thinking, signature)`, or a redacted one.
+    reasoning: BTreeMap<usize, Reasoning>,
     usage: WireUsage,
     stop_reason: Option<String>,
     stopped: bool,
@@ -85,7 +87,13 @@ enum BlockDelta {
     InputJsonDelta {
         partial_json: String,
     },
-    /// Thinking, signature and citation deltas.
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
+    /// Citation deltas and kinds added later.
     #[serde(other)]
     Other,
 }
@@ -123,6 +131,21 @@ impl StreamAssembler {
                         },
                     );
                 }
+                ContentBlock::Thinking {
+                    thinking,
+                    signature,
+                } => {
+                    self.reasoning.insert(
+                        index,
+                        Reasoning::Thinking {
+                            text: thinking,
+                            signature,
+                        },
+                    );
+                }
+                ContentBlock::RedactedThinking { data } => {
+                    self.reasoning.insert(index, Reasoning::Redacted { data });
+                }
                 ContentBlock::Other => {}
             },
             Event::ContentBlockDelta { index, delta } => match delta {
@@ -134,6 +157,18 @@ impl StreamAssembler {
                         ))
                     })?;
                     call.partial_json.push_str(&partial_json);
+                }
+                BlockDelta::ThinkingDelta { thinking } => {
+                    if let Some(Reasoning::Thinking { text, .. }) = self.reasoning.get_mut(&index) {
+                        text.push_str(&thinking);
+                    }
+                }
+                BlockDelta::SignatureDelta { signature } => {
+                    if let Some(Reasoning::Thinking { signature: s, .. }) =
+                        self.reasoning.get_mut(&index)
+                    {
+                        s.push_str(&signature);
+                    }
                 }
                 BlockDelta::Other => {}
             },
@@ -218,6 +253,7 @@ impl Decoder for StreamAssembler {
             ),
             tool_calls,
             usage: self.usage.into(),
+            reasoning: self.reasoning.into_values().collect(),
         })
     }
 }

@@ -153,6 +153,7 @@ impl Decoder for StreamAssembler {
             ),
             tool_calls,
             usage: self.usage.unwrap_or_default(),
+            reasoning: Vec::new(),
         })
     }
 }

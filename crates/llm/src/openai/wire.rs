@@ -257,6 +257,7 @@ impl Response {
             finish_reason: finish_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty()),
             tool_calls,
             usage: self.usage.map(Usage::from).unwrap_or_default(),
+            reasoning: Vec::new(),
         })
     }
 }
@@ -380,6 +381,7 @@ mod tests {
             cache_key: None,
             reasoning_effort: None,
             priority: 0,
+            thinking_budget: None,
         };
         let body = encode(&request, false);
         assert_eq!(

@@ -160,6 +160,7 @@ impl Response {
             ),
             tool_calls,
             usage: self.usage.map(Usage::from).unwrap_or_default(),
+            reasoning: Vec::new(),
         })
     }
 }

@@ -148,6 +148,7 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
                 }],
                 reasoning_effort: None,
                 small_model: None,
+                thinking_budget: None,
             },
         )
         .boxed()

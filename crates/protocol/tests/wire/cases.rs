@@ -27,6 +27,7 @@ fn valid_request() -> pb::TaskRequest {
         color: None,
         reasoning_effort: None,
         small_model: None,
+        thinking_budget: None,
     };
     pb::TaskRequest {
         task_id: TaskId::generate().to_string(),

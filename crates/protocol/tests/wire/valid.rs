@@ -132,6 +132,7 @@ pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
                 color,
                 reasoning_effort: None,
                 small_model: None,
+                thinking_budget: None,
             },
         )
         .boxed()

@@ -61,6 +61,7 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err("`tools` must be an array".into()),
     };
+    check_thinking(&raw, raw_messages)?;
     let stream = raw["stream"].as_bool().unwrap_or(false);
     Ok(SeenRequest {
         format: WireFormat::Anthropic,
@@ -72,6 +73,45 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
         headers,
         raw,
     })
+}
+
+/// What the real API answers 400 to with extended thinking on: a budget under 1,024
+/// tokens or not under `max_tokens`, a temperature or top_p, and a last assistant turn
+/// that calls tools without its thinking block first, unchanged (its signature).
+fn check_thinking(raw: &Value, messages: &[Value]) -> Result<(), String> {
+    if raw["thinking"]["type"] != "enabled" {
+        return Ok(());
+    }
+    let budget = raw["thinking"]["budget_tokens"]
+        .as_u64()
+        .ok_or("thinking.budget_tokens must be a number")?;
+    if budget < 1024 || budget >= raw["max_tokens"].as_u64().unwrap_or(0) {
+        return Err("thinking.budget_tokens must be at least 1024 and less than max_tokens".into());
+    }
+    if !raw["temperature"].is_null() || !raw["top_p"].is_null() {
+        return Err("thinking is not compatible with temperature or top_p".into());
+    }
+    let last_assistant = messages.iter().rev().find(|m| m["role"] == "assistant");
+    if let Some(turn) = last_assistant {
+        let blocks = turn["content"].as_array().cloned().unwrap_or_default();
+        if blocks.iter().any(|b| b["type"] == "tool_use") {
+            let first = blocks.first().cloned().unwrap_or_default();
+            let signed = first["type"] == "thinking"
+                && first["signature"].as_str()
+                    == Some(
+                        super::thinking_signature(first["thinking"].as_str().unwrap_or_default())
+                            .as_str(),
+                    );
+            if !signed && first["type"] != "redacted_thinking" {
+                return Err(
+                    "Expected `thinking` or `redacted_thinking`, but found another block: \
+                            the last assistant turn must start with its thinking block, unchanged"
+                        .into(),
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Text of a string or of the `text` blocks of a block array.
@@ -216,6 +256,10 @@ fn stop_reason(finish_reason: &str) -> &str {
 
 pub(super) fn response_json(answer: &Answer<'_>, request: &SeenRequest) -> Value {
     let mut content = Vec::new();
+    if let Some(thinking) = answer.thinking {
+        content.push(json!({"type": "thinking", "thinking": thinking,
+                            "signature": super::thinking_signature(thinking)}));
+    }
     if !answer.text.is_empty() {
         content.push(json!({"type": "text", "text": answer.text}));
     }
@@ -298,6 +342,19 @@ pub(super) fn stream_frames(answer: &Answer<'_>, request: &SeenRequest) -> Vec<F
         frames.push(Frame::event("content_block_stop", &stop, false));
         index += 1;
     };
+    if let Some(thinking) = answer.thinking {
+        let mut deltas: Vec<Value> = split_pieces(thinking, PIECES)
+            .into_iter()
+            .map(|piece| json!({"type": "thinking_delta", "thinking": piece}))
+            .collect();
+        deltas.push(json!({"type": "signature_delta",
+                           "signature": super::thinking_signature(thinking)}));
+        block(
+            &mut frames,
+            json!({"type": "thinking", "thinking": ""}),
+            deltas,
+        );
+    }
     if !answer.text.is_empty() {
         let deltas = split_pieces(answer.text, PIECES)
             .into_iter()
@@ -410,6 +467,28 @@ mod tests {
     }
 
     #[test]
+    fn with_thinking_on_a_tool_turn_without_its_signed_thinking_block_is_refused() {
+        let request = |first_block: Value| {
+            json!({"model": "m", "max_tokens": 4096,
+            "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [first_block,
+                    {"type": "tool_use", "id": "t1", "name": "grep", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}
+            ]})
+        };
+        let signed = json!({"type": "thinking", "thinking": "hm",
+                            "signature": super::super::thinking_signature("hm")});
+        parse(request(signed), BTreeMap::new()).expect("signed thinking first");
+        let forged = json!({"type": "thinking", "thinking": "hm", "signature": "forged"});
+        let err = parse(request(forged), BTreeMap::new()).expect_err("changed thinking");
+        assert!(err.contains("thinking"), "{err}");
+        let text = json!({"type": "text", "text": "let me look"});
+        parse(request(text), BTreeMap::new()).expect_err("no thinking block");
+    }
+
+    #[test]
     fn response_has_text_and_tool_use_blocks_with_stop_reason() {
         let calls = [ScriptedToolCall {
             id: "t1".into(),
@@ -427,6 +506,7 @@ mod tests {
             usage: (7, 8),
             finish_reason: "tool_calls",
             cache: (0, 0),
+            thinking: None,
         };
         let body = response_json(&answer, &request);
         assert_eq!(body["content"][0], json!({"type": "text", "text": "hm"}));
@@ -456,6 +536,7 @@ mod tests {
             usage: (7, 8),
             finish_reason: "tool_calls",
             cache: (0, 0),
+            thinking: None,
         };
         let events = events(&stream_frames(&answer, &request));
         let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();

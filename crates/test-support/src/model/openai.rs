@@ -283,6 +283,7 @@ mod tests {
             usage: (3, 4),
             finish_reason: "tool_calls",
             cache: (0, 0),
+            thinking: None,
         };
         let frames = stream_frames(&answer, &request(true, true));
         let chunks = data_of(&frames);
@@ -318,6 +319,7 @@ mod tests {
             usage: (1, 1),
             finish_reason: "stop",
             cache: (0, 0),
+            thinking: None,
         };
         let chunks = data_of(&stream_frames(&answer, &request(true, false)));
         assert!(chunks.iter().all(|c| c.get("usage").is_none()));

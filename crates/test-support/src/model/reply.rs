@@ -25,6 +25,8 @@ pub struct ScriptedReply {
     usage: Option<(u64, u64)>,
     /// Input tokens read from and written to the prompt cache.
     cache: (u64, u64),
+    /// Extended thinking before the answer (Anthropic only).
+    thinking: Option<String>,
     retry_after: Option<u64>,
     delay: Duration,
     gate: Option<Gate>,
@@ -89,6 +91,8 @@ pub(super) struct Answer<'a> {
     pub(super) usage: (u64, u64),
     /// Of the input: tokens read from and written to the prompt cache.
     pub(super) cache: (u64, u64),
+    /// Thinking before the answer, rendered by the Anthropic format only.
+    pub(super) thinking: Option<&'a str>,
     /// In OpenAI vocabulary (`stop`, `tool_calls`, `length`, ...).
     pub(super) finish_reason: &'a str,
 }
@@ -144,6 +148,14 @@ impl ScriptedReply {
     /// cache (a caching server sets them from its cache; default none).
     pub fn with_cache(mut self, read: u64, written: u64) -> Self {
         self.cache = (read, written);
+        self
+    }
+
+    /// Thinks `text` before the answer: an Anthropic answer starts with a `thinking`
+    /// block signed with [`thinking_signature`](super::thinking_signature) (other formats
+    /// leave it out).
+    pub fn with_thinking(mut self, text: impl Into<String>) -> Self {
+        self.thinking = Some(text.into());
         self
     }
 
@@ -220,6 +232,7 @@ impl ScriptedReply {
             kind,
             usage: None,
             cache: (0, 0),
+            thinking: None,
             retry_after: None,
             delay: Duration::ZERO,
             gate: None,
@@ -280,6 +293,7 @@ pub(super) fn respond(reply: &ScriptedReply, request: &SeenRequest) -> Response 
                 tool_calls,
                 usage: reply.usage.unwrap_or(DEFAULT_USAGE),
                 cache: reply.cache,
+                thinking: reply.thinking.as_deref(),
                 finish_reason: reply
                     .finish_reason
                     .as_deref()

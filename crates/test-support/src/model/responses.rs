@@ -499,6 +499,7 @@ mod tests {
             usage: (7, 8),
             cache: (4, 0),
             finish_reason: "tool_calls",
+            thinking: None,
         };
         let body = response_json(&answer, &seen);
         assert_eq!(body["status"], "completed");
@@ -527,6 +528,7 @@ mod tests {
             usage: (7, 8),
             cache: (0, 0),
             finish_reason: "tool_calls",
+            thinking: None,
         };
         let frames = stream_frames(&answer, &seen);
         let events = events(&frames);
@@ -576,6 +578,7 @@ mod tests {
             usage: (1, 16),
             cache: (0, 0),
             finish_reason: "length",
+            thinking: None,
         };
         let events = events(&stream_frames(&answer, &seen));
         let (name, data) = events.last().expect("closing event");
