@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test lint fmt build release setup bench bench-sandbox bench-mcp check-deploy
+.PHONY: demo test lint fmt build release setup bench bench-sandbox bench-mcp bench-limits check-deploy
 
 demo: ## a coordinator, a worker and one task, with live progress
 	scripts/demo.sh
@@ -41,6 +41,10 @@ bench: ## taskwire processes end to end against raw JetStream and Postgres; writ
 
 bench-sandbox: ## the command sandbox's cost per command and per running command (release build)
 	$(CARGO) run --release --locked -p taskwire-bench --bin sandbox -- --runs 200 --concurrent 100
+
+bench-limits: ## a fleet (one worker, two) against a rate-limited model server, rate configured or learned, on real processes (release build)
+	$(CARGO) build --release --locked -p taskwire-cli
+	$(CARGO) run --release --locked -p taskwire-bench --bin limits -- --tasks 50 --rate 10
 
 bench-mcp: ## a tool call through MCP (stdio and Streamable HTTP) against a built-in tool, on real processes (release build; peers from scripts/setup.sh)
 	$(CARGO) build --release --locked -p taskwire-cli

@@ -162,6 +162,44 @@ impl Taskwire {
         )
     }
 
+    /// `taskwire worker` as [`Taskwire::worker`], asking for `model` by default and
+    /// writing titles (a root task's title call is its second model call).
+    pub fn worker_titled(
+        &self,
+        name: &str,
+        nats_url: &str,
+        model_base_url: &str,
+        model: &str,
+        concurrency: usize,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
+        let concurrency = concurrency.to_string();
+        let base = self.dir.path().join("workspace");
+        let dir = self.dir.path().join("workspaces");
+        let (base, dir) = (base.to_string_lossy(), dir.to_string_lossy());
+        self.spawn(
+            name,
+            &[
+                "worker",
+                "--nats-url",
+                nats_url,
+                "--model-base-url",
+                model_base_url,
+                "--model",
+                model,
+                "--workspace",
+                &base,
+                "--workspaces-dir",
+                &dir,
+                "--worker-id",
+                name,
+                "--concurrency",
+                &concurrency,
+            ],
+            env,
+        )
+    }
+
     fn spawn(&self, name: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Process> {
         let log = self.dir.path().join(format!("{name}.log"));
         let mut command = Command::new(&self.bin);
