@@ -22,12 +22,14 @@ const MAX_TITLE_TOKENS: u32 = 100;
 
 /// A title for a session whose first message is `first_message`, and the call's
 /// usage. `Ok((None, usage))` when the model's answer holds no usable title.
-/// `priority` is the task's (see `ChatRequest::priority`).
+/// `priority` is the task's (see `ChatRequest::priority`); `on_delta` hears what the
+/// call streams (a wait for a rate-limit slot included).
 pub async fn write_title(
     provider: &dyn Provider,
     model: &str,
     first_message: &str,
     priority: u8,
+    on_delta: &mut (dyn FnMut(taskwire_llm::StreamDelta) + Send),
 ) -> Result<(Option<String>, Usage), LlmError> {
     let agent = builtin::title();
     let source: String = first_message.chars().take(MAX_SOURCE_CHARS).collect();
@@ -48,7 +50,7 @@ pub async fn write_title(
         priority,
         thinking_budget: None,
     };
-    let response = provider.chat(&request, &mut |_| {}).await?;
+    let response = provider.chat(&request, on_delta).await?;
     Ok((clean_title(&response.text), response.usage))
 }
 

@@ -52,6 +52,19 @@ impl HttpConfig {
         }
     }
 
+    /// The transport for `path` under the base, with the API key (if any) as a bearer
+    /// token, as OpenAI's APIs take it.
+    pub(crate) fn bearer_transport(&self, path: &str) -> Result<Transport, LlmError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &self.api_key {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                crate::transport::secret_header(&format!("Bearer {key}"))?,
+            );
+        }
+        self.transport(path, headers)
+    }
+
     /// The transport for `path` under the base, sending `headers` with every request.
     pub(crate) fn transport(&self, path: &str, headers: HeaderMap) -> Result<Transport, LlmError> {
         Transport::new(Settings {

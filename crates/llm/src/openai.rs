@@ -9,12 +9,10 @@
 mod stream;
 mod wire;
 
-use reqwest::header::{self, HeaderMap};
-
 use crate::Provider;
 use crate::config::HttpConfig;
 use crate::error::LlmError;
-use crate::transport::{Transport, secret_header};
+use crate::transport::Transport;
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use stream::StreamAssembler;
 
@@ -46,14 +44,7 @@ impl OpenAiClient {
     /// library must not choose it for its host. Without one installed this returns
     /// [`LlmError::Config`] rather than panicking inside the HTTP client.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &config.api_key {
-            headers.insert(
-                header::AUTHORIZATION,
-                secret_header(&format!("Bearer {key}"))?,
-            );
-        }
-        let transport = config.transport("/chat/completions", headers)?;
+        let transport = config.bearer_transport("/chat/completions")?;
         Ok(Self { transport, config })
     }
 

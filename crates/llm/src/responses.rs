@@ -13,12 +13,10 @@ mod request;
 mod response;
 mod stream;
 
-use reqwest::header::{self, HeaderMap};
-
 use crate::Provider;
 use crate::config::HttpConfig;
 use crate::error::LlmError;
-use crate::transport::{Transport, secret_header};
+use crate::transport::Transport;
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use request::Request;
 use stream::StreamAssembler;
@@ -42,14 +40,7 @@ impl ResponsesClient {
     /// As with [`crate::OpenAiClient::new`], the binary must have installed a rustls
     /// crypto provider; without one this returns [`LlmError::Config`].
     pub fn new(config: ResponsesConfig) -> Result<Self, LlmError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &config.api_key {
-            headers.insert(
-                header::AUTHORIZATION,
-                secret_header(&format!("Bearer {key}"))?,
-            );
-        }
-        let transport = config.transport("/responses", headers)?;
+        let transport = config.bearer_transport("/responses")?;
         Ok(Self { transport, config })
     }
 

@@ -181,6 +181,17 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Usage {
+    /// What an OpenAI API reports: the input (prompt) tokens, the output tokens, and
+    /// the part of the input read from the cache, never more than the input.
+    pub fn with_cached(input_tokens: u64, output_tokens: u64, cached: u64) -> Self {
+        Self {
+            input_tokens,
+            output_tokens,
+            cached_input_tokens: cached.min(input_tokens),
+            ..Self::default()
+        }
+    }
+
     /// Only the token counts (what a provider reports).
     pub fn tokens(input_tokens: u64, output_tokens: u64) -> Self {
         Self {

@@ -285,13 +285,16 @@ pub async fn run<'a>(
     let ((mut outcome, structured), title) = run_beside_title(
         supervise(run, request.deadline, stop),
         title_source.map(|source| {
-            Box::pin(write_title(
+            let wait = TitleWait::default();
+            let title = Box::pin(write_title(
                 ctx,
                 &title_model,
                 source,
                 request.priority.get(),
+                wait.clone(),
                 stop,
-            ))
+            ));
+            (title, wait)
         }),
     )
     .await;
@@ -339,24 +342,63 @@ pub async fn run<'a>(
 /// How long a title still being written may hold up the result of a session that has
 /// ended.
 const TITLE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// The longest a title waiting for a rate-limit slot may hold up the result.
+const TITLE_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// When the title call's wait for a rate-limit slot ends, while it waits.
+#[derive(Clone, Default)]
+struct TitleWait(std::sync::Arc<std::sync::Mutex<Option<tokio::time::Instant>>>);
+
+impl TitleWait {
+    fn set(&self, wait: std::time::Duration) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(tokio::time::Instant::now() + wait);
+    }
+
+    fn until(&self) -> Option<tokio::time::Instant> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// Runs `session` to its end with `title` beside it; the title gets [`TITLE_GRACE`]
-/// more once the session is done, and is dropped after it.
+/// more once the session is done, and is dropped after it. A title waiting for its
+/// slot in the model's rate budget is not slow but queued: its grace runs from the end
+/// of that wait (up to [`TITLE_MAX_WAIT`]), so a throttled model loses no titles.
 async fn run_beside_title<S, T>(
     session: impl std::future::Future<Output = S>,
-    title: Option<impl std::future::Future<Output = Option<T>>>,
+    title: Option<(impl std::future::Future<Output = Option<T>>, TitleWait)>,
 ) -> (S, Option<T>) {
-    let Some(title) = title else {
+    let Some((title, wait)) = title else {
         return (session.await, None);
     };
     tokio::pin!(session, title);
     tokio::select! {
         outcome = &mut session => {
-            let title = tokio::time::timeout(TITLE_GRACE, title).await.unwrap_or_else(|_| {
-                tracing::debug!("no title in time, the result goes without one");
-                None
-            });
-            (outcome, title)
+            let ended = tokio::time::Instant::now();
+            let mut deadline = ended + TITLE_GRACE;
+            loop {
+                tokio::select! {
+                    title = &mut title => return (outcome, title),
+                    () = tokio::time::sleep_until(deadline) => {}
+                }
+                let later = wait
+                    .until()
+                    .map(|until| (until + TITLE_GRACE).min(ended + TITLE_MAX_WAIT))
+                    .filter(|later| *later > deadline);
+                match later {
+                    Some(later) => deadline = later,
+                    None => {
+                        tracing::debug!("no title in time, the result goes without one");
+                        return (outcome, None);
+                    }
+                }
+            }
         }
         title = &mut title => (session.await, title),
     }
@@ -381,9 +423,21 @@ async fn write_title(
     model: &str,
     source: String,
     priority: u8,
+    wait: TitleWait,
     stop: &StopHandle,
 ) -> Option<(Option<String>, taskwire_llm::Usage)> {
-    let call = taskwire_agent::title::write_title(ctx.provider.as_ref(), model, &source, priority);
+    let mut on_delta = |delta: taskwire_llm::StreamDelta| {
+        if let taskwire_llm::StreamDelta::RateLimited { wait: w, .. } = delta {
+            wait.set(w);
+        }
+    };
+    let call = taskwire_agent::title::write_title(
+        ctx.provider.as_ref(),
+        model,
+        &source,
+        priority,
+        &mut on_delta,
+    );
     let stopped = stop.token();
     tokio::select! {
         () = stopped.cancelled() => None,

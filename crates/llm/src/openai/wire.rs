@@ -170,18 +170,14 @@ pub(super) struct PromptTokensDetails {
 
 impl From<WireUsage> for Usage {
     fn from(usage: WireUsage) -> Self {
-        let input_tokens = usage.prompt_tokens.unwrap_or(0);
-        Self {
-            input_tokens,
-            output_tokens: usage.completion_tokens.unwrap_or(0),
-            // Part of the prompt's count, never more than it.
-            cached_input_tokens: usage
+        Self::with_cached(
+            usage.prompt_tokens.unwrap_or(0),
+            usage.completion_tokens.unwrap_or(0),
+            usage
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
-                .unwrap_or(0)
-                .min(input_tokens),
-            ..Self::default()
-        }
+                .unwrap_or(0),
+        )
     }
 }
 

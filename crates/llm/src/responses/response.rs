@@ -113,18 +113,14 @@ struct InputTokensDetails {
 
 impl From<WireUsage> for Usage {
     fn from(usage: WireUsage) -> Self {
-        let input_tokens = usage.input_tokens.unwrap_or(0);
-        Self {
-            input_tokens,
-            output_tokens: usage.output_tokens.unwrap_or(0),
-            // Part of the input's count, never more than it.
-            cached_input_tokens: usage
+        Self::with_cached(
+            usage.input_tokens.unwrap_or(0),
+            usage.output_tokens.unwrap_or(0),
+            usage
                 .input_tokens_details
                 .and_then(|d| d.cached_tokens)
-                .unwrap_or(0)
-                .min(input_tokens),
-            ..Self::default()
-        }
+                .unwrap_or(0),
+        )
     }
 }
 
