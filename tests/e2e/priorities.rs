@@ -161,8 +161,25 @@ async fn with_a_dispatch_window_a_backlog_runs_by_priority_and_tenants_take_turn
     for i in 0..4 {
         ids.push(submit_as("a", &format!("a-low-{i}"), 4).await);
     }
-    // The window (one undelivered task) takes the first of them.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The window (one undelivered task) takes the first of them: the stream holds the
+    // blocker (running) and it.
+    let js =
+        async_nats::jetstream::new(async_nats::connect(cluster.nats.url()).await.expect("nats"));
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let mut stream = js.get_stream("TASKWIRE_TASKS").await.expect("stream");
+            if stream.info().await.expect("info").state.messages == 2 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the first low task was dispatched");
+    // Nothing more is dispatched while the worker is busy.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut stream = js.get_stream("TASKWIRE_TASKS").await.expect("stream");
+    assert_eq!(stream.info().await.expect("info").state.messages, 2);
     ids.push(submit_as("b", "b-low", 4).await);
     ids.push(submit_as("a", "high", 2).await);
     gate.open();

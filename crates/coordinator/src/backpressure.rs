@@ -68,19 +68,25 @@ pub async fn run(
 const PENDING_SAMPLE: Duration = Duration::from_millis(50);
 
 /// Tasks in the tasks stream that no worker has taken yet (the workers' consumer's
-/// pending count), as last sampled, and how many samples were taken: the relay's
-/// dispatch window (`--dispatch-window`).
+/// pending count), as last sampled, and when that sample was started: the relay's
+/// dispatch window (`--dispatch-window`) counts what it published since then on top.
 #[derive(Clone, Default)]
-pub struct Undelivered {
-    count: Arc<AtomicU64>,
-    samples: Arc<AtomicU64>,
-}
+pub struct Undelivered(Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>);
 
 impl Undelivered {
-    /// `(count, sample number)`; `None` before the first sample.
-    pub fn get(&self) -> Option<(u64, u64)> {
-        let samples = self.samples.load(Ordering::Acquire);
-        (samples > 0).then(|| (self.count.load(Ordering::Relaxed), samples))
+    /// `(count, when the sample that read it started)`; `None` before the first.
+    pub fn get(&self) -> Option<(u64, tokio::time::Instant)> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, count: u64, started: tokio::time::Instant) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((count, started));
     }
 }
 
@@ -101,6 +107,7 @@ pub async fn sample_undelivered(
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
+        let started = tokio::time::Instant::now();
         let Ok(mut s) = js.get_stream(&stream).await else {
             continue;
         };
@@ -114,7 +121,6 @@ pub async fn sample_undelivered(
                 }
             },
         };
-        undelivered.count.store(count, Ordering::Relaxed);
-        undelivered.samples.fetch_add(1, Ordering::Release);
+        undelivered.set(count, started);
     }
 }

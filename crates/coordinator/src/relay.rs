@@ -40,24 +40,29 @@ pub struct Window {
 }
 
 /// Room left in a window: its size less the undelivered tasks last sampled and what
-/// this relay published since that sample.
+/// this relay published after that sample started (a publish the sample may not have
+/// seen is counted; one it saw is not counted twice).
 struct Room {
     window: Window,
-    sample: u64,
-    published: u64,
+    /// When each recent batch was published, and how many it held.
+    published: std::collections::VecDeque<(tokio::time::Instant, u64)>,
 }
 
 impl Room {
     fn left(&mut self) -> i64 {
-        let Some((count, sample)) = self.window.undelivered.get() else {
+        let Some((count, sampled)) = self.window.undelivered.get() else {
             return 0; // not sampled yet
         };
-        if sample != self.sample {
-            self.sample = sample;
-            self.published = 0;
+        while self.published.front().is_some_and(|(at, _)| *at < sampled) {
+            self.published.pop_front();
         }
-        let used = count.saturating_add(self.published);
+        let since: u64 = self.published.iter().map(|(_, n)| n).sum();
+        let used = count.saturating_add(since);
         i64::try_from(self.window.size.saturating_sub(used)).unwrap_or(i64::MAX)
+    }
+
+    fn published(&mut self, n: u64) {
+        self.published.push_back((tokio::time::Instant::now(), n));
     }
 }
 
@@ -72,8 +77,7 @@ pub async fn run(
     let mut backoff = Duration::from_millis(50);
     let mut room = window.map(|window| Room {
         window,
-        sample: 0,
-        published: 0,
+        published: std::collections::VecDeque::new(),
     });
     loop {
         let limit = room.as_mut().map_or(BATCH, |r| r.left().min(BATCH));
@@ -88,7 +92,7 @@ pub async fn run(
             Ok(n) => {
                 backoff = Duration::from_millis(50);
                 if let Some(room) = room.as_mut() {
-                    room.published += n as u64;
+                    room.published(n as u64);
                 }
                 if n as i64 == limit {
                     continue; // more may be waiting
