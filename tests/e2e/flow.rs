@@ -181,17 +181,12 @@ async fn a_model_declared_api_responses_is_called_through_the_responses_api() {
         _ => ScriptedReply::text(format!("answered by {}", req.model)),
     })
     .await;
-    let config = tempfile::tempdir().expect("temp dir");
-    std::fs::create_dir_all(config.path().join("agents")).expect("agents dir");
-    std::fs::write(
-        config.path().join("agents/thinker.md"),
+    let (mut cluster, _config) = with_agent(
+        model,
+        "thinker",
         "---\ndescription: thinks\nmode: primary\nreasoning_effort: low\n---\nThink.\n",
     )
-    .expect("agent");
-    let dir = config.path().to_owned();
-    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
-        .await
-        .expect("cluster");
+    .await;
     let catalogue: taskwire_llm::ModelCatalogue = serde_json::from_value(serde_json::json!({
         "reasoner": {"context_window": 200000, "input_usd_per_mtok": 1,
                      "output_usd_per_mtok": 4, "api": "responses"}
@@ -248,17 +243,7 @@ async fn an_agents_extended_thinking_is_asked_for_and_its_blocks_go_back_with_th
         _ => ScriptedReply::text("thought it through").with_thinking("that is enough"),
     })
     .await;
-    let config = tempfile::tempdir().expect("temp dir");
-    std::fs::create_dir_all(config.path().join("agents")).expect("agents dir");
-    std::fs::write(
-        config.path().join("agents/deep.md"),
-        "---\ndescription: thinks\nmode: primary\ntemperature: 0.2\nthinking_budget: 2048\n---\nThink.\n",
-    )
-    .expect("agent");
-    let dir = config.path().to_owned();
-    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
-        .await
-        .expect("cluster");
+    let (mut cluster, _config) = with_agent(model, "deep", "---\ndescription: thinks\nmode: primary\ntemperature: 0.2\nthinking_budget: 2048\n---\nThink.\n").await;
     let anthropic = cluster.model.anthropic_base_url();
     cluster.add_worker_with("w", 2, |c| c.model.anthropic_base_url = Some(anthropic));
     let mut client = cluster.client().await.expect("client");
@@ -294,4 +279,21 @@ async fn an_agents_extended_thinking_is_asked_for_and_its_blocks_go_back_with_th
         taskwire_test_support::model::thinking_signature("the markdown files first")
     );
     cluster.shutdown().await;
+}
+
+/// A cluster (no worker yet) whose coordinator reads one agent, `name`, defined by
+/// `text`; the definitions directory lives as long as the guard.
+async fn with_agent(
+    model: ScriptedModel,
+    name: &str,
+    text: &str,
+) -> (taskwire_e2e::Cluster, tempfile::TempDir) {
+    let config = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(config.path().join("agents")).expect("agents dir");
+    std::fs::write(config.path().join(format!("agents/{name}.md")), text).expect("agent");
+    let dir = config.path().to_owned();
+    let cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    (cluster, config)
 }

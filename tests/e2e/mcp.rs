@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use taskwire_e2e::{Cluster, created_in_patch, start_with, wait_for};
+use taskwire_e2e::{Cluster, created_in_patch, final_result, start_with, tool_events, wait_for};
 use taskwire_protocol::pb;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
@@ -556,26 +556,8 @@ async fn an_ask_on_the_filesystem_servers_write_waits_for_approval_and_its_calls
         .submit("careful", "write the notes")
         .await
         .expect("submit");
-    let mut stream = client
-        .watch(pb::WatchRequest {
-            task_id: id.clone(),
-        })
-        .await
-        .expect("watch")
-        .into_inner();
-    let request_id = tokio::time::timeout(taskwire_e2e::PATIENCE, async {
-        while let Some(ev) = stream.next().await {
-            if let Some(pb::watch_event::Event::Progress(p)) = ev.expect("event").event
-                && let Some(pb::task_progress::Event::ApprovalRequired(a)) = p.event
-            {
-                assert_eq!(a.permission, "files_write_file");
-                return a.request_id;
-            }
-        }
-        panic!("the watch ended without an approval request")
-    })
-    .await
-    .expect("approval requested in time");
+    let asked = cluster.approval_asked(&id).await.expect("approval asked");
+    assert_eq!(asked.permission, "files_write_file");
     wait_for(&cluster, &id, "awaiting_approval", |t| {
         t.status() == pb::TaskStatus::AwaitingApproval
     })
@@ -584,31 +566,19 @@ async fn an_ask_on_the_filesystem_servers_write_waits_for_approval_and_its_calls
     client
         .approve(pb::ApproveRequest {
             task_id: id.clone(),
-            request_id,
+            request_id: asked.request_id,
             answer: pb::ApprovalAnswer::Once as i32,
             message: String::new(),
         })
         .await
         .expect("approve");
-    let mut finished_calls = Vec::new();
-    let result = tokio::time::timeout(taskwire_e2e::PATIENCE, async {
-        while let Some(ev) = stream.next().await {
-            match ev.expect("event").event {
-                Some(pb::watch_event::Event::Progress(p)) => {
-                    if let Some(pb::task_progress::Event::ToolCall(c)) = p.event
-                        && c.state() == pb::ToolCallState::Completed
-                    {
-                        finished_calls.push(c.tool);
-                    }
-                }
-                Some(pb::watch_event::Event::Result(r)) => return r,
-                None => {}
-            }
-        }
-        panic!("the watch ended without a result")
-    })
-    .await
-    .expect("result in time");
+    let events = cluster.watch(&id).await.expect("watch to the end");
+    let finished_calls: Vec<String> = tool_events(&events)
+        .into_iter()
+        .filter(|(_, state)| *state == pb::ToolCallState::Completed)
+        .map(|(tool, _)| tool)
+        .collect();
+    let result = final_result(&events).expect("result").clone();
     assert_eq!(result.status(), pb::TaskStatus::Completed, "{result:?}");
     let out = result
         .output

@@ -102,8 +102,6 @@ impl AnthropicClient {
     }
 }
 
-use tracing::Instrument;
-
 #[async_trait::async_trait]
 impl Provider for AnthropicClient {
     async fn chat(
@@ -119,14 +117,9 @@ impl Provider for AnthropicClient {
                 LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
             })
         };
-        let span = crate::spans::chat("anthropic", request, self.transport.url());
-        let answer = self
-            .transport
-            .chat::<StreamAssembler>(&encode, on_delta)
-            .instrument(span.clone())
-            .await;
-        crate::spans::end(&span, &answer);
-        answer
+        self.transport
+            .chat_traced::<StreamAssembler>("anthropic", request, &encode, on_delta)
+            .await
     }
 }
 

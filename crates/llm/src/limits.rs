@@ -299,7 +299,12 @@ impl Provider for LimitedProvider {
     ) -> Result<ChatResponse, LlmError> {
         let model = request.model.as_str();
         let limits = self.catalogue.rate_limits(model);
-        let estimated = estimate_tokens(request, &self.catalogue);
+        // Only a token limit needs the estimate (a walk over the whole request).
+        let estimated = if limits.tokens_per_minute.is_some() {
+            estimate_tokens(request, &self.catalogue)
+        } else {
+            0
+        };
         let mut throttles = 0;
         loop {
             let lease = self

@@ -59,8 +59,6 @@ impl OpenAiClient {
     }
 }
 
-use tracing::Instrument;
-
 #[async_trait::async_trait]
 impl Provider for OpenAiClient {
     async fn chat(
@@ -73,14 +71,9 @@ impl Provider for OpenAiClient {
             serde_json::to_vec(&wire::Request::new(request, stream))
                 .map_err(|e| LlmError::Config(format!("failed to encode the chat request: {e}")))
         };
-        let span = crate::spans::chat("openai", request, self.transport.url());
-        let answer = self
-            .transport
-            .chat::<StreamAssembler>(&encode, on_delta)
-            .instrument(span.clone())
-            .await;
-        crate::spans::end(&span, &answer);
-        answer
+        self.transport
+            .chat_traced::<StreamAssembler>("openai", request, &encode, on_delta)
+            .await
     }
 }
 

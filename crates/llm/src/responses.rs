@@ -55,8 +55,6 @@ impl ResponsesClient {
     }
 }
 
-use tracing::Instrument;
-
 #[async_trait::async_trait]
 impl Provider for ResponsesClient {
     async fn chat(
@@ -71,14 +69,9 @@ impl Provider for ResponsesClient {
                 LlmError::InvalidRequest(format!("failed to encode the responses request: {e}"))
             })
         };
-        let span = crate::spans::chat("openai", request, self.transport.url());
-        let answer = self
-            .transport
-            .chat::<StreamAssembler>(&encode, on_delta)
-            .instrument(span.clone())
-            .await;
-        crate::spans::end(&span, &answer);
-        answer
+        self.transport
+            .chat_traced::<StreamAssembler>("openai", request, &encode, on_delta)
+            .await
     }
 }
 

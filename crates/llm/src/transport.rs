@@ -229,6 +229,26 @@ impl Transport {
         }
     }
 
+    /// [`Transport::chat`] inside the `chat <model>` span of `provider` (see
+    /// [`crate::spans`]), which ends with the answer: the one way every client sends a
+    /// call.
+    pub(crate) async fn chat_traced<D: Decoder>(
+        &self,
+        provider: &'static str,
+        request: &crate::types::ChatRequest,
+        encode: &(dyn Fn() -> Result<Vec<u8>, LlmError> + Sync),
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<ChatResponse, LlmError> {
+        use tracing::Instrument;
+        let span = crate::spans::chat(provider, request, self.url());
+        let answer = self
+            .chat::<D>(encode, on_delta)
+            .instrument(span.clone())
+            .await;
+        crate::spans::end(&span, &answer);
+        answer
+    }
+
     /// One attempt. Sets `delivered` once text has been handed to `on_delta`, after
     /// which the attempt must not be repeated.
     async fn attempt<D: Decoder>(
