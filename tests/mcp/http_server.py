@@ -18,6 +18,7 @@ import socket
 import sys
 
 import uvicorn
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -59,7 +60,12 @@ async def grow(name: str, ctx: Context) -> str:
         return f"grown {name}"
 
     server.add_tool(grown, name=name, description=f"Answers grown {name}.")
-    await ctx.session.send_tool_list_changed()
+    # Scoped to this request, the notice travels on the call's own response stream ahead of
+    # its result; `send_tool_list_changed()` would use the standalone GET stream, which a
+    # client may read after the result (the next session could then start before it).
+    await ctx.session.send_notification(
+        types.ToolListChangedNotification(), related_request_id=ctx.request_id
+    )
     return f"added {name}"
 
 
