@@ -16,6 +16,7 @@ mod glob;
 mod grep;
 mod list;
 mod read;
+mod schema;
 pub(crate) mod task;
 mod task_status;
 mod todoread;

@@ -110,23 +110,57 @@ pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, BusErr
     connect_with(url, name, &NatsOptions::default()).await
 }
 
+/// A URL without its credentials, and the credentials: a user and a password, or a
+/// token.
+type SplitUrl = (String, Option<(String, Option<String>)>);
+
 /// Splits `user:password@` (or `token@`) out of a NATS URL: the client does not send
 /// URL credentials itself, and the bare URL is what may appear in errors and logs.
-fn split_credentials(url: &str) -> (String, Option<(String, Option<String>)>) {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
+/// Credentials are percent-decoded. In a list of servers (`nats://a:4222,nats://b:4222`)
+/// each server's are removed, and the first server's that has some are returned. Text
+/// that is not a URL is returned as it is.
+fn split_credentials(url: &str) -> SplitUrl {
+    if let Some(split) = split_server_credentials(url) {
+        return split;
+    }
+    if !url.contains(',') {
         return (url.to_owned(), None);
+    }
+    let mut credentials = None;
+    let mut bare = Vec::new();
+    for server in url.split(',') {
+        match split_server_credentials(server) {
+            Some((server, found)) => {
+                credentials = credentials.or(found);
+                bare.push(server);
+            }
+            None => bare.push(server.to_owned()),
+        }
+    }
+    (bare.join(","), credentials)
+}
+
+/// [`split_credentials`] of one server's URL; `None` when it is not a URL.
+fn split_server_credentials(server: &str) -> Option<SplitUrl> {
+    if !server.contains("://") {
+        return None;
+    }
+    let parsed = url::Url::parse(server.trim()).ok()?;
+    if parsed.username().is_empty() && parsed.password().is_none() {
+        return Some((server.to_owned(), None));
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
     };
-    let rest = &url[start..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..end].rfind('@') else {
-        return (url.to_owned(), None);
-    };
-    let bare = format!("{}{}", &url[..start], &rest[at + 1..]);
-    let credentials = match rest[..at].split_once(':') {
-        Some((user, password)) => (user.to_owned(), Some(password.to_owned())),
-        None => (rest[..at].to_owned(), None),
-    };
-    (bare, Some(credentials))
+    let credentials = (decode(parsed.username()), parsed.password().map(decode));
+    let bare = format!(
+        "{}{}",
+        &parsed[..url::Position::BeforeUsername],
+        &parsed[url::Position::BeforeHost..]
+    );
+    Some((bare, Some(credentials)))
 }
 
 /// [`connect`] with authentication and TLS settings.
@@ -195,6 +229,39 @@ mod tests {
         assert_eq!(
             split_credentials("nats://127.0.0.1:4222"),
             ("nats://127.0.0.1:4222".to_owned(), None)
+        );
+    }
+
+    #[test]
+    fn url_credentials_are_percent_decoded() {
+        assert_eq!(
+            split_credentials("nats://u%40x:p%3Aw%40rd@host:4222"),
+            (
+                "nats://host:4222".to_owned(),
+                Some(("u@x".to_owned(), Some("p:w@rd".to_owned())))
+            )
+        );
+        assert_eq!(
+            split_credentials("nats://u:p@ss@host"),
+            (
+                "nats://host".to_owned(),
+                Some(("u".to_owned(), Some("p@ss".to_owned())))
+            )
+        );
+    }
+
+    #[test]
+    fn every_server_of_a_list_loses_its_credentials() {
+        assert_eq!(
+            split_credentials("nats://u:p@a:4222,nats://u:p@b:4222"),
+            (
+                "nats://a:4222,nats://b:4222".to_owned(),
+                Some(("u".to_owned(), Some("p".to_owned())))
+            )
+        );
+        assert_eq!(
+            split_credentials("a:4222,b:4222"),
+            ("a:4222,b:4222".to_owned(), None)
         );
     }
 }

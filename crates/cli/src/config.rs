@@ -281,25 +281,39 @@ pub fn render_worker(config: &WorkerConfig) -> anyhow::Result<String> {
 }
 
 /// `scheme://user:secret@host/...` → `scheme://user:<redacted>@host/...`; other strings
-/// are returned unchanged. Database and NATS URLs may carry passwords.
+/// are returned unchanged. Database and NATS URLs may carry passwords; a list of NATS
+/// servers (`nats://u:p@a:4222,nats://u:p@b:4222`) has each redacted. A URL with a
+/// password is shown as the `url` crate writes it.
 pub fn redact_url_password(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
+    if !url.contains(',') || url::Url::parse(url.trim()).is_ok() {
+        return redact_one_url_password(url).unwrap_or_else(|| url.to_owned());
+    }
+    url.split(',')
+        .map(|server| redact_one_url_password(server).unwrap_or_else(|| server.to_owned()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// [`redact_url_password`] of one URL; `None` when it is no URL.
+fn redact_one_url_password(text: &str) -> Option<String> {
+    if !text.contains("://") {
+        return None;
+    }
+    let Ok(url) = url::Url::parse(text.trim()) else {
+        // Not readable as a URL, yet it may hold a password: fail closed.
+        return text.contains('@').then(|| {
+            let scheme = text.split("://").next().unwrap_or_default();
+            format!("{scheme}://{REDACTED}")
+        });
     };
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    let Some(colon) = rest[..at].find(':') else {
-        return url.to_owned();
-    };
-    format!(
-        "{}{}:{REDACTED}{}",
-        &url[..scheme_end],
-        &rest[..colon],
-        &rest[at..]
-    )
+    Some(match url.password() {
+        Some(_) => format!(
+            "{}{REDACTED}{}",
+            &url[..url::Position::BeforePassword],
+            &url[url::Position::AfterPassword..]
+        ),
+        None => text.to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -615,6 +629,19 @@ mod tests {
         );
         assert_eq!(redact_url_password("http://h/p@x:y"), "http://h/p@x:y");
         assert_eq!(redact_url_password("not a url"), "not a url");
+        assert_eq!(
+            redact_url_password("postgres://u:secret@h:99999/db"),
+            "postgres://<redacted>",
+            "an unreadable url with credentials is hidden whole"
+        );
+        assert_eq!(
+            redact_url_password("nats://u:p@a:4222,nats://v:q@b:4222"),
+            "nats://u:<redacted>@a:4222,nats://v:<redacted>@b:4222"
+        );
+        assert_eq!(
+            redact_url_password("postgres://u:p@ss@h/db"),
+            "postgres://u:<redacted>@h/db"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Durations and deadlines as people type them.
 //!
-//! A duration is a whole number of seconds (`30`) or numbers with units, optionally
-//! compound: `250ms`, `30s`, `5m`, `1h30m`, `2d`. A deadline is either such a duration
-//! from now or an RFC 3339 time (`2026-01-02T15:04:05Z`).
+//! A duration is a whole number of seconds (`30`) or whole numbers with units, optionally
+//! compound, as [`humantime`] reads them: `250ms`, `30s`, `5m`, `1h30m`, `2d`, `1h 30m`.
+//! A deadline is either such a duration from now or an RFC 3339 time
+//! (`2026-01-02T15:04:05Z`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -72,7 +73,8 @@ impl<'de> serde::Deserialize<'de> for HumanDuration {
     }
 }
 
-/// Parses `30`, `30s`, `5m`, `1h30m`, `250ms`, `2d`.
+/// Parses `30` (seconds) or what [`humantime::parse_duration`] reads in whole numbers:
+/// `30s`, `5m`, `1h30m`, `250ms`, `2d`, `1h 30m`, `2 days`.
 pub fn parse_duration(input: &str) -> Result<Duration, String> {
     let s = input.trim();
     if s.is_empty() {
@@ -81,47 +83,23 @@ pub fn parse_duration(input: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let invalid =
-        |why: &str| format!("invalid duration {input:?}: {why} (examples: 30s, 5m, 1h30m, 250ms)");
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(invalid("expected a number"));
-        }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| invalid("number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Some(Duration::from_millis(n)),
-            "s" => Some(Duration::from_secs(n)),
-            "m" => n.checked_mul(60).map(Duration::from_secs),
-            "h" => n.checked_mul(3600).map(Duration::from_secs),
-            "d" => n.checked_mul(86_400).map(Duration::from_secs),
-            "" => return Err(invalid("a number needs a unit (ms, s, m, h or d)")),
-            unit => {
-                return Err(invalid(&format!(
-                    "unknown unit {unit:?}, use ms, s, m, h or d"
-                )));
-            }
-        };
-        total = part
-            .and_then(|p| total.checked_add(p))
-            .ok_or_else(|| invalid("too large"))?;
-        rest = &rest[unit_len..];
+    let invalid = |why: &dyn fmt::Display| {
+        format!("invalid duration {input:?}: {why} (examples: 30s, 5m, 1h30m, 250ms)")
+    };
+    // humantime reads `1.5s`; taskwire's durations have always been whole numbers.
+    if s.contains('.') {
+        return Err(invalid(&"use whole numbers, such as 1500ms for 1.5s"));
     }
-    Ok(total)
+    humantime::parse_duration(s).map_err(|e| invalid(&e))
 }
 
 /// The shortest notation [`parse_duration`] reads back: `30s`, `5m`, `1h30m`, `1500ms`.
+/// Hours are the largest unit (a week is `168h`), so the notation stays the one people
+/// typed; [`humantime::format_duration`] would write `7days` and `1s 500ms`.
 pub fn format_duration(d: Duration) -> String {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
+        return format!("{}ns", d.as_nanos());
+    }
     if d.subsec_nanos() != 0 {
         return format!("{}ms", d.as_millis());
     }
@@ -209,6 +187,17 @@ mod tests {
                 .expect_err("unknown unit")
                 .contains("\"x\"")
         );
+    }
+
+    #[test]
+    fn humantime_notations_are_read_too() {
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2 days"), Ok(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("1500us"), Ok(Duration::from_micros(1500)));
+        let d = Duration::from_micros(1500);
+        assert_eq!(parse_duration(&format_duration(d)), Ok(d));
+        let err = parse_duration("1.5s").expect_err("fractions");
+        assert!(err.contains("\"1.5s\"") && err.contains("1500ms"), "{err}");
     }
 
     #[test]

@@ -179,8 +179,8 @@ async fn open(request: &Request, rules: &ProxyRules) -> Result<TcpStream, (u16, 
     }
 }
 
-/// Reads up to the blank line ending the head; returns the head and any bytes read
-/// past it.
+/// Reads up to the end of the head; returns the head and any bytes read past it. A
+/// head that cannot become valid is returned as read, for [`parse`] to refuse.
 async fn read_head(client: &mut TcpStream) -> io::Result<(Vec<u8>, Vec<u8>)> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
@@ -190,23 +190,44 @@ async fn read_head(client: &mut TcpStream) -> io::Result<(Vec<u8>, Vec<u8>)> {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let extra = buf.split_off(end + 4);
-            return Ok((buf, extra));
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(io::ErrorKind::InvalidData.into());
+        let mut headers = header_slots(&buf);
+        match httparse::Request::new(&mut headers).parse(&buf) {
+            Ok(httparse::Status::Complete(end)) => {
+                let extra = buf.split_off(end);
+                return Ok((buf, extra));
+            }
+            Err(_) => return Ok((buf, Vec::new())),
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                return Err(io::ErrorKind::InvalidData.into());
+            }
+            Ok(httparse::Status::Partial) => {}
         }
     }
 }
 
+/// Room for every header `head` can hold: each ends a line, so there are fewer
+/// headers than line feeds, and the size limit bounds both.
+fn header_slots(head: &[u8]) -> Vec<httparse::Header<'_>> {
+    let lines = head.iter().filter(|&&b| b == b'\n').count();
+    vec![httparse::EMPTY_HEADER; lines + 1]
+}
+
 fn parse(head: &[u8]) -> Result<Request, &'static str> {
-    let text = std::str::from_utf8(head).map_err(|_| "request head is not utf-8")?;
-    let mut lines = text.split("\r\n");
-    let first = lines.next().unwrap_or_default();
-    let mut parts = first.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
+    std::str::from_utf8(head).map_err(|_| "request head is not utf-8")?;
+    let mut headers = header_slots(head);
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err("incomplete request head"),
+        Err(
+            httparse::Error::HeaderName
+            | httparse::Error::HeaderValue
+            | httparse::Error::TooManyHeaders,
+        ) => return Err("malformed request header"),
+        Err(_) => return Err("malformed request line"),
+    }
+    let (Some(method), Some(target), Some(version)) =
+        (request.method, request.path, request.version)
     else {
         return Err("malformed request line");
     };
@@ -229,19 +250,20 @@ fn parse(head: &[u8]) -> Result<Request, &'static str> {
         return Err("credentials in the proxied url are not supported");
     }
     let (host, port) = split_host_port(authority, Some(80)).ok_or("bad url host")?;
-    let mut forward = format!("{method} {path} {version}\r\n");
-    for line in lines.filter(|l| !l.is_empty()) {
-        let name = line.split(':').next().unwrap_or_default().trim();
-        if !name.to_ascii_lowercase().starts_with("proxy-") {
-            forward.push_str(line);
-            forward.push_str("\r\n");
+    let mut forward = format!("{method} {path} HTTP/1.{version}\r\n").into_bytes();
+    for header in request.headers.iter() {
+        if !header.name.to_ascii_lowercase().starts_with("proxy-") {
+            forward.extend_from_slice(header.name.as_bytes());
+            forward.extend_from_slice(b": ");
+            forward.extend_from_slice(header.value);
+            forward.extend_from_slice(b"\r\n");
         }
     }
-    forward.push_str("\r\n");
+    forward.extend_from_slice(b"\r\n");
     Ok(Request {
         host,
         port,
-        forward: Some(forward.into_bytes()),
+        forward: Some(forward),
     })
 }
 

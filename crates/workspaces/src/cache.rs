@@ -260,28 +260,48 @@ pub(crate) fn key(kind: &str, location: &str) -> String {
 }
 
 /// `text` with the password of any `scheme://user:password@host` in it replaced, so
-/// that URLs with credentials can be shown in errors and logs.
+/// that URLs with credentials can be shown in errors and logs. A URL runs from its
+/// scheme to the next whitespace or quote; one with a password is shown as the `url`
+/// crate writes it, other text as it is.
 pub(crate) fn redact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(start) = rest.find("://") {
-        let (head, tail) = rest.split_at(start + 3);
-        out.push_str(head);
-        let authority_end = tail.find(['/', ' ', '\n', '\'']).unwrap_or(tail.len());
-        let authority = &tail[..authority_end];
-        match authority.rfind('@') {
-            Some(at) if authority[..at].contains(':') => {
-                let user = authority[..at].split(':').next().unwrap_or_default();
-                out.push_str(user);
-                out.push_str(":<redacted>");
-                out.push_str(&authority[at..]);
-            }
-            _ => out.push_str(authority),
-        }
-        rest = &tail[authority_end..];
+    while let Some(separator) = rest.find("://") {
+        let scheme_len = rest[..separator]
+            .bytes()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+            .count();
+        let start = separator - scheme_len;
+        let end = rest[separator..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '<' | '>'))
+            .map_or(rest.len(), |len| separator + len);
+        out.push_str(&rest[..start]);
+        out.push_str(&redact_url(&rest[start..end]));
+        rest = &rest[end..];
     }
     out.push_str(rest);
     out
+}
+
+/// `text` with its password replaced; unchanged when it has none or is no URL.
+fn redact_url(text: &str) -> std::borrow::Cow<'_, str> {
+    match url::Url::parse(text) {
+        Ok(url) if url.password().is_some() => format!(
+            "{}<redacted>{}",
+            &url[..url::Position::BeforePassword],
+            &url[url::Position::AfterPassword..]
+        )
+        .into(),
+        Ok(_) => text.into(),
+        // Not readable as a URL, yet it may hold a password: fail closed.
+        Err(_) if text.contains('@') => format!(
+            "{}://<redacted>",
+            text.split("://").next().unwrap_or_default()
+        )
+        .into(),
+        Err(_) => text.into(),
+    }
 }
 
 #[cfg(test)]
@@ -303,6 +323,27 @@ mod tests {
             redact("ssh://git@example.com/r.git"),
             "ssh://git@example.com/r.git"
         );
+    }
+
+    #[test]
+    fn an_unreadable_url_with_credentials_is_hidden_whole() {
+        assert_eq!(
+            redact("fetch https://me:secret@h:99999/r.git failed"),
+            "fetch https://<redacted> failed"
+        );
+    }
+
+    #[test]
+    fn every_url_in_a_text_is_redacted() {
+        assert_eq!(
+            redact("'https://a:x@h/r.git' and\nssh://b:y@h:22/r, then git+ssh://c:z@h"),
+            "'https://a:<redacted>@h/r.git' and\nssh://b:<redacted>@h:22/r, then git+ssh://c:<redacted>@h"
+        );
+        assert_eq!(
+            redact("https://me:p@ss:w@example.com/r.git"),
+            "https://me:<redacted>@example.com/r.git"
+        );
+        assert_eq!(redact("a :// b"), "a :// b");
     }
 
     #[test]

@@ -23,11 +23,12 @@ pub(crate) use self::sandbox::{Extra, Prepared, prepare_with};
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rustix::process::{Pid, Signal, kill_process_group};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -35,7 +36,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub use self::network::NETWORK_PERMISSION;
 use self::output::CappedOutput;
 pub use self::sandbox::{CommandSandbox, Enforced};
-use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
+use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters, str_arg};
 use crate::error::ToolError;
 use crate::shell::split_commands;
 use crate::workspace::Workspace;
@@ -69,13 +70,16 @@ impl BashTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// The command to run
     command: String,
-    /// Milliseconds.
+    /// Timeout in milliseconds (default 120000)
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     timeout: Option<u64>,
+    /// What the command does, in 5-10 words
     #[serde(default)]
     description: Option<String>,
 }
@@ -106,16 +110,8 @@ impl Tool for BashTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": { "type": "string", "description": "The command to run" },
-                "timeout": { "type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS, "description": "Timeout in milliseconds (default 120000)" },
-                "description": { "type": "string", "description": "What the command does, in 5-10 words" }
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, args: &Value, _workspace: &Workspace) -> String {

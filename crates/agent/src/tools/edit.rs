@@ -4,11 +4,17 @@
 //! matches nowhere, or in several places, is an error it must fix with more context,
 //! never a guess about which place it meant.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, str_arg};
+use super::{
+    Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, schema::parameters,
+    str_arg,
+};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -16,12 +22,16 @@ use crate::workspace::Workspace;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// Path of the file, relative to the workspace root or absolute inside it
     file_path: String,
+    /// The exact text to replace (empty to create a new file)
     old_string: String,
+    /// The text to replace it with
     new_string: String,
+    /// Replace every occurrence instead of exactly one (default false)
     #[serde(default)]
     replace_all: bool,
 }
@@ -47,17 +57,8 @@ impl Tool for EditTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "filePath": { "type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it" },
-                "oldString": { "type": "string", "description": "The exact text to replace (empty to create a new file)" },
-                "newString": { "type": "string", "description": "The text to replace it with" },
-                "replaceAll": { "type": "boolean", "description": "Replace every occurrence instead of exactly one (default false)" }
-            },
-            "required": ["filePath", "oldString", "newString"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn permission(&self) -> &'static str {

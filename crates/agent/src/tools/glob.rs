@@ -1,13 +1,18 @@
 //! `glob`: find files by name pattern, most recently modified first.
 
+use std::sync::LazyLock;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{FileGlob, Tool, ToolContext, ToolOutput, parse_args, run_blocking, str_arg, walker};
+use super::{
+    FileGlob, Tool, ToolContext, ToolOutput, parse_args, run_blocking, schema::parameters, str_arg,
+    walker,
+};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -17,10 +22,12 @@ const MAX_RESULTS: usize = 100;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// Glob pattern, e.g. "**/*.rs" or "*config*"
     pattern: String,
+    /// Directory to search in (default: the workspace root)
     #[serde(default)]
     path: Option<String>,
 }
@@ -39,15 +46,8 @@ impl Tool for GlobTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": { "type": "string", "description": "Glob pattern, e.g. \"**/*.rs\" or \"*config*\"" },
-                "path": { "type": "string", "description": "Directory to search in (default: the workspace root)" }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, args: &Value, _workspace: &Workspace) -> String {

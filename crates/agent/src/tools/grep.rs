@@ -1,17 +1,19 @@
 //! `grep`: search file contents by regular expression, with ripgrep's engine.
 
 use std::path::Path;
+use std::sync::LazyLock;
 
 use ::grep::regex::RegexMatcherBuilder;
 use ::grep::searcher::{BinaryDetection, SearcherBuilder, sinks};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    FileGlob, Tool, ToolContext, ToolOutput, parse_args, run_blocking, str_arg, truncate_line,
-    walker,
+    FileGlob, Tool, ToolContext, ToolOutput, parse_args, run_blocking, schema::parameters, str_arg,
+    truncate_line, walker,
 };
 use crate::error::ToolError;
 use crate::workspace::Workspace;
@@ -23,12 +25,15 @@ const MAX_LINE_CHARS: usize = 2000;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// Regular expression to search for
     pattern: String,
+    /// Directory or file to search (default: the workspace root)
     #[serde(default)]
     path: Option<String>,
+    /// Only search files matching this glob, e.g. "*.rs" or "src/**/*.ts"
     #[serde(default)]
     include: Option<String>,
 }
@@ -48,16 +53,8 @@ impl Tool for GrepTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": { "type": "string", "description": "Regular expression to search for" },
-                "path": { "type": "string", "description": "Directory or file to search (default: the workspace root)" },
-                "include": { "type": "string", "description": "Only search files matching this glob, e.g. \"*.rs\" or \"src/**/*.ts\"" }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, args: &Value, _workspace: &Workspace) -> String {

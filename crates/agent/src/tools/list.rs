@@ -1,13 +1,18 @@
 //! `list`: a directory tree, the model's first look at an unknown workspace.
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{FileGlob, Tool, ToolContext, ToolOutput, parse_args, run_blocking, str_arg, walker};
+use super::{
+    FileGlob, Tool, ToolContext, ToolOutput, parse_args, run_blocking, schema::parameters, str_arg,
+    walker,
+};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -37,11 +42,13 @@ const NOISE_DIRS: &[&str] = &[
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// Directory to list, relative to the workspace root (default: the root)
     #[serde(default)]
     path: Option<String>,
+    /// Glob patterns to skip, e.g. ["*.lock", "docs/**"]
     #[serde(default)]
     ignore: Vec<String>,
 }
@@ -60,14 +67,8 @@ impl Tool for ListTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": { "type": "string", "description": "Directory to list, relative to the workspace root (default: the root)" },
-                "ignore": { "type": "array", "items": { "type": "string" }, "description": "Glob patterns to skip, e.g. [\"*.lock\", \"docs/**\"]" }
-            },
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, args: &Value, workspace: &Workspace) -> String {

@@ -1,13 +1,16 @@
 //! `read`: a window of a text file, with line numbers.
 
 use std::io::{BufRead, BufReader};
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, str_arg, truncate_line,
+    Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, schema::parameters,
+    str_arg, truncate_line,
 };
 use crate::error::ToolError;
 use crate::workspace::Workspace;
@@ -23,14 +26,18 @@ const SNIFF_BYTES: usize = 8 * 1024;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// Path of the file, relative to the workspace root or absolute inside it
     file_path: String,
-    /// 1-based first line.
+    /// 1-based line number to start from
     #[serde(default)]
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// Number of lines to read (default 2000)
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
@@ -49,16 +56,8 @@ impl Tool for ReadTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "filePath": { "type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it" },
-                "offset": { "type": "integer", "minimum": 1, "description": "1-based line number to start from" },
-                "limit": { "type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)" }
-            },
-            "required": ["filePath"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, args: &Value, workspace: &Workspace) -> String {

@@ -20,13 +20,14 @@
 //! [`crate::session::background`]); its result reaches the model at its next step,
 //! or through `task_status`.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
+use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters, str_arg};
 use crate::error::ToolError;
 use crate::host::{ChildProgress, ChildTaskRequest, ChildTaskResult, SessionHost};
 use crate::session::{SessionEvent, SessionObserver, ToolCallState};
@@ -43,16 +44,23 @@ pub struct TaskTool {
     described: Mutex<Option<(String, Arc<str>)>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// A short (3-5 words) description of the task
     description: String,
+    /// The task for the agent to perform
     prompt: String,
+    /// The type of specialized agent to use for this task
     subagent_type: String,
+    /// Existing task session to continue
     #[serde(default)]
     session_id: Option<String>,
+    /// The command that triggered this task
     #[serde(default)]
     command: Option<String>,
+    /// Run the subagent in the background: returns its task id at once, and its result
+    /// is given to you when it finishes (see task_status)
     #[serde(default)]
     background: bool,
 }
@@ -102,19 +110,8 @@ impl Tool for TaskTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "description": { "type": "string", "description": "A short (3-5 words) description of the task" },
-                "prompt": { "type": "string", "description": "The task for the agent to perform" },
-                "subagent_type": { "type": "string", "description": "The type of specialized agent to use for this task" },
-                "session_id": { "type": "string", "description": "Existing task session to continue" },
-                "command": { "type": "string", "description": "The command that triggered this task" },
-                "background": { "type": "boolean", "description": "Run the subagent in the background: returns its task id at once, and its result is given to you when it finishes (see task_status)" }
-            },
-            "required": ["description", "prompt", "subagent_type"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     /// Rules match the agent name: `task explore allow`, `task * ask`.

@@ -8,11 +8,14 @@
 //! are brought into the workspace then, and the result is not given again at the
 //! next step.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, parse_args};
+use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters};
 use crate::error::ToolError;
 use crate::host::SessionHost;
 use crate::workspace::Workspace;
@@ -25,11 +28,13 @@ Use it to collect results you need before going on; results not collected this w
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TaskStatusTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// The background tasks to report on (default: all of this session's)
     #[serde(default)]
     task_ids: Option<Vec<String>>,
+    /// Wait until they have all finished
     #[serde(default)]
     wait: bool,
 }
@@ -50,18 +55,8 @@ impl Tool for TaskStatusTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "task_ids": {
-                    "type": "array",
-                    "items": { "type": "string" },
-                    "description": "The background tasks to report on (default: all of this session's)"
-                },
-                "wait": { "type": "boolean", "description": "Wait until they have all finished" }
-            },
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     /// Rules match the task ids asked about, space-separated (`*` for all).

@@ -1,15 +1,26 @@
 //! `todoread`: the session's current todo list.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, todowrite};
+use super::{Tool, ToolContext, ToolOutput, schema::parameters, todowrite};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
 /// Reads the todo list.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoReadTool;
+
+// No arguments. Only the schema is made from it: the tool ignores what a call sends.
+// schemars leaves out an empty `properties`; the schema offered has always had one.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("properties" = {}))]
+pub(super) struct Args {}
 
 #[async_trait]
 impl Tool for TodoReadTool {
@@ -28,7 +39,8 @@ impl Tool for TodoReadTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({ "type": "object", "properties": {}, "additionalProperties": false })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, _args: &Value, _workspace: &Workspace) -> String {

@@ -2,25 +2,32 @@
 //! task. The list lives in the session state, and survives a resume because the
 //! transcript keeps the last `todowrite` call (see `Transcript::todos`).
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, parse_args};
+use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
 /// One item of the todo list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// The doc above is for readers of the code; the model's schema has none for an item.
+#[schemars(description = "")]
 pub struct Todo {
+    /// Unique id of the item
     pub id: String,
+    /// What to do
     pub content: String,
     pub status: TodoStatus,
     pub priority: TodoPriority,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
     Pending,
@@ -29,7 +36,7 @@ pub enum TodoStatus {
     Cancelled,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TodoPriority {
     High,
@@ -48,9 +55,10 @@ impl Todo {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoWriteTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// The complete, updated todo list
     todos: Vec<Todo>,
 }
 
@@ -80,28 +88,8 @@ impl Tool for TodoWriteTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "todos": {
-                    "type": "array",
-                    "description": "The complete, updated todo list",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": { "type": "string", "description": "Unique id of the item" },
-                            "content": { "type": "string", "description": "What to do" },
-                            "status": { "type": "string", "enum": ["pending", "in_progress", "completed", "cancelled"] },
-                            "priority": { "type": "string", "enum": ["high", "medium", "low"] }
-                        },
-                        "required": ["id", "content", "status", "priority"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["todos"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, _args: &Value, _workspace: &Workspace) -> String {

@@ -7,16 +7,17 @@
 
 mod text;
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, parse_args, str_arg};
+use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters, str_arg};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -37,23 +38,27 @@ pub struct WebFetchTool {
     client: OnceLock<reqwest::Client>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+// In the order the model is offered them, the default first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Format {
-    Text,
     #[default]
     Markdown,
+    Text,
     Html,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// The http or https URL to fetch
     url: String,
+    /// How to return the content (default markdown)
     #[serde(default)]
     format: Format,
-    /// Seconds.
+    /// Timeout in seconds (default 30)
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECS))]
     timeout: Option<u64>,
 }
 
@@ -93,16 +98,8 @@ impl Tool for WebFetchTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "url": { "type": "string", "description": "The http or https URL to fetch" },
-                "format": { "type": "string", "enum": ["markdown", "text", "html"], "description": "How to return the content (default markdown)" },
-                "timeout": { "type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Timeout in seconds (default 30)" }
-            },
-            "required": ["url"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     fn subject(&self, args: &Value, _workspace: &Workspace) -> String {

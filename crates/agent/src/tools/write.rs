@@ -1,12 +1,17 @@
 //! `write`: create or overwrite a whole file.
 
 use std::path::Path;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, str_arg};
+use super::{
+    Tool, ToolContext, ToolOutput, file_subject, parse_args, run_blocking, schema::parameters,
+    str_arg,
+};
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 
@@ -14,10 +19,12 @@ use crate::workspace::Workspace;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
+    /// Path of the file, relative to the workspace root or absolute inside it
     file_path: String,
+    /// The complete content of the file
     content: String,
 }
 
@@ -39,15 +46,8 @@ impl Tool for WriteTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "filePath": { "type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it" },
-                "content": { "type": "string", "description": "The complete content of the file" }
-            },
-            "required": ["filePath", "content"],
-            "additionalProperties": false
-        })
+        static PARAMETERS: LazyLock<Value> = LazyLock::new(parameters::<Args>);
+        PARAMETERS.clone()
     }
 
     /// Writing is editing, for the rules: one `edit` rule covers both tools.

@@ -39,6 +39,54 @@ fn malformed_requests_are_refused() {
 }
 
 #[test]
+fn absolute_requests_keep_their_version_and_drop_proxy_headers() {
+    let get = parse(
+        b"GET http://Example.com:8080 HTTP/1.0\r\nAccept: */*\r\nPROXY-Authorization: x\r\n\r\n",
+    )
+    .expect("valid get");
+    assert_eq!((get.host.as_str(), get.port), ("example.com", 8080));
+    assert_eq!(
+        get.forward.as_deref(),
+        Some(&b"GET / HTTP/1.0\r\nAccept: */*\r\n\r\n"[..])
+    );
+}
+
+#[test]
+fn refusals_say_what_was_wrong() {
+    for (head, reason) in [
+        (
+            &b"GET http://example.com/ HTTP/9.9\r\n\r\n"[..],
+            "malformed request line",
+        ),
+        (
+            b"GET http://example.com/ HTTP/1.1\r\nBad Header: x\r\n\r\n",
+            "malformed request header",
+        ),
+        (b"GET /relative HTTP/1.1\r\n\r\n", "only CONNECT"),
+        (
+            b"CONNECT example.com HTTP/1.1\r\n\r\n",
+            "bad CONNECT target",
+        ),
+        (
+            b"GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n",
+            "credentials",
+        ),
+        (
+            b"GET http://ex%61mple.com/ HTTP/1.1\r\n\r\n",
+            "bad url host",
+        ),
+        (b"GET http://\xff/ HTTP/1.1\r\n\r\n", "not utf-8"),
+    ] {
+        let err = parse(head).expect_err("refused");
+        assert!(
+            err.contains(reason),
+            "{}: {err}",
+            String::from_utf8_lossy(head)
+        );
+    }
+}
+
+#[test]
 fn local_and_private_addresses_are_recognised() {
     for ip in [
         "127.0.0.1",
@@ -157,4 +205,31 @@ async fn local_and_denied_addresses_are_refused_even_when_allowed() {
     )
     .await;
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+}
+
+#[tokio::test]
+async fn bytes_sent_with_the_head_follow_it_upstream() {
+    let origin = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+    let port = origin.local_addr().expect("addr").port();
+    let expected = format!("POST /p HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\nbody");
+    let length = expected.len();
+    tokio::spawn(async move {
+        let (mut conn, _) = origin.accept().await.expect("proxied connection");
+        let mut received = vec![0u8; length];
+        conn.read_exact(&mut received).await.expect("head and body");
+        let _ = conn.write_all(&received).await;
+    });
+    let proxy = Proxy::start(ProxyRules {
+        allow: Arc::new(|_, _| true),
+        denied: Vec::new(),
+        refuse_local: false,
+    })
+    .await
+    .expect("proxy starts");
+    let echoed = exchange(
+        &proxy,
+        &format!("POST http://127.0.0.1:{port}/p HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\nbody"),
+    )
+    .await;
+    assert_eq!(echoed, expected);
 }
