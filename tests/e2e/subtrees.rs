@@ -193,6 +193,7 @@ async fn the_sweeper_cancels_a_running_child_whose_parent_ended_without_it() {
             .dead_letter_task(parent_id, "lost")
             .await
             .expect("dead-letter")
+            .is_some()
     );
 
     assert_cancelled_for(&cluster, &child, &parent, "dead_lettered").await;

@@ -109,15 +109,13 @@ async fn handle(
         .map_err(|e| e.to_string())?;
     metrics.dead_letter(DeadLetterReason::MaxDeliveries);
     if let Some(id) = task_id
-        && store
+        && let Some(ended) = store
             .dead_letter_task(id, &reason)
             .await
             .map_err(|e| e.to_string())?
     {
         tracing::warn!(task.id = %id, deliveries = a.deliveries, "task dead-lettered after max deliveries");
-        // Wake watchers: the task is finished.
-        let _ = bus.notify_finished(id).await;
-        crate::subtrees::end_subtrees(store, bus, &[id]).await;
+        crate::effects::perform(store, bus, &[ended], &reason).await;
     }
     stream
         .delete_message(a.stream_seq)

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use taskwire_bus::codec::decode;
 use taskwire_bus::messages::DeadLetter;
 use taskwire_bus::{Bus, PatchError, Patches, trace_context};
-use taskwire_protocol::{TaskError, TaskResult};
+use taskwire_protocol::{TaskError, TaskResult, TaskStatus};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -160,41 +160,39 @@ async fn results_once(
             .collect();
         match store.record_results_timed(&results).await {
             Ok(recorded) => {
-                let mut ended = Vec::new();
+                let mut changed = Vec::new();
                 for (((msg, result), recorded), span) in
                     acks.iter().zip(&results).zip(recorded).zip(&spans)
                 {
-                    if let Some(r) = &recorded {
-                        if result.retry_scheduled {
-                            metrics.task_retried(&r.agent);
-                        } else {
-                            let status = result.status.as_str();
-                            metrics.task_finished(&r.agent, status, r.since_submit, r.since_claim);
-                        }
-                    }
-                    let recorded = recorded.is_some();
                     let span = span.clone().unwrap_or_else(tracing::Span::none);
-                    span.record("task.recorded", recorded);
-                    if recorded && result.retry_scheduled {
-                        span.in_scope(|| tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled"));
-                    } else if recorded {
-                        span.in_scope(|| tracing::debug!(task.id = %result.task_id, status = %result.status, "result recorded"));
-                        ended.push(result.task_id);
-                        let _ = bus.notify_finished(result.task_id).await;
-                    } else {
-                        span.in_scope(|| {
+                    span.record("task.recorded", recorded.is_some());
+                    match recorded {
+                        Some(r) if r.transition.status == TaskStatus::Queued => {
+                            metrics.task_retried(&r.agent);
+                            span.in_scope(|| tracing::info!(task.id = %result.task_id, task.attempt = result.attempt, "attempt failed, retry scheduled"));
+                        }
+                        Some(r) => {
+                            let status = r.transition.status;
+                            metrics.task_finished(
+                                &r.agent,
+                                status.as_str(),
+                                r.since_submit,
+                                r.since_claim,
+                            );
+                            span.in_scope(|| tracing::debug!(task.id = %result.task_id, %status, "result recorded"));
+                            changed.push(r.transition);
+                        }
+                        None => span.in_scope(|| {
                             tracing::info!(
                                 task.id = %result.task_id,
                                 task.attempt = result.attempt,
                                 "result discarded: stale claim or task already finished"
                             )
-                        });
+                        }),
                     }
                     let _ = msg.ack().await;
                 }
-                if !ended.is_empty() {
-                    crate::subtrees::end_subtrees(&store, &bus, &ended).await;
-                }
+                crate::effects::perform(&store, &bus, &changed, "the task ended").await;
             }
             Err(e) => {
                 for span in spans.iter().flatten() {

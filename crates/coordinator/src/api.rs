@@ -152,9 +152,9 @@ impl pb::task_service_server::TaskService for TaskApi {
             .await
             .map_err(CoordinatorError::from)?;
         for t in &cancelled {
-            tracing::info!(task.id = %t, reason = %reason, "task cancelled");
-            st.notify_stopped(*t, &reason).await;
+            tracing::info!(task.id = %t.task_id, reason = %reason, "task cancelled");
         }
+        st.perform(&cancelled, &reason).await;
         let rec = self.visible_task(&caller, id).await?;
         Ok(Response::new(pb::CancelResponse {
             status: pb::TaskStatus::from(rec.status) as i32,

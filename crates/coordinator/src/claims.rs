@@ -1,8 +1,9 @@
 //! Claims: workers ask before running a task and get a fencing epoch.
 //!
 //! The bus's serving loop hands over whatever claims are waiting as one batch, which
-//! goes to Postgres in one statement. A claim that finds its task finished (over its
-//! deadline or attempt budget) ends the task's subtree too. Failure policy: a failed
+//! goes to Postgres in one statement. A claim that ends its task (over its deadline
+//! or attempt budget) performs the lifecycle's effects of that end: its subtree ends
+//! and its watchers hear. Failure policy: a failed
 //! batch is answered with its error's code (`UNAVAILABLE` while the database is
 //! unreachable), so workers offer the message again later.
 
@@ -10,7 +11,7 @@ use std::collections::HashSet;
 
 use taskwire_bus::messages::{Claim, ClaimRequest, ClaimVerdict};
 use taskwire_bus::{Bus, RpcError};
-use taskwire_protocol::ErrorCode;
+use taskwire_protocol::{ErrorCode, lifecycle};
 use taskwire_store::{ClaimOutcome, Store};
 
 use crate::CoordinatorError;
@@ -44,7 +45,7 @@ pub async fn answer(
         }
     };
     let mut outcomes = outcomes.into_iter();
-    let mut finished = Vec::new();
+    let mut ended = Vec::new();
     let answers = claims
         .iter()
         .zip(first)
@@ -54,13 +55,15 @@ pub async fn answer(
                 return None;
             }
             let outcome = outcomes.next()?;
-            Some(verdict(claim, outcome, metrics, &mut finished))
+            Some(verdict(claim, outcome, metrics, &mut ended))
         })
         .collect();
-    if !finished.is_empty() {
+    if !ended.is_empty() {
         // Not awaited: the answers go out now; the subtree ends right after.
         let (store, bus) = (store.clone(), bus.clone());
-        tokio::spawn(async move { crate::subtrees::end_subtrees(&store, &bus, &finished).await });
+        tokio::spawn(async move {
+            crate::effects::perform(&store, &bus, &ended, "task ended at its claim").await
+        });
     }
     answers
 }
@@ -69,7 +72,7 @@ fn verdict(
     claim: &ClaimRequest,
     outcome: ClaimOutcome,
     metrics: &Metrics,
-    finished: &mut Vec<taskwire_protocol::TaskId>,
+    ended: &mut Vec<taskwire_store::Transitioned>,
 ) -> Result<ClaimVerdict, RpcError> {
     match outcome {
         ClaimOutcome::Granted {
@@ -88,12 +91,20 @@ fn verdict(
                 last_attempt,
             }))
         }
-        ClaimOutcome::Finished(status) => {
-            finished.push(claim.task);
+        ClaimOutcome::Ended(status) => {
+            ended.push(taskwire_store::Transitioned {
+                task_id: claim.task,
+                status,
+                effects: lifecycle::effects(lifecycle::EventKind::Claim, status),
+                reason: None,
+            });
             Ok(ClaimVerdict::Finished {
                 reason: format!("task is {status}"),
             })
         }
+        ClaimOutcome::Finished(status) => Ok(ClaimVerdict::Finished {
+            reason: format!("task is {status}"),
+        }),
         ClaimOutcome::Busy => Ok(ClaimVerdict::Busy {
             reason: "the tenant is at its running-task limit".to_owned(),
         }),

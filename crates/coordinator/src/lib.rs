@@ -41,6 +41,7 @@ pub mod commands;
 pub mod config;
 pub mod convert;
 pub mod dashboard;
+pub mod effects;
 pub mod error;
 pub mod http;
 pub mod mcp;
@@ -50,7 +51,6 @@ pub mod relay;
 pub mod server;
 pub mod spans;
 pub mod submit;
-pub mod subtrees;
 pub mod sweeper;
 pub mod waits;
 pub mod watch;
@@ -60,7 +60,7 @@ use std::sync::Arc;
 
 use taskwire_agent::builtin::AgentRegistry;
 use taskwire_bus::{Bus, BusConfig, Subjects};
-use taskwire_protocol::{TaskId, pb};
+use taskwire_protocol::pb;
 use taskwire_store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -110,9 +110,9 @@ impl State {
             .clone()
     }
 
-    /// Tells a worker running `task` to stop, and watchers that it is finished.
-    pub async fn notify_stopped(&self, task: TaskId, reason: &str) {
-        subtrees::notify_stopped(&self.bus, task, reason).await;
+    /// Performs the lifecycle's effects of `changed` ([`effects::perform`]).
+    pub async fn perform(&self, changed: &[taskwire_store::Transitioned], why: &str) {
+        effects::perform(&self.store, &self.bus, changed, why).await;
     }
 }
 

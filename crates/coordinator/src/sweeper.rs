@@ -14,12 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::State;
 
-async fn end_subtrees(state: &State, ended: &[taskwire_protocol::TaskId]) {
-    if !ended.is_empty() {
-        crate::subtrees::end_subtrees(&state.store, &state.bus, ended).await;
-    }
-}
-
 pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(state.config.sweep_interval);
     loop {
@@ -28,12 +22,11 @@ pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
             _ = tick.tick() => {}
         }
         match state.store.expire_overdue(1000).await {
-            Ok(ids) => {
-                for id in &ids {
-                    tracing::info!(task.id = %id, "deadline exceeded");
-                    state.notify_stopped(*id, "deadline exceeded").await;
+            Ok(expired) => {
+                for t in &expired {
+                    tracing::info!(task.id = %t.task_id, "deadline exceeded");
                 }
-                end_subtrees(&state, &ids).await;
+                state.perform(&expired, "deadline exceeded").await;
             }
             Err(e) => tracing::warn!(error = %e, "sweep for overdue tasks failed"),
         }
@@ -41,8 +34,8 @@ pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
             Ok(ids) => {
                 if !ids.is_empty() {
                     tracing::info!(tasks = ids.len(), "ended tasks with live children found");
+                    crate::effects::end_subtrees(&state.store, &state.bus, &ids).await;
                 }
-                end_subtrees(&state, &ids).await;
             }
             Err(e) => tracing::warn!(error = %e, "sweep for orphaned tasks failed"),
         }

@@ -28,6 +28,7 @@ pub mod context;
 pub mod cost;
 pub mod error;
 pub mod ids;
+pub mod lifecycle;
 pub mod patch;
 pub mod priority;
 pub mod spec_digest;
@@ -42,10 +43,11 @@ pub use context::GitSource;
 pub use cost::Budget;
 pub use error::ProtocolError;
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
+pub use lifecycle::{Effect, TaskEvent};
 pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};
 pub use priority::Priority;
 pub use spec_digest::{AgentSpecBundle, AgentSpecDigest};
-pub use status::{TaskEvent, TaskStatus, Transition};
+pub use status::TaskStatus;
 pub use task::{
     Attachment, ContextRef, Provenance, Subtask, TaskError, TaskRequest, TaskResult,
     ToolCallSummary, Usage, child_key,

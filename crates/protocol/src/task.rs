@@ -449,7 +449,9 @@ pub struct TaskResult {
     pub steps: u32,
     pub session_id: Option<SessionId>,
     pub worker_id: Option<WorkerId>,
-    /// The attempt failed retryably and the worker scheduled another one.
+    /// The lifecycle retries the attempt (a retryable error with attempts left); the
+    /// worker redelivers the task after its backoff. Informative: the store decides
+    /// from the report ([`TaskResult::report`]) and the task's attempt budget.
     pub retry_scheduled: bool,
     /// The session transcript (JSON text), saved with the result when present.
     pub transcript_json: Option<String>,
@@ -470,6 +472,19 @@ pub struct TaskResult {
     /// aggregator fetches it into `patch` before recording the result. At most one of
     /// `patch` and this is set.
     pub patch_ref: Option<PatchRef>,
+}
+
+impl TaskResult {
+    /// How the attempt ended, for the lifecycle: its status, and whether it failed for
+    /// a reason that may pass (an `error` whose first error, the session's, is
+    /// retryable).
+    pub fn report(&self) -> crate::lifecycle::Report {
+        crate::lifecycle::Report {
+            status: self.status,
+            retryable: self.status == TaskStatus::Error
+                && self.errors.first().is_some_and(|e| e.retryable),
+        }
+    }
 }
 
 impl TryFrom<pb::TaskResult> for TaskResult {

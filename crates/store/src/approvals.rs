@@ -50,16 +50,7 @@ impl Store {
             .begin()
             .await
             .map_err(|e| StoreError::from_sqlx("begin an approval", e))?;
-        let moved = sqlx::query(
-            "UPDATE tasks SET status = 'awaiting_approval', updated_at = now() \
-             WHERE task_id = $1 AND claim_epoch = $2 AND status IN ('running', 'awaiting_approval')",
-        )
-        .bind(task.as_uuid())
-        .bind(i64::try_from(epoch.0).unwrap_or(i64::MAX))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("mark a task awaiting approval", e))?;
-        if moved.rows_affected() != 1 {
+        if !crate::lifecycle::ask_approval(&mut tx, task, epoch).await? {
             return Ok(false);
         }
         sqlx::query(
@@ -141,15 +132,7 @@ impl Store {
                 AnswerOutcome::Unknown
             });
         }
-        sqlx::query(
-            "UPDATE tasks SET status = 'running', updated_at = now() \
-             WHERE task_id = $1 AND status = 'awaiting_approval' \
-               AND NOT EXISTS (SELECT 1 FROM approvals WHERE task_id = $1 AND status = 'pending')",
-        )
-        .bind(task.as_uuid())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("resume a task after approval", e))?;
+        crate::lifecycle::approval_closed(&mut tx, task).await?;
         tx.commit()
             .await
             .map_err(|e| StoreError::from_sqlx("commit an answer", e))?;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use sqlx::Row;
 use taskwire_protocol::{ClaimEpoch, TaskId, TaskStatus, WorkerId};
 
-use crate::tasks::{LIVE, sql};
+use crate::lifecycle::claim_statement;
 use crate::{ClaimOutcome, Store, StoreError};
 
 impl Store {
@@ -32,7 +32,7 @@ impl Store {
         let ids: Vec<uuid::Uuid> = claims.iter().map(|(t, _)| t.as_uuid()).collect();
         let workers: Vec<String> = claims.iter().map(|(_, w)| w.to_string()).collect();
         let limit = max_running_per_tenant.map(|l| i64::from(l.max(1)));
-        let statement = sql(claim_statement(limit.is_some()));
+        let statement = claim_statement(limit.is_some());
         let query = sqlx::query(statement).bind(&ids).bind(&workers).bind(limit);
         let rows = match limit {
             // One statement is one transaction: no BEGIN and COMMIT round trips.
@@ -89,7 +89,9 @@ impl Store {
                         })?;
                     // Neither granted nor ended, and still queued: its tenant is at
                     // its running limit, or its session is in use.
-                    if status == TaskStatus::Queued {
+                    if row.get::<bool, _>("ended") {
+                        ClaimOutcome::Ended(status)
+                    } else if status == TaskStatus::Queued {
                         ClaimOutcome::Busy
                     } else {
                         ClaimOutcome::Finished(status)
@@ -103,101 +105,4 @@ impl Store {
             .map(|id| outcome.get(id).copied().unwrap_or(ClaimOutcome::Unknown))
             .collect())
     }
-}
-
-/// The claim of a batch, in one statement (so one round trip and, without a tenant
-/// limit, its own transaction): `$1` the task ids, `$2` the workers, `$3` the limit.
-///
-/// In order, as CTEs over the rows as they were when it began:
-/// - `due`/`ended`: a task past its deadline becomes `deadline_exceeded`, one whose
-///   attempt budget is spent `dead_lettered` (found by primary key alone: a
-///   materialized CTE, so no other index is intersected with it; usually none);
-/// - `queued`/`fresh`/`allowed`: the others that may start: queued ones whose session
-///   runs nothing else (its first only) and, with a limit, within their tenant's free
-///   slots; and every redelivery of a task already running (it holds its slot);
-/// - `claimed`: each gets a new epoch and attempt. The update changes no indexed
-///   column (the unfinished tasks are indexed by `finished_at`, which a claim leaves
-///   null), so Postgres writes it in place as a heap-only tuple (migration 0010);
-/// - `superseded`/`started`: a still-running attempt it supersedes is `abandoned`, and
-///   the new attempt gets its row.
-///
-/// It returns one row per task found: granted ones with their epoch, ended ones with
-/// their new status, the rest with their status (queued: busy).
-fn claim_statement(limited: bool) -> String {
-    // The session check looks a task's session up by `tasks_session` alone (`OFFSET 0`
-    // keeps its status test out of the index scan): otherwise the planner may
-    // intersect it with an index of unfinished tasks, reading every one's entry for
-    // each task claimed. Without a limit the running tasks are not counted at all.
-    let (busy, admitted) = if limited {
-        (
-            "busy AS ( \
-                 SELECT tenant, count(*) AS n FROM tasks \
-                 WHERE finished_at IS NULL AND status = 'running' AND tenant IN (SELECT tenant FROM fresh) \
-                 GROUP BY tenant),",
-            "SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh LEFT JOIN busy USING (tenant) \
-             WHERE COALESCE(busy.n, 0) + fresh.rn <= $3",
-        )
-    } else {
-        (
-            "",
-            "SELECT fresh.task_id, fresh.worker_id, fresh.queued_since FROM fresh WHERE $3::bigint IS NULL",
-        )
-    };
-    format!(
-        "WITH c AS (SELECT * FROM UNNEST($1::uuid[], $2::text[]) AS c(task_id, worker_id)), \
-         due AS MATERIALIZED ( \
-             SELECT task_id, deadline IS NOT NULL AND deadline <= now() AS expired FROM tasks \
-             WHERE task_id = ANY($1) \
-               AND ((deadline IS NOT NULL AND deadline <= now()) OR attempt - attempt_base >= max_attempts)), \
-         ended AS ( \
-             UPDATE tasks t SET updated_at = now(), finished_at = now(), \
-                    status = CASE WHEN due.expired THEN 'deadline_exceeded' ELSE 'dead_lettered' END, \
-                    last_error = CASE WHEN due.expired THEN t.last_error \
-                                      ELSE COALESCE(t.last_error, 'attempts exhausted') END \
-             FROM due WHERE t.task_id = due.task_id AND t.status IN {LIVE} \
-             RETURNING t.task_id, t.status), \
-         queued AS ( \
-             SELECT t.task_id, c.worker_id, t.tenant, t.created_at, t.updated_at AS queued_since, \
-                    row_number() OVER (PARTITION BY COALESCE(t.session_id, t.task_id) \
-                                       ORDER BY t.created_at, t.task_id) AS in_session \
-             FROM tasks t JOIN c ON t.task_id = c.task_id \
-             WHERE t.status = 'queued' AND t.task_id NOT IN (SELECT task_id FROM due) \
-               AND NOT EXISTS (SELECT 1 FROM (SELECT o.task_id, o.status FROM tasks o \
-                                              WHERE o.session_id = t.session_id OFFSET 0) o \
-                               WHERE o.task_id <> t.task_id AND o.status IN ('running', 'awaiting_approval'))), \
-         fresh AS ( \
-             SELECT task_id, worker_id, tenant, queued_since, \
-                    row_number() OVER (PARTITION BY tenant ORDER BY created_at, task_id) AS rn \
-             FROM queued WHERE in_session = 1), \
-         {busy} \
-         allowed AS ( \
-             {admitted} \
-             UNION ALL \
-             SELECT c.task_id, c.worker_id, NULL::timestamptz FROM c JOIN tasks t ON t.task_id = c.task_id \
-             WHERE t.status IN ('running', 'awaiting_approval') AND t.task_id NOT IN (SELECT task_id FROM due)), \
-         claimed AS ( \
-             UPDATE tasks t SET status = 'running', attempt = t.attempt + 1, claim_epoch = t.claim_epoch + 1, \
-                    worker_id = a.worker_id, updated_at = now() \
-             FROM allowed a \
-             WHERE t.task_id = a.task_id AND t.status IN {LIVE} \
-             RETURNING t.task_id, t.status, t.claim_epoch AS epoch, t.attempt, \
-                       t.attempt - t.attempt_base >= t.max_attempts AS last_attempt, a.worker_id, \
-                       EXTRACT(EPOCH FROM now() - a.queued_since)::float8 AS queued_secs), \
-         superseded AS ( \
-             UPDATE attempts a SET status = 'abandoned', finished_at = now(), retryable = true, \
-                    error = 'redelivered: the worker stopped responding' \
-             FROM claimed g \
-             WHERE a.task_id = ANY($1) AND a.task_id = g.task_id AND g.epoch > 1 \
-               AND a.status = 'running' AND a.claim_epoch < g.epoch), \
-         started AS ( \
-             INSERT INTO attempts (task_id, attempt, claim_epoch, worker_id, status) \
-             SELECT task_id, attempt, epoch, worker_id, 'running' FROM claimed) \
-         SELECT task_id, status, epoch, attempt, last_attempt, queued_secs FROM claimed \
-         UNION ALL \
-         SELECT task_id, status, NULL::bigint, NULL::int, NULL::bool, NULL::float8 FROM ended \
-         UNION ALL \
-         SELECT t.task_id, t.status, NULL::bigint, NULL::int, NULL::bool, NULL::float8 FROM tasks t \
-         WHERE t.task_id = ANY($1) \
-           AND t.task_id NOT IN (SELECT task_id FROM claimed) AND t.task_id NOT IN (SELECT task_id FROM ended)"
-    )
 }

@@ -26,6 +26,9 @@ pub enum StoreError {
         column: &'static str,
         reason: String,
     },
+    /// The lifecycle refuses the transition (see `taskwire_protocol::lifecycle`).
+    #[error("{0}")]
+    Transition(#[from] taskwire_protocol::lifecycle::InvalidTransition),
     /// A stored agent spec could not be read back.
     #[error("agent spec {digest} is corrupt: {reason}")]
     CorruptSpec { digest: String, reason: String },

@@ -10,15 +10,17 @@
 //! - [`specs`]: resolved agent specs, stored once by digest.
 //! - [`approvals`]: `ask` permissions awaiting an answer.
 //! - [`ownership`]: lookups of caller-named ids together with their tenant.
-//! - [`subtrees`]: the live descendants of ended tasks, cancelled.
+//! - [`lifecycle`]: every statement that writes a task's status, fenced by the
+//!   lifecycle's from-states (`taskwire_protocol::lifecycle`).
+//! - [`subtrees`]: ended tasks that still have live descendants.
 //! - [`usage`]: subtree usage summed in SQL; what a budgeted tree has spent.
 //! - [`gauges`]: the counts behind the coordinator's gauges; a readiness ping.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
 //!
 //! Every write that can race with another attempt is fenced in SQL: a result is
-//! written only `WHERE claim_epoch = <the attempt's epoch>` and only while the task is
-//! live, mirroring `taskwire_protocol::status::apply`. Writes take slices so callers can
+//! written only `WHERE claim_epoch = <the attempt's epoch>` and only from the statuses
+//! `taskwire_protocol::lifecycle::sources` names. Writes take slices so callers can
 //! group many events into one transaction (group commit).
 
 pub mod approvals;
@@ -26,6 +28,7 @@ pub mod claims;
 pub mod dead_letters;
 pub mod error;
 pub mod gauges;
+pub mod lifecycle;
 pub mod outbox;
 pub mod ownership;
 pub mod record;
@@ -41,13 +44,13 @@ use std::time::Duration;
 pub use approvals::{AnswerOutcome, ApprovalAnswer};
 pub use error::StoreError;
 pub use gauges::GaugeCounts;
+pub use lifecycle::Transitioned;
 pub use ownership::SessionLoad;
 pub use record::{
     AttemptRecord, ClaimOutcome, DeadLetterRecord, InsertOutcome, ListFilter, NewTask,
     RecordedResult, ReplayOutcome, TaskRecord,
 };
 pub use sessions::StoredSession;
-pub use subtrees::CancelledDescendant;
 
 /// The embedded, forward-only migrations (`migrations/*.sql`), run by
 /// [`Store::connect`].

@@ -61,7 +61,10 @@ pub enum ClaimOutcome {
         last_attempt: bool,
         queued_for: Option<std::time::Duration>,
     },
-    /// The task is finished (possibly just now, because its deadline passed).
+    /// The claim ended the task (its deadline passed, or its attempt budget is spent):
+    /// the lifecycle's effects of a claim into this status follow.
+    Ended(TaskStatus),
+    /// The task was already finished.
     Finished(TaskStatus),
     /// The tenant already runs as many tasks as it may: try again later.
     Busy,
@@ -78,6 +81,8 @@ pub struct RecordedResult {
     pub since_submit: std::time::Duration,
     /// Time since the recorded attempt was claimed.
     pub since_claim: Option<std::time::Duration>,
+    /// The task's new status (`queued`: a retry) and what follows, by the lifecycle.
+    pub transition: crate::Transitioned,
 }
 
 /// Filters for listing tasks; all set fields must match.

@@ -4,18 +4,20 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use prost::Message;
-use taskwire_protocol::{TaskResult, pb};
+use taskwire_protocol::lifecycle::EventKind;
+use taskwire_protocol::{TaskResult, TaskStatus, pb};
 
-use crate::tasks::{LIVE, sql};
+use crate::lifecycle::Transitioned;
 use crate::{RecordedResult, Store, StoreError};
 
 impl Store {
     /// Writes results, each fenced by its claim epoch; returns, in order, whether each
     /// was recorded (`false`: a stale attempt, or the task already finished).
     ///
-    /// A final result finishes the task. A result with `retry_scheduled` puts the task
-    /// back to `queued` (its worker redelivers it after a backoff) and records the
-    /// attempt's error. Either way the attempt's row gets its outcome, and a title
+    /// The lifecycle decides what each result does: an `error` the worker reports
+    /// retryable puts the task back to `queued` while its attempt budget lasts (its
+    /// worker redelivers it after a backoff) and dead-letters it after; any other result
+    /// finishes the task with its status. Either way the attempt's row gets its outcome, and a title
     /// the result carries is kept (a later result without one leaves it).
     pub async fn record_results(&self, results: &[TaskResult]) -> Result<Vec<bool>, StoreError> {
         Ok(self
@@ -41,23 +43,32 @@ impl Store {
             .iter()
             .map(|r| i64::try_from(r.claim_epoch.0).unwrap_or(i64::MAX))
             .collect();
-        let statuses: Vec<&str> = results
+        // What each report becomes, with attempts left or with the budget spent; the
+        // statement picks one by the task's row. A report that is no way to end an
+        // attempt is not recorded.
+        let outcomes: Vec<Option<(TaskStatus, TaskStatus)>> = results
             .iter()
-            .map(|r| {
-                if r.retry_scheduled {
-                    "queued"
-                } else {
-                    r.status.as_str()
+            .map(|r| match crate::lifecycle::outcomes(r.report()) {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    tracing::warn!(task.id = %r.task_id, error = %e, "result not recorded");
+                    None
                 }
             })
             .collect();
-        let finals: Vec<bool> = results.iter().map(|r| !r.retry_scheduled).collect();
-        // The stored result leaves the transcript out: it lives in `sessions`.
+        let if_left: Vec<Option<&str>> = outcomes.iter().map(|o| o.map(|o| o.0.as_str())).collect();
+        let if_spent: Vec<Option<&str>> =
+            outcomes.iter().map(|o| o.map(|o| o.1.as_str())).collect();
+        // The stored result (kept only when the task finishes, so with the status it
+        // ends in: a retryable error's is `dead_lettered`) leaves the transcript out:
+        // it lives in `sessions`.
         let payloads: Vec<Option<Vec<u8>>> = results
             .iter()
-            .map(|r| {
-                (!r.retry_scheduled).then(|| {
+            .zip(&outcomes)
+            .map(|(r, o)| {
+                o.map(|(_, ended)| {
                     let mut wire = pb::TaskResult::from(r);
+                    wire.status = pb::TaskStatus::from(ended) as i32;
                     wire.transcript_json.clear();
                     wire.encode_to_vec()
                 })
@@ -91,44 +102,18 @@ impl Store {
         let writes = transcripts(results);
         let (s_sessions, s_tasks, s_epochs, s_transcripts) =
             crate::sessions::columns(writes.iter());
-        type Row = (uuid::Uuid, i64, String, f64, Option<f64>);
+        type Row = (uuid::Uuid, i64, String, String, f64, Option<f64>);
         // One statement, so one round trip and its own transaction: the attempt's
         // outcome and the transcripts are written by CTEs on other tables, so all see
         // the rows as they were before it.
-        let recorded: Vec<Row> = sqlx::query_as(sql(format!(
-            "WITH attempt AS ( \
-                 UPDATE attempts a SET status = r.status, error = r.error, retryable = r.retryable, finished_at = now() \
-                 FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[], $12::bool[]) \
-                      AS r(task_id, epoch, status, error, retryable) \
-                 WHERE a.task_id = r.task_id AND a.claim_epoch = r.epoch AND a.status = 'running'), \
-             saved AS ({}) \
-             UPDATE tasks t SET status = r.status, \
-                    result = CASE WHEN r.final THEN r.result ELSE t.result END, \
-                    last_error = COALESCE(r.error, t.last_error), updated_at = now(), \
-                    finished_at = CASE WHEN r.final THEN now() ELSE NULL END, \
-                    title = COALESCE(r.title, t.title), \
-                    own_input_tokens = t.own_input_tokens + r.own_input, \
-                    own_output_tokens = t.own_output_tokens + r.own_output, \
-                    own_cost_picousd = t.own_cost_picousd + r.own_cost, \
-                    own_unpriced_tokens = t.own_unpriced_tokens + r.own_unpriced, \
-                    own_cached_input_tokens = t.own_cached_input_tokens + r.own_cached, \
-                    own_cache_write_input_tokens = t.own_cache_write_input_tokens + r.own_cache_write \
-             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::bool[], $6::text[], $7::text[], \
-                         $8::int8[], $9::int8[], $10::int8[], $11::int8[], $17::int8[], $18::int8[]) \
-                  AS r(task_id, epoch, status, result, final, error, title, own_input, own_output, own_cost, \
-                       own_unpriced, own_cached, own_cache_write) \
-             WHERE t.task_id = r.task_id AND t.claim_epoch = r.epoch AND t.status IN {LIVE} AND t.status <> 'queued' \
-             RETURNING t.task_id, t.claim_epoch, t.agent, \
-                       EXTRACT(EPOCH FROM now() - t.created_at)::float8, \
-                       (SELECT EXTRACT(EPOCH FROM now() - a.started_at)::float8 FROM attempts a \
-                        WHERE a.task_id = t.task_id AND a.claim_epoch = t.claim_epoch)",
-            crate::sessions::upsert_statement(13)
-        )))
+        let recorded: Vec<Row> = sqlx::query_as(crate::lifecycle::finish_statement(
+            &crate::sessions::upsert_statement(13),
+        ))
         .bind(&ids)
         .bind(&epochs)
-        .bind(&statuses)
+        .bind(&if_left)
         .bind(&payloads)
-        .bind(&finals)
+        .bind(&if_spent)
         .bind(&errors)
         .bind(&titles)
         .bind(&own_input)
@@ -148,15 +133,16 @@ impl Store {
         let seconds = |s: f64| Duration::from_secs_f64(s.max(0.0));
         let mut recorded: HashMap<(uuid::Uuid, i64), RecordedResult> = recorded
             .into_iter()
-            .map(|(id, epoch, agent, submitted, claimed)| {
-                let timing = RecordedResult {
+            .map(|(id, epoch, status, agent, submitted, claimed)| {
+                let recorded = RecordedResult {
                     agent,
                     since_submit: seconds(submitted),
                     since_claim: claimed.map(seconds),
+                    transition: Transitioned::new(id, EventKind::Finish, &status, None)?,
                 };
-                ((id, epoch), timing)
+                Ok(((id, epoch), recorded))
             })
-            .collect();
+            .collect::<Result<_, StoreError>>()?;
         Ok(ids
             .iter()
             .zip(&epochs)

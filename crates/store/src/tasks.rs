@@ -13,12 +13,6 @@ pub(crate) fn sql(s: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(s)
 }
 
-/// The statuses from which a task can still change (see `status::apply`). A task is in
-/// one of them exactly while its `finished_at` is null (a check of the table, migration
-/// 0010); scans for unfinished tasks test `finished_at IS NULL`, which the partial
-/// indexes `tasks_open_deadline` and `tasks_open_tenant` are made for.
-pub(crate) const LIVE: &str = "('queued', 'running', 'awaiting_approval')";
-
 impl Store {
     /// Inserts tasks and their outbox messages in one statement (one transaction).
     ///
@@ -199,57 +193,6 @@ impl Store {
         Ok(outcomes)
     }
 
-    /// Cancels a task and every live descendant; returns the ids actually cancelled
-    /// (empty when the task was already finished). Cancelling twice is harmless. An
-    /// error of an earlier attempt is cleared: the reason is the cancel.
-    pub async fn cancel_tree(&self, task_id: TaskId) -> Result<Vec<TaskId>, StoreError> {
-        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
-            "WITH RECURSIVE tree AS ( \
-                 SELECT task_id FROM tasks WHERE task_id = $1 \
-                 UNION ALL SELECT t.task_id FROM tasks t JOIN tree ON t.parent_task_id = tree.task_id) \
-             UPDATE tasks SET status = 'cancelled', last_error = NULL, updated_at = now(), finished_at = now() \
-             WHERE task_id IN (SELECT task_id FROM tree) AND status IN {LIVE} RETURNING task_id"
-        )))
-        .bind(task_id.as_uuid())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| StoreError::from_sqlx("cancel tasks", e))?;
-        Ok(ids.into_iter().map(TaskId::from_uuid).collect())
-    }
-
-    /// Marks a live task `dead_lettered` with `reason`; returns whether it was live.
-    pub async fn dead_letter_task(
-        &self,
-        task_id: TaskId,
-        reason: &str,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(sql(format!(
-            "UPDATE tasks SET status = 'dead_lettered', last_error = $2, updated_at = now(), finished_at = now() \
-             WHERE task_id = $1 AND status IN {LIVE}"
-        )))
-        .bind(task_id.as_uuid())
-        .bind(reason)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| StoreError::from_sqlx("dead-letter a task", e))?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Marks live tasks past their deadline `deadline_exceeded`; returns their ids.
-    pub async fn expire_overdue(&self, limit: i64) -> Result<Vec<TaskId>, StoreError> {
-        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
-            "UPDATE tasks SET status = 'deadline_exceeded', updated_at = now(), finished_at = now() \
-             WHERE task_id IN (SELECT task_id FROM tasks WHERE finished_at IS NULL \
-                               AND deadline IS NOT NULL AND deadline <= now() LIMIT $1) \
-               AND status IN {LIVE} RETURNING task_id"
-        )))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| StoreError::from_sqlx("expire overdue tasks", e))?;
-        Ok(ids.into_iter().map(TaskId::from_uuid).collect())
-    }
-
     /// The request a task was submitted with (as dispatched), whatever its tenant.
     pub async fn task_request(
         &self,
@@ -291,16 +234,7 @@ impl Store {
             .begin()
             .await
             .map_err(|e| StoreError::from_sqlx("begin a replay", e))?;
-        let replayed: Option<(String, i32, Vec<u8>)> = sqlx::query_as(
-            "UPDATE tasks SET status = 'queued', attempt_base = attempt, replays = replays + 1, result = NULL, \
-                    finished_at = NULL, updated_at = now() \
-             WHERE task_id = $1 AND status IN ('dead_lettered', 'error') \
-             RETURNING trace_id, replays, request",
-        )
-        .bind(task_id.as_uuid())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_sqlx("replay a task", e))?;
+        let replayed = crate::lifecycle::replay(&mut tx, task_id).await?;
         let Some((trace_id, replays, request)) = replayed else {
             let status: Option<String> =
                 sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")

@@ -10,6 +10,7 @@ use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
 use taskwire_bus::messages::{ClaimRequest, ClaimVerdict, DeadLetter};
 use taskwire_bus::{AgentSpecs, Bus, Subjects};
 use taskwire_llm::Provider;
+use taskwire_protocol::lifecycle::{self, Report};
 use taskwire_protocol::{
     ErrorCode, Provenance, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus,
     ToolCallSummary, WorkerId,
@@ -321,8 +322,10 @@ fn empty_outcome() -> SessionOutcome {
     }
 }
 
-/// How the attempt ended, as a result. A retryable error is retried while the attempt
-/// budget lasts (`retry_scheduled`) and dead-letters the task when it is spent.
+/// How the attempt ended, as a result: the session's status, and its error saying
+/// whether it may pass. The lifecycle retries a retryable error while the attempt
+/// budget lasts (`retry_scheduled`: this worker redelivers the task after its backoff)
+/// and dead-letters the task when it is spent.
 fn result_of(
     request: &TaskRequest,
     claim: Claim,
@@ -340,14 +343,14 @@ fn result_of(
         (SessionStatus::Cancelled, _) => TaskStatus::Cancelled,
         (SessionStatus::Error, _) => TaskStatus::Error,
     };
-    let retryable =
-        outcome.error.as_ref().is_some_and(|e| e.retryable) && status == TaskStatus::Error;
-    let retry_scheduled = retryable && !claim.last_attempt;
-    let status = if retryable && claim.last_attempt {
-        TaskStatus::DeadLettered
-    } else {
-        status
+    let report = Report {
+        status,
+        retryable: outcome.error.as_ref().is_some_and(|e| e.retryable)
+            && status == TaskStatus::Error,
     };
+    // The lifecycle decides, as the store will from the same report and budget.
+    let retry_scheduled =
+        lifecycle::after_attempt(report, !claim.last_attempt) == Ok(TaskStatus::Queued);
     let code = match status {
         TaskStatus::BudgetExceeded => "budget_exceeded",
         _ => "session_error",
