@@ -15,8 +15,6 @@ use crate::host::SessionHost;
 use crate::session::{SessionObserver, SessionOutcome, SessionParams, SessionStatus, run_session};
 use crate::tools::ToolRegistry;
 
-/// The error code of a task whose answer did not satisfy its schema twice.
-pub const OUTPUT_SCHEMA_MISMATCH: &str = "output_schema_mismatch";
 /// Largest schema a task may carry.
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// Most validation errors shown to the model or in the task's error.

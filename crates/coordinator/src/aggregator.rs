@@ -18,7 +18,7 @@ use futures::StreamExt;
 use taskwire_bus::codec::decode;
 use taskwire_bus::messages::DeadLetter;
 use taskwire_bus::{Bus, PatchError, Patches, trace_context};
-use taskwire_protocol::{TaskError, TaskResult, TaskStatus};
+use taskwire_protocol::{ResultErrorCode, TaskError, TaskResult, TaskStatus};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -228,7 +228,7 @@ async fn fetch_patch(patches: &Patches, result: &mut TaskResult) -> Result<(), P
         Err(e) => {
             tracing::warn!(task.id = %result.task_id, error = %e, "result recorded without its patch");
             result.errors.push(TaskError {
-                code: PATCH_NOT_CARRIED.to_owned(),
+                code: ResultErrorCode::PatchNotCarried.as_str().to_owned(),
                 message: format!("the task's patch was not recorded: {e}"),
                 retryable: false,
             });
@@ -236,10 +236,6 @@ async fn fetch_patch(patches: &Patches, result: &mut TaskResult) -> Result<(), P
         }
     }
 }
-
-/// Error code of a result recorded without its patch (the same code a worker uses
-/// when the patch could not be made or handed over).
-pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
 
 async fn dead_letters_once(
     bus: Bus,

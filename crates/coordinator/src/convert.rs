@@ -99,7 +99,9 @@ fn stop_reason(r: &TaskRecord) -> Option<pb::TaskError> {
         .as_ref()
         .filter(|_| r.status == TaskStatus::Cancelled)?;
     Some(pb::TaskError {
-        code: "parent_ended".to_owned(),
+        code: taskwire_protocol::ResultErrorCode::ParentEnded
+            .as_str()
+            .to_owned(),
         message: reason.clone(),
         retryable: false,
     })

@@ -31,6 +31,7 @@ pub mod ids;
 pub mod lifecycle;
 pub mod patch;
 pub mod priority;
+pub mod result_code;
 pub mod spec_digest;
 pub mod status;
 pub mod task;
@@ -46,6 +47,7 @@ pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use lifecycle::{Effect, TaskEvent};
 pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};
 pub use priority::Priority;
+pub use result_code::ResultErrorCode;
 pub use spec_digest::{AgentSpecBundle, AgentSpecDigest};
 pub use status::TaskStatus;
 pub use task::{

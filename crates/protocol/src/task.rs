@@ -424,9 +424,26 @@ impl From<&Provenance> for pb::Provenance {
 /// An error reported by an attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskError {
+    /// A [`ResultErrorCode`](crate::ResultErrorCode)'s name (a string on the wire, so
+    /// a newer version's code still shows).
     pub code: String,
     pub message: String,
     pub retryable: bool,
+}
+
+impl TaskError {
+    pub fn new(code: crate::ResultErrorCode, message: impl Into<String>, retryable: bool) -> Self {
+        Self {
+            code: code.as_str().to_owned(),
+            message: message.into(),
+            retryable,
+        }
+    }
+
+    /// Whether it has the code `code`.
+    pub fn is(&self, code: crate::ResultErrorCode) -> bool {
+        self.code == code.as_str()
+    }
 }
 
 /// How one attempt ended, as recorded by the aggregator.

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::saved::SavedRef;
 use crate::task::Context;
-use crate::workspace::{PATCH_NOT_CARRIED, TaskFiles};
+use crate::workspace::TaskFiles;
 
 /// How often a task waiting for an approval asks the coordinator whether it was answered.
 const APPROVAL_RECHECK: Duration = Duration::from_secs(5);
@@ -437,7 +437,7 @@ async fn child_result(
     let mut not_carried = result
         .errors
         .iter()
-        .find(|e| e.code == PATCH_NOT_CARRIED)
+        .find(|e| e.is(taskwire_protocol::ResultErrorCode::PatchNotCarried))
         .map(|e| e.message.clone());
     let mut patch = result.patch;
     // A patch too large for the reply comes through the patch bucket.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, Message};
-use taskwire_agent::output_schema::{OUTPUT_SCHEMA_MISMATCH, Structured};
+use taskwire_agent::output_schema::Structured;
 use taskwire_agent::provenance::Source;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
 use taskwire_bus::messages::{ClaimRequest, ClaimVerdict, DeadLetter};
@@ -12,8 +12,8 @@ use taskwire_bus::{AgentSpecs, Bus, Subjects};
 use taskwire_llm::Provider;
 use taskwire_protocol::lifecycle::{self, Report};
 use taskwire_protocol::{
-    ErrorCode, Provenance, SessionId, TaskError, TaskRequest, TaskResult, TaskStatus,
-    ToolCallSummary, WorkerId,
+    ErrorCode, Provenance, ResultErrorCode, SessionId, TaskError, TaskRequest, TaskResult,
+    TaskStatus, ToolCallSummary, WorkerId,
 };
 use tracing::Instrument;
 
@@ -203,7 +203,7 @@ async fn report(
                     tracing::info!(task.id = %task_id, "answer does not satisfy the output schema after one correction");
                     result.status = TaskStatus::Error;
                     result.errors.push(TaskError {
-                        code: OUTPUT_SCHEMA_MISMATCH.into(),
+                        code: ResultErrorCode::OutputSchemaMismatch.as_str().into(),
                         message: format!(
                             "the answer does not satisfy the output schema, also after one correction:\n{errors}"
                         ),
@@ -233,7 +233,7 @@ async fn report(
         Err(StartError::Invalid(reason)) => (
             TaskResult {
                 errors: vec![TaskError {
-                    code: "session_not_started".into(),
+                    code: ResultErrorCode::SessionNotStarted.as_str().into(),
                     message: reason,
                     retryable: false,
                 }],
@@ -352,14 +352,14 @@ fn result_of(
     let retry_scheduled =
         lifecycle::after_attempt(report, !claim.last_attempt) == Ok(TaskStatus::Queued);
     let code = match status {
-        TaskStatus::BudgetExceeded => "budget_exceeded",
-        _ => "session_error",
+        TaskStatus::BudgetExceeded => ResultErrorCode::BudgetExceeded,
+        _ => ResultErrorCode::SessionError,
     };
     let errors = outcome
         .error
         .map(|e| {
             vec![TaskError {
-                code: code.into(),
+                code: code.as_str().into(),
                 message: e.message,
                 retryable: e.retryable,
             }]

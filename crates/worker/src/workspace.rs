@@ -18,7 +18,7 @@ use taskwire_agent::workspace::WriteLog;
 use taskwire_bus::PatchError;
 use taskwire_protocol::{
     GitSource, INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef,
-    TaskError, TaskRequest,
+    ResultErrorCode, TaskError, TaskRequest,
 };
 use taskwire_workspaces::{Origin, Source, TaskWorkspace, WorkspaceError, Writes};
 
@@ -32,10 +32,6 @@ pub const RESULT_PATCH_LIMIT: usize = INLINE_RESULT_PATCH_BYTES;
 
 /// Largest set of changes a child's request carries inline; larger ones go by reference.
 pub const CHILD_PATCH_LIMIT: usize = INLINE_START_PATCH_BYTES;
-
-/// Error code of a result whose patch could not be made or is too large to carry;
-/// its workspace is kept on the worker so that nothing is lost.
-pub const PATCH_NOT_CARRIED: &str = "patch_not_carried";
 
 /// The attempt's workspace: its directory is reserved at once (the session's tools are
 /// confined to it), its files are made the first time the session needs them (a
@@ -263,7 +259,7 @@ impl<'a> TaskFiles<'a> {
                     .map(|e| e.patch.clone())
                     .unwrap_or_default();
                 hand_over(ctx, task, patch).await.map_err(|e| TaskError {
-                    code: PATCH_NOT_CARRIED.into(),
+                    code: ResultErrorCode::PatchNotCarried.as_str().into(),
                     message: format!("failed to hand over the task's patch: {e}"),
                     retryable: false,
                 })
@@ -295,7 +291,7 @@ async fn state(workspace: &TaskWorkspace) -> Result<WorkspaceState, WorkspaceErr
 /// A result's `patch_not_carried` error: `why`, and where the workspace is kept.
 fn not_carried(workspace: &TaskWorkspace, why: String) -> TaskError {
     TaskError {
-        code: PATCH_NOT_CARRIED.into(),
+        code: ResultErrorCode::PatchNotCarried.as_str().into(),
         message: format!(
             "{why}; the workspace is kept at {}",
             workspace.root().display()
