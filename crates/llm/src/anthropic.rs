@@ -17,7 +17,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::Provider;
 use crate::config::HttpConfig;
-use crate::error::LlmError;
+use crate::error::{LlmError, RequestError};
 use crate::transport::{Transport, secret_header};
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use request::MessagesRequest;
@@ -111,10 +111,12 @@ impl Provider for AnthropicClient {
     ) -> Result<ChatResponse, LlmError> {
         let encode = || {
             let wire =
-                MessagesRequest::new(request, self.config.max_tokens, self.config.http.stream)
-                    .map_err(LlmError::InvalidRequest)?;
-            serde_json::to_vec(&wire).map_err(|e| {
-                LlmError::InvalidRequest(format!("failed to encode the messages request: {e}"))
+                MessagesRequest::new(request, self.config.max_tokens, self.config.http.stream)?;
+            serde_json::to_vec(&wire).map_err(|source| {
+                LlmError::from(RequestError::Encode {
+                    api: "messages",
+                    source,
+                })
             })
         };
         self.transport

@@ -246,8 +246,8 @@ impl From<ModelCatalogue> for BTreeMap<String, ModelEntry> {
 mod tests {
     use super::*;
 
-    fn parse(json: &str) -> Result<ModelCatalogue, String> {
-        serde_json::from_str(json).map_err(|e| e.to_string())
+    fn parse(json: &str) -> Result<ModelCatalogue, serde_json::Error> {
+        serde_json::from_str(json)
     }
 
     #[test]
@@ -313,7 +313,7 @@ mod tests {
             ),
         ];
         for (json, key) in cases {
-            let err = parse(json).expect_err(json);
+            let err = parse(json).expect_err(json).to_string();
             assert!(err.contains(key), "{key} not named in: {err}");
         }
     }

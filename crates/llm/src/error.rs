@@ -30,15 +30,97 @@ pub enum LlmError {
     #[error("model at {url} reported an error mid-response: {message}")]
     Remote { url: String, message: String },
     /// The response was not the wire format expected.
-    #[error("failed to decode model response from {url}: {message}")]
-    Decode { url: String, message: String },
+    #[error("failed to decode model response from {url}: {source}")]
+    Decode {
+        url: String,
+        #[source]
+        source: DecodeError,
+    },
     /// The client was configured wrongly; no request was sent.
     #[error("invalid model client configuration: {0}")]
     Config(String),
     /// The chat request cannot be expressed in the provider's wire format (a tool
     /// result that names no call, say); no request was sent.
     #[error("invalid chat request: {0}")]
-    InvalidRequest(String),
+    InvalidRequest(#[from] RequestError),
+}
+
+/// Why a chat request cannot be sent in a provider's wire format.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// A tool result (Messages API) has no id, or an empty one, to pair it with its
+    /// call.
+    #[error("tool result in message {message} names no tool call")]
+    ToolResultNamesNoCall { message: usize },
+    /// A tool result (Responses API) has no id to pair it with its call.
+    #[error("message {message}: a tool result has no tool_call_id")]
+    ToolResultWithoutCallId { message: usize },
+    /// The model id names a provider (its prefix) but no model after it.
+    #[error("model id {model:?} names no model for provider {provider:?}")]
+    NoModelForProvider { model: String, provider: String },
+    /// The request body could not be serialised; `api` names the request (`messages`,
+    /// `responses`).
+    #[error("failed to encode the {api} request: {source}")]
+    Encode {
+        api: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Why a model's answer could not be read: its body or one of its events was not the
+/// format expected, or it was incomplete.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A whole (non-streamed) answer's body is not the JSON expected.
+    #[error("{0}")]
+    Body(#[source] serde_json::Error),
+    /// The event stream itself is broken (not UTF-8, not server-sent events). Boxed so
+    /// that the event-stream parser's types stay out of this crate's interface.
+    #[error("invalid event stream: {0}")]
+    EventStream(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A chat-completions chunk is not the JSON expected.
+    #[error("invalid chunk {data:?}: {source}")]
+    Chunk {
+        data: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An event (told apart by the `type` in its data) is not the JSON expected.
+    #[error("invalid event {data:?}: {source}")]
+    Event {
+        data: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An event of a known kind (a Responses API event name) is not the JSON expected.
+    #[error("invalid {kind} event: {source}")]
+    EventOfKind {
+        kind: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A chat completion has no choice to take the answer from.
+    #[error("the response has no choices")]
+    NoChoices,
+    /// A Responses API answer reports that it failed; `message` is the server's.
+    #[error("the response failed: {message}")]
+    ResponseFailed { message: String },
+    /// A function call of a whole Responses API answer has no name.
+    #[error("function call {index} has no name")]
+    NamelessFunctionCall { index: usize },
+    /// A streamed Responses API function call never got a name.
+    #[error("streamed function call {index} has no name")]
+    NamelessStreamedFunctionCall { index: usize },
+    /// A streamed chat-completions tool call never got a function name.
+    #[error("streamed tool call {index} has no function name")]
+    NamelessStreamedToolCall { index: usize },
+    /// Tool input arrived for a content block that is not a started `tool_use` block.
+    #[error("input_json_delta for content block {index}, which is not a started tool_use block")]
+    InputForUnknownBlock { index: usize },
+    /// Function-call arguments arrived for no output item the stream announced.
+    #[error("{kind} event names no output index and no known item")]
+    ArgumentsForUnknownItem { kind: String },
 }
 
 impl LlmError {
@@ -145,12 +227,12 @@ mod tests {
         assert!(
             !LlmError::Decode {
                 url: "u".into(),
-                message: "eof".into()
+                source: DecodeError::NoChoices
             }
             .retryable()
         );
         assert!(!LlmError::Config("no url".into()).retryable());
-        assert!(!LlmError::InvalidRequest("tool result without a call id".into()).retryable());
+        assert!(!LlmError::from(RequestError::ToolResultWithoutCallId { message: 1 }).retryable());
     }
 
     #[test]
@@ -160,6 +242,24 @@ mod tests {
         assert_eq!(http(529).kind(), "server_error");
         assert_eq!(http(401).kind(), "client_error");
         assert_eq!(LlmError::Config("x".into()).kind(), "config");
+    }
+
+    #[test]
+    fn decode_and_request_errors_keep_their_messages() {
+        let decode = LlmError::Decode {
+            url: "http://m/v1/messages".into(),
+            source: DecodeError::NamelessStreamedToolCall { index: 3 },
+        };
+        assert_eq!(
+            decode.to_string(),
+            "failed to decode model response from http://m/v1/messages: \
+             streamed tool call 3 has no function name"
+        );
+        assert_eq!(
+            LlmError::from(RequestError::ToolResultNamesNoCall { message: 2 }).to_string(),
+            "invalid chat request: tool result in message 2 names no tool call"
+        );
+        assert_eq!(decode.kind(), "decode");
     }
 
     #[test]

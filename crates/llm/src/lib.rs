@@ -5,7 +5,9 @@
 //!
 //! - [`catalogue`]: [`ModelCatalogue`], each model's context window and prices.
 //! - [`types`]: messages, tool definitions, tool calls, token usage, stream deltas.
-//! - [`error`]: [`LlmError`], with a `retryable` verdict per variant.
+//! - [`error`]: [`LlmError`], with a `retryable` verdict per variant, and its causes
+//!   [`RequestError`] (a request that cannot be sent) and [`DecodeError`] (an answer
+//!   that cannot be read).
 //! - [`openai`]: OpenAI-compatible chat completions (vLLM, Ollama, llama.cpp, gateways),
 //!   streaming SSE with tool-call chunk assembly.
 //! - [`config`]: [`HttpConfig`], the endpoint, timeout and retry settings both clients share.
@@ -40,7 +42,7 @@ pub use catalogue::{
     Prices,
 };
 pub use config::HttpConfig;
-pub use error::LlmError;
+pub use error::{DecodeError, LlmError, RequestError};
 pub use limits::{LimitedProvider, RateLimits};
 pub use openai::{OpenAiClient, OpenAiConfig};
 pub use priced::PricedProvider;

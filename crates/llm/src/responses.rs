@@ -15,7 +15,7 @@ mod stream;
 
 use crate::Provider;
 use crate::config::HttpConfig;
-use crate::error::LlmError;
+use crate::error::{LlmError, RequestError};
 use crate::transport::Transport;
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 use request::Request;
@@ -64,9 +64,12 @@ impl Provider for ResponsesClient {
     ) -> Result<ChatResponse, LlmError> {
         let stream = self.config.stream;
         let encode = || {
-            let wire = Request::new(request, stream).map_err(LlmError::InvalidRequest)?;
-            serde_json::to_vec(&wire).map_err(|e| {
-                LlmError::InvalidRequest(format!("failed to encode the responses request: {e}"))
+            let wire = Request::new(request, stream)?;
+            serde_json::to_vec(&wire).map_err(|source| {
+                LlmError::from(RequestError::Encode {
+                    api: "responses",
+                    source,
+                })
             })
         };
         self.transport

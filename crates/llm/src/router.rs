@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::Provider;
-use crate::error::LlmError;
+use crate::error::{LlmError, RequestError};
 use crate::types::{ChatRequest, ChatResponse, StreamDelta};
 
 /// The conventional prefix for the OpenAI-compatible client.
@@ -145,10 +145,11 @@ impl Provider for ModelRouter {
     ) -> Result<ChatResponse, LlmError> {
         let route = self.route(&request.model);
         if route.model.trim().is_empty() {
-            return Err(LlmError::InvalidRequest(format!(
-                "model id {:?} names no model for provider {:?}",
-                request.model, route.provider
-            )));
+            return Err(RequestError::NoModelForProvider {
+                model: request.model.clone(),
+                provider: route.provider.to_owned(),
+            }
+            .into());
         }
         let provider = self.provider(route.provider);
         if route.model == request.model {

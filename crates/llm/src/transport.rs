@@ -17,7 +17,7 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 
-use crate::error::LlmError;
+use crate::error::{DecodeError, LlmError};
 use crate::limits::RateHints;
 use crate::types::{ChatResponse, StreamDelta};
 
@@ -28,7 +28,7 @@ const MAX_ERROR_BODY_BYTES: usize = 4096;
 /// attempt, so a retry never sees the pieces of the one before.
 pub(crate) trait Decoder: Default + Send {
     /// Decodes a whole answer sent as one JSON body.
-    fn decode_body(body: &[u8]) -> Result<ChatResponse, String>;
+    fn decode_body(body: &[u8]) -> Result<ChatResponse, DecodeError>;
 
     /// Folds in one server-sent event: `event` is its `event:` field (`message` when
     /// the server sent none), `data` its data, trimmed.
@@ -39,7 +39,7 @@ pub(crate) trait Decoder: Default + Send {
     fn is_complete(&self) -> bool;
 
     /// The whole answer, once the stream has ended.
-    fn finish(self) -> Result<ChatResponse, String>;
+    fn finish(self) -> Result<ChatResponse, DecodeError>;
 }
 
 /// What an event meant to the reader.
@@ -54,12 +54,19 @@ pub(crate) enum Pushed {
 }
 
 /// Why an event could not be folded in.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum EventError {
-    /// The server reported an error inside the stream.
+    /// The server reported an error inside the stream; its message, as the server
+    /// worded it.
     Remote(String),
     /// The event was not the format expected.
-    Decode(String),
+    Decode(DecodeError),
+}
+
+impl From<DecodeError> for EventError {
+    fn from(error: DecodeError) -> Self {
+        Self::Decode(error)
+    }
 }
 
 /// Retries after the first attempt and the backoff between them.
@@ -293,7 +300,7 @@ impl Transport {
             return self.read_stream::<D>(response, on_delta, delivered).await;
         }
         let bytes = response.bytes().await.map_err(|e| self.request_error(e))?;
-        let answer = D::decode_body(&bytes).map_err(|message| self.decode_error(message))?;
+        let answer = D::decode_body(&bytes).map_err(|e| self.decode_error(e))?;
         // The whole text arrives at once; callers still see it as progress.
         if !answer.text.is_empty() {
             *delivered = true;
@@ -313,7 +320,7 @@ impl Transport {
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| match e {
                 EventStreamError::Transport(e) => self.request_error(e),
-                other => self.decode_error(format!("invalid event stream: {other}")),
+                other => self.decode_error(DecodeError::EventStream(Box::new(other))),
             })?;
             let pushed = decoder
                 .push_event(&event.event, event.data.trim())
@@ -322,7 +329,7 @@ impl Transport {
                         url: self.endpoint.clone(),
                         message,
                     },
-                    EventError::Decode(message) => self.decode_error(message),
+                    EventError::Decode(error) => self.decode_error(error),
                 })?;
             match pushed {
                 Pushed::Nothing => {}
@@ -339,9 +346,7 @@ impl Transport {
                 message: "the answer stream ended before the answer was complete".into(),
             });
         }
-        decoder
-            .finish()
-            .map_err(|message| self.decode_error(message))
+        decoder.finish().map_err(|e| self.decode_error(e))
     }
 
     fn request_error(&self, error: reqwest::Error) -> LlmError {
@@ -366,10 +371,10 @@ impl Transport {
         }
     }
 
-    fn decode_error(&self, message: String) -> LlmError {
+    fn decode_error(&self, source: DecodeError) -> LlmError {
         LlmError::Decode {
             url: self.endpoint.clone(),
-            message,
+            source,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The crate's error type.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Why a command could not be confined (and so must not run).
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,17 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+
+    /// The process did not try to enter a mount namespace of its own at start
+    /// ([`crate::mounts::enter_private_mounts`] was not called).
+    #[error("not entered at start")]
+    MountsNotEntered,
+
+    /// An error recorded when it happened and reported again each time it is asked
+    /// for (why the process has no private mounts); shared, as the error itself cannot
+    /// be copied.
+    #[error(transparent)]
+    Recorded(Arc<SandboxError>),
 }
 
 impl SandboxError {

@@ -9,29 +9,34 @@
 //! workspaces are then copies).
 
 use std::io;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::SandboxError;
 
 /// How [`enter_private_mounts`] went, if it was called.
-static ENTERED: OnceLock<Result<(), String>> = OnceLock::new();
+static ENTERED: OnceLock<Result<(), Arc<SandboxError>>> = OnceLock::new();
 
-/// Whether this process is in a mount namespace of its own; why not, otherwise.
-pub fn private_mounts() -> Result<(), String> {
-    ENTERED
-        .get()
-        .cloned()
-        .unwrap_or_else(|| Err("not entered at start".to_owned()))
+/// Whether this process is in a mount namespace of its own; why not, otherwise:
+/// [`SandboxError::MountsNotEntered`], or the failure of [`enter_private_mounts`]
+/// ([`SandboxError::Recorded`]).
+pub fn private_mounts() -> Result<(), SandboxError> {
+    match ENTERED.get() {
+        Some(entered) => entered.clone().map_err(SandboxError::Recorded),
+        None => Err(SandboxError::MountsNotEntered),
+    }
 }
 
 /// Enters a user and mount namespace of the process's own, mapping its user and group
 /// to themselves (other users' files show as owned by the overflow user), with mounts
 /// private to it. Call it
 /// before any thread is started.
+///
+/// A failure is recorded for [`private_mounts`] and returned as
+/// [`SandboxError::Recorded`], whose message is the failure's own.
 pub fn enter_private_mounts() -> Result<(), SandboxError> {
-    let entered = enter();
-    let _ = ENTERED.set(entered.as_ref().map(|_| ()).map_err(ToString::to_string));
-    entered
+    let entered = enter().map_err(Arc::new);
+    let _ = ENTERED.set(entered.clone());
+    entered.map_err(SandboxError::Recorded)
 }
 
 fn enter() -> Result<(), SandboxError> {
@@ -75,5 +80,23 @@ mod tests {
             identity_maps(10001, 10002),
             ("10001 10001 1\n".to_owned(), "10002 10002 1\n".to_owned())
         );
+    }
+
+    #[test]
+    fn a_process_that_did_not_enter_says_so() {
+        // No test of this binary enters: it would change the test process itself.
+        let error = private_mounts().expect_err("not entered");
+        assert!(matches!(error, SandboxError::MountsNotEntered), "{error:?}");
+        assert_eq!(error.to_string(), "not entered at start");
+    }
+
+    #[test]
+    fn a_recorded_failure_reads_as_the_failure_itself() {
+        let failure = || SandboxError::Io {
+            action: "deny setgroups in the user namespace",
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        };
+        let recorded = SandboxError::Recorded(Arc::new(failure()));
+        assert_eq!(recorded.to_string(), failure().to_string());
     }
 }

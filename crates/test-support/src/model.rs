@@ -18,11 +18,13 @@
 //! - `reply`: [`ScriptedReply`] and its rendering to an HTTP response;
 //! - `openai`, `anthropic`, `responses`: parsing requests and rendering answers per
 //!   wire format;
+//! - `error`: why a request is refused (answered 400);
 //! - `rate`: a provider's rate limit ([`ScriptedModel::rate_limited`]) and the
 //!   [`RateReport`] of what arrived.
 
 mod anthropic;
 mod cache;
+mod error;
 mod openai;
 mod rate;
 mod reply;

@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::error::RequestError;
 use crate::types::{ChatRequest, Reasoning, Role, ToolSchema};
 
 /// Key under which arguments that are not a JSON object are sent as text.
@@ -142,7 +143,7 @@ impl<'a> MessagesRequest<'a> {
         request: &'a ChatRequest,
         default_max_tokens: u32,
         stream: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RequestError> {
         let mut system = Vec::new();
         let mut messages: Vec<WireMessage<'a>> = Vec::new();
         for (i, message) in request.messages.iter().enumerate() {
@@ -180,7 +181,7 @@ impl<'a> MessagesRequest<'a> {
                         .tool_call_id
                         .as_deref()
                         .filter(|id| !id.is_empty())
-                        .ok_or_else(|| format!("tool result in message {i} names no tool call"))?;
+                        .ok_or(RequestError::ToolResultNamesNoCall { message: i })?;
                     let result = Block::ToolResult {
                         tool_use_id: id,
                         content: &message.content,
@@ -512,7 +513,7 @@ mod tests {
             ..Default::default()
         };
         let error = MessagesRequest::new(&request, 1, false).expect_err("no id");
-        assert!(error.contains("message 0"), "{error}");
+        assert!(error.to_string().contains("message 0"), "{error}");
     }
 
     #[test]

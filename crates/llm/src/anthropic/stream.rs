@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{self, ContentBlock, WireUsage};
+use crate::error::DecodeError;
 use crate::transport::{Decoder, EventError, Pushed};
 use crate::types::{ChatResponse, Reasoning, ToolCall};
 
@@ -151,11 +152,10 @@ impl StreamAssembler {
             Event::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text } => return Ok(self.push_text(text)),
                 BlockDelta::InputJsonDelta { partial_json } => {
-                    let call = self.calls.get_mut(&index).ok_or_else(|| {
-                        EventError::Decode(format!(
-                            "input_json_delta for content block {index}, which is not a started tool_use block"
-                        ))
-                    })?;
+                    let call = self
+                        .calls
+                        .get_mut(&index)
+                        .ok_or(DecodeError::InputForUnknownBlock { index })?;
                     call.partial_json.push_str(&partial_json);
                 }
                 BlockDelta::ThinkingDelta { thinking } => {
@@ -210,18 +210,20 @@ fn error_message(error: &Value) -> String {
 }
 
 impl Decoder for StreamAssembler {
-    fn decode_body(body: &[u8]) -> Result<ChatResponse, String> {
+    fn decode_body(body: &[u8]) -> Result<ChatResponse, DecodeError> {
         serde_json::from_slice::<response::Response>(body)
             .map(response::Response::into_chat_response)
-            .map_err(|e| e.to_string())
+            .map_err(DecodeError::Body)
     }
 
     fn push_event(&mut self, _event: &str, data: &str) -> Result<Pushed, EventError> {
         if data.is_empty() {
             return Ok(Pushed::Nothing);
         }
-        let event: Event = serde_json::from_str(data)
-            .map_err(|e| EventError::Decode(format!("invalid event {data:?}: {e}")))?;
+        let event: Event = serde_json::from_str(data).map_err(|source| DecodeError::Event {
+            data: data.to_owned(),
+            source,
+        })?;
         self.push(event)
     }
 
@@ -231,7 +233,7 @@ impl Decoder for StreamAssembler {
         self.stopped || self.stop_reason.is_some()
     }
 
-    fn finish(self) -> Result<ChatResponse, String> {
+    fn finish(self) -> Result<ChatResponse, DecodeError> {
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_values()
@@ -368,9 +370,9 @@ mod tests {
             &mut a,
             json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
         );
-        assert_eq!(
-            error,
-            Err(EventError::Remote("overloaded_error: Overloaded".into()))
+        assert!(
+            matches!(&error, Err(EventError::Remote(m)) if m == "overloaded_error: Overloaded"),
+            "{error:?}"
         );
     }
 
@@ -400,7 +402,11 @@ mod tests {
             delta(4, json!({"type": "input_json_delta", "partial_json": "{}"})),
         );
         assert!(
-            matches!(&error, Err(EventError::Decode(m)) if m.contains("content block 4")),
+            matches!(
+                &error,
+                Err(EventError::Decode(e @ DecodeError::InputForUnknownBlock { index: 4 }))
+                    if e.to_string().contains("content block 4")
+            ),
             "{error:?}"
         );
     }

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::wire::{self, Chunk, ToolCallChunk};
+use crate::error::DecodeError;
 use crate::transport::{Decoder, EventError, Pushed};
 use crate::types::{ChatResponse, ToolCall, Usage};
 
@@ -96,9 +97,9 @@ impl StreamAssembler {
 }
 
 impl Decoder for StreamAssembler {
-    fn decode_body(body: &[u8]) -> Result<ChatResponse, String> {
+    fn decode_body(body: &[u8]) -> Result<ChatResponse, DecodeError> {
         serde_json::from_slice::<wire::Response>(body)
-            .map_err(|e| e.to_string())
+            .map_err(DecodeError::Body)
             .and_then(wire::Response::into_chat_response)
     }
 
@@ -110,8 +111,10 @@ impl Decoder for StreamAssembler {
         if data.is_empty() {
             return Ok(Pushed::Nothing);
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| EventError::Decode(format!("invalid chunk {data:?}: {e}")))?;
+        let chunk: Chunk = serde_json::from_str(data).map_err(|source| DecodeError::Chunk {
+            data: data.to_owned(),
+            source,
+        })?;
         if let Some(error) = &chunk.error {
             return Err(EventError::Remote(error.to_string()));
         }
@@ -125,13 +128,13 @@ impl Decoder for StreamAssembler {
     }
 
     /// Fails on a tool call that never got a name.
-    fn finish(self) -> Result<ChatResponse, String> {
+    fn finish(self) -> Result<ChatResponse, DecodeError> {
         let tool_calls = self
             .calls
             .into_iter()
             .map(|(index, call)| {
                 if call.name.is_empty() {
-                    return Err(format!("streamed tool call {index} has no function name"));
+                    return Err(DecodeError::NamelessStreamedToolCall { index });
                 }
                 Ok(ToolCall {
                     id: call.id.unwrap_or_else(|| wire::synthetic_call_id(index)),
@@ -196,7 +199,10 @@ mod tests {
             &mut a,
             json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}),
         );
-        assert_eq!(a.push_event("message", "[DONE]"), Ok(Pushed::End));
+        assert_eq!(
+            a.push_event("message", "[DONE]").expect("done"),
+            Pushed::End
+        );
         let answer = a.finish().expect("complete");
         assert_eq!(answer.text, "Hello");
         assert_eq!(answer.finish_reason, FinishReason::Stop);
@@ -296,10 +302,9 @@ mod tests {
             &mut a,
             delta(json!({"tool_calls": [{"index": 3, "function": {"arguments": "{}"}}]})),
         );
-        assert!(
-            a.finish()
-                .expect_err("nameless call")
-                .contains("no function name")
+        assert_eq!(
+            a.finish().expect_err("nameless call").to_string(),
+            "streamed tool call 3 has no function name"
         );
 
         let mut a = StreamAssembler::default();

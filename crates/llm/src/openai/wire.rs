@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::error::DecodeError;
 use crate::types::{
     ChatRequest, ChatResponse, FinishReason, Message, Role, ToolCall, ToolDef, Usage,
 };
@@ -224,7 +225,7 @@ struct ResponseFunction {
 
 impl Response {
     /// The answer of the first choice.
-    pub(super) fn into_chat_response(self) -> Result<ChatResponse, String> {
+    pub(super) fn into_chat_response(self) -> Result<ChatResponse, DecodeError> {
         if let Some(model) = &self.model {
             crate::spans::response_model(model);
         }
@@ -232,7 +233,7 @@ impl Response {
             .choices
             .into_iter()
             .next()
-            .ok_or("the response has no choices")?;
+            .ok_or(DecodeError::NoChoices)?;
         let message = choice.message.unwrap_or_default();
         let tool_calls: Vec<ToolCall> = message
             .tool_calls

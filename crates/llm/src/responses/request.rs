@@ -14,6 +14,7 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::error::RequestError;
 use crate::types::{ChatRequest, Message, Role, ToolDef};
 
 /// The request body of `POST /responses`.
@@ -91,7 +92,7 @@ struct WireTool<'a> {
 impl<'a> Request<'a> {
     /// The body for `request`; fails on a tool result that names no call, which the
     /// API could not pair with one.
-    pub(super) fn new(request: &'a ChatRequest, stream: bool) -> Result<Self, String> {
+    pub(super) fn new(request: &'a ChatRequest, stream: bool) -> Result<Self, RequestError> {
         let system: Vec<&str> = request
             .messages
             .iter()
@@ -100,7 +101,7 @@ impl<'a> Request<'a> {
             .collect();
         let mut input = Vec::with_capacity(request.messages.len());
         for (i, message) in request.messages.iter().enumerate() {
-            push_items(&mut input, message).map_err(|e| format!("message {i}: {e}"))?;
+            push_items(&mut input, i, message)?;
         }
         Ok(Self {
             model: &request.model,
@@ -121,8 +122,13 @@ impl<'a> Request<'a> {
     }
 }
 
-/// The items of one message: none for a system message (it is in `instructions`).
-fn push_items<'a>(input: &mut Vec<InputItem<'a>>, message: &'a Message) -> Result<(), String> {
+/// The items of message `index`: none for a system message (it is in
+/// `instructions`).
+fn push_items<'a>(
+    input: &mut Vec<InputItem<'a>>,
+    index: usize,
+    message: &'a Message,
+) -> Result<(), RequestError> {
     let text = |role, kind| InputItem::Message {
         role,
         content: [Part {
@@ -153,7 +159,7 @@ fn push_items<'a>(input: &mut Vec<InputItem<'a>>, message: &'a Message) -> Resul
             let call_id = message
                 .tool_call_id
                 .as_deref()
-                .ok_or("a tool result has no tool_call_id")?;
+                .ok_or(RequestError::ToolResultWithoutCallId { message: index })?;
             input.push(InputItem::FunctionCallOutput {
                 call_id,
                 output: &message.content,
@@ -298,9 +304,9 @@ mod tests {
             ..Default::default()
         };
         let error = Request::new(&request, false).expect_err("unpaired result");
-        assert!(
-            error.contains("message 1") && error.contains("tool_call_id"),
-            "{error}"
+        assert_eq!(
+            error.to_string(),
+            "message 1: a tool result has no tool_call_id"
         );
     }
 }

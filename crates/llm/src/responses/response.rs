@@ -8,6 +8,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::error::DecodeError;
 use crate::types::{ChatResponse, FinishReason, ToolCall, Usage};
 
 /// A response object: the body of a non-streamed answer, and the `response` of the
@@ -126,15 +127,14 @@ impl From<WireUsage> for Usage {
 
 impl Response {
     /// The whole answer; fails on a `failed` response.
-    pub(super) fn into_chat_response(self) -> Result<ChatResponse, String> {
+    pub(super) fn into_chat_response(self) -> Result<ChatResponse, DecodeError> {
         if let Some(model) = &self.model {
             crate::spans::response_model(model);
         }
         if self.status.as_deref() == Some("failed") {
-            return Err(format!(
-                "the response failed: {}",
-                error_message(self.error.as_ref().unwrap_or(&Value::Null))
-            ));
+            return Err(DecodeError::ResponseFailed {
+                message: error_message(self.error.as_ref().unwrap_or(&Value::Null)),
+            });
         }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
@@ -163,7 +163,7 @@ impl Response {
 
 /// The call of a `function_call` item at `index` of the output (`None` for other
 /// items); fails on a call without a name.
-pub(super) fn tool_call(index: usize, item: OutputItem) -> Option<Result<ToolCall, String>> {
+pub(super) fn tool_call(index: usize, item: OutputItem) -> Option<Result<ToolCall, DecodeError>> {
     let OutputItem::FunctionCall {
         id,
         call_id,
@@ -174,7 +174,7 @@ pub(super) fn tool_call(index: usize, item: OutputItem) -> Option<Result<ToolCal
         return None;
     };
     if name.is_empty() {
-        return Some(Err(format!("function call {index} has no name")));
+        return Some(Err(DecodeError::NamelessFunctionCall { index }));
     }
     Some(Ok(ToolCall {
         id: call_id
@@ -238,7 +238,7 @@ mod tests {
 
     use super::*;
 
-    fn decode(body: Value) -> Result<ChatResponse, String> {
+    fn decode(body: Value) -> Result<ChatResponse, DecodeError> {
         serde_json::from_value::<Response>(body)
             .expect("response decodes")
             .into_chat_response()
@@ -297,12 +297,15 @@ mod tests {
         let error = decode(json!({"status": "failed",
             "error": {"code": "server_error", "message": "the model failed"}, "output": []}))
         .expect_err("failed");
-        assert!(error.contains("server_error: the model failed"), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "the response failed: server_error: the model failed"
+        );
         let error = decode(
             json!({"output": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}),
         )
         .expect_err("nameless");
-        assert!(error.contains("no name"), "{error}");
+        assert_eq!(error.to_string(), "function call 0 has no name");
     }
 
     #[test]

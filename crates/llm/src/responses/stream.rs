@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::response::{self, OutputItem, Response};
+use crate::error::DecodeError;
 use crate::transport::{Decoder, EventError, Pushed};
 use crate::types::{ChatResponse, ToolCall, Usage};
 
@@ -94,8 +95,11 @@ struct Kind {
     kind: String,
 }
 
-fn parse<T: DeserializeOwned>(kind: &str, data: &str) -> Result<T, EventError> {
-    serde_json::from_str(data).map_err(|e| EventError::Decode(format!("invalid {kind} event: {e}")))
+fn parse<T: DeserializeOwned>(kind: &str, data: &str) -> Result<T, DecodeError> {
+    serde_json::from_str(data).map_err(|source| DecodeError::EventOfKind {
+        kind: kind.to_owned(),
+        source,
+    })
 }
 
 impl StreamAssembler {
@@ -121,10 +125,8 @@ impl StreamAssembler {
                             .as_ref()
                             .and_then(|id| self.items.get(id).copied())
                     })
-                    .ok_or_else(|| {
-                        EventError::Decode(format!(
-                            "{kind} event names no output index and no known item"
-                        ))
+                    .ok_or_else(|| DecodeError::ArgumentsForUnknownItem {
+                        kind: kind.to_owned(),
                     })?;
                 let call = self.calls.entry(index).or_default();
                 if let Some(whole) = event.arguments {
@@ -218,9 +220,9 @@ impl StreamAssembler {
 }
 
 impl Decoder for StreamAssembler {
-    fn decode_body(body: &[u8]) -> Result<ChatResponse, String> {
+    fn decode_body(body: &[u8]) -> Result<ChatResponse, DecodeError> {
         serde_json::from_slice::<Response>(body)
-            .map_err(|e| e.to_string())
+            .map_err(DecodeError::Body)
             .and_then(Response::into_chat_response)
     }
 
@@ -231,8 +233,10 @@ impl Decoder for StreamAssembler {
         if event != "message" {
             return self.push(event, data);
         }
-        let kind: Kind = serde_json::from_str(data)
-            .map_err(|e| EventError::Decode(format!("invalid event {data:?}: {e}")))?;
+        let kind: Kind = serde_json::from_str(data).map_err(|source| DecodeError::Event {
+            data: data.to_owned(),
+            source,
+        })?;
         self.push(&kind.kind, data)
     }
 
@@ -242,13 +246,13 @@ impl Decoder for StreamAssembler {
     }
 
     /// Fails on a function call that never got a name.
-    fn finish(self) -> Result<ChatResponse, String> {
+    fn finish(self) -> Result<ChatResponse, DecodeError> {
         let tool_calls = self
             .calls
             .into_iter()
             .map(|(index, call)| {
                 if call.name.is_empty() {
-                    return Err(format!("streamed function call {index} has no name"));
+                    return Err(DecodeError::NamelessStreamedFunctionCall { index });
                 }
                 Ok(ToolCall {
                     id: call
@@ -285,6 +289,14 @@ mod tests {
     fn push(a: &mut StreamAssembler, event: Value) -> Result<Pushed, EventError> {
         let name = event["type"].as_str().unwrap_or("message").to_owned();
         a.push_event(&name, &event.to_string())
+    }
+
+    /// The server's message of a remote error.
+    fn remote(pushed: Result<Pushed, EventError>) -> String {
+        match pushed {
+            Err(EventError::Remote(message)) => message,
+            other => panic!("expected a remote error, got {other:?}"),
+        }
     }
 
     fn ok(a: &mut StreamAssembler, event: Value) -> Pushed {
@@ -472,20 +484,17 @@ mod tests {
         let failed = json!({"type": "response.failed", "response": {"status": "failed",
             "error": {"code": "server_error", "message": "the model failed"}}});
         assert_eq!(
-            push(&mut a, failed),
-            Err(EventError::Remote("server_error: the model failed".into()))
+            remote(push(&mut a, failed)),
+            "server_error: the model failed"
         );
         let error = json!({"type": "error", "code": "rate_limit_exceeded",
                            "message": "slow down", "param": null});
         assert_eq!(
-            push(&mut a, error),
-            Err(EventError::Remote("rate_limit_exceeded: slow down".into()))
+            remote(push(&mut a, error)),
+            "rate_limit_exceeded: slow down"
         );
         let nested = json!({"type": "error", "error": {"type": "server_error", "message": "oops"}});
-        assert_eq!(
-            push(&mut a, nested),
-            Err(EventError::Remote("server_error: oops".into()))
-        );
+        assert_eq!(remote(push(&mut a, nested)), "server_error: oops");
         assert!(!a.is_complete());
     }
 
@@ -493,14 +502,16 @@ mod tests {
     fn events_without_a_name_are_told_apart_by_type_and_unknown_ones_skipped() {
         let mut a = StreamAssembler::default();
         assert_eq!(
-            a.push_event("message", &text(0, "hi").to_string()),
-            Ok(Pushed::Text("hi".into()))
+            a.push_event("message", &text(0, "hi").to_string())
+                .expect("a text delta"),
+            Pushed::Text("hi".into())
         );
         let unknown = json!({"type": "response.reasoning_summary_text.delta", "delta": {"odd": 1}});
         assert_eq!(ok(&mut a, unknown), Pushed::Nothing);
         assert_eq!(
-            a.push_event("response.in_progress", ""),
-            Ok(Pushed::Nothing)
+            a.push_event("response.in_progress", "")
+                .expect("an empty event"),
+            Pushed::Nothing
         );
         assert!(matches!(
             a.push_event("message", "not json"),
@@ -517,7 +528,10 @@ mod tests {
         let mut a = StreamAssembler::default();
         ok(&mut a, args(Some(3), "x", "{}"));
         ok(&mut a, completed(json!({"status": "completed"})));
-        assert!(a.finish().expect_err("nameless").contains("no name"));
+        assert_eq!(
+            a.finish().expect_err("nameless").to_string(),
+            "streamed function call 3 has no name"
+        );
 
         let mut a = StreamAssembler::default();
         ok(

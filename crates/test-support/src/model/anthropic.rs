@@ -11,13 +11,17 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::error::{InvalidRequest, Place};
 use super::reply::{Answer, Frame, split_pieces};
 use super::{SeenMessage, SeenRequest, WireFormat};
 
 /// How many events streamed text and each tool input are split into.
 const PIECES: usize = 3;
 
-pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<SeenRequest, String> {
+pub(super) fn parse(
+    raw: Value,
+    headers: BTreeMap<String, String>,
+) -> Result<SeenRequest, InvalidRequest> {
     let model = raw["model"]
         .as_str()
         .ok_or("`model` must be a string")?
@@ -30,7 +34,7 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
         Value::Null => {}
         system => messages.push(SeenMessage {
             role: "system".into(),
-            content: text_of(system).map_err(|e| format!("system: {e}"))?,
+            content: text_of(system).map_err(InvalidRequest::at(Place::System))?,
             tool_calls: Vec::new(),
             tool_call_id: None,
         }),
@@ -39,25 +43,15 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
         .as_array()
         .ok_or("`messages` must be an array")?;
     for (i, message) in raw_messages.iter().enumerate() {
-        push_message(&mut messages, message).map_err(|e| format!("messages[{i}]: {e}"))?;
-        check_blocks(raw_messages, i).map_err(|e| format!("messages[{i}]: {e}"))?;
+        push_message(&mut messages, message).map_err(InvalidRequest::at(Place::Message(i)))?;
+        check_blocks(raw_messages, i).map_err(InvalidRequest::at(Place::Message(i)))?;
     }
     let tools = match &raw["tools"] {
         Value::Null => Vec::new(),
         Value::Array(tools) => tools
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                let name = t["name"]
-                    .as_str()
-                    .ok_or(format!("tools[{i}]: `name` must be a string"))?;
-                if !t["input_schema"].is_object() {
-                    return Err(format!(
-                        "tools[{i}]: `input_schema` must be a json schema object"
-                    ));
-                }
-                Ok(name.to_owned())
-            })
+            .map(|(i, t)| parse_tool(t).map_err(InvalidRequest::at(Place::Tool(i))))
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err("`tools` must be an array".into()),
     };
@@ -75,10 +69,18 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
     })
 }
 
+fn parse_tool(tool: &Value) -> Result<String, InvalidRequest> {
+    let name = tool["name"].as_str().ok_or("`name` must be a string")?;
+    if !tool["input_schema"].is_object() {
+        return Err("`input_schema` must be a json schema object".into());
+    }
+    Ok(name.to_owned())
+}
+
 /// What the real API answers 400 to with extended thinking on: a budget under 1,024
 /// tokens or not under `max_tokens`, a temperature or top_p, and a last assistant turn
 /// that calls tools without its thinking block first, unchanged (its signature).
-fn check_thinking(raw: &Value, messages: &[Value]) -> Result<(), String> {
+fn check_thinking(raw: &Value, messages: &[Value]) -> Result<(), InvalidRequest> {
     if raw["thinking"]["type"] != "enabled" {
         return Ok(());
     }
@@ -115,7 +117,7 @@ fn check_thinking(raw: &Value, messages: &[Value]) -> Result<(), String> {
 }
 
 /// Text of a string or of the `text` blocks of a block array.
-fn text_of(content: &Value) -> Result<String, String> {
+fn text_of(content: &Value) -> Result<String, InvalidRequest> {
     match content {
         Value::String(s) => Ok(s.clone()),
         Value::Array(blocks) => Ok(blocks
@@ -127,7 +129,7 @@ fn text_of(content: &Value) -> Result<String, String> {
     }
 }
 
-fn push_message(out: &mut Vec<SeenMessage>, message: &Value) -> Result<(), String> {
+fn push_message(out: &mut Vec<SeenMessage>, message: &Value) -> Result<(), InvalidRequest> {
     let role = message["role"].as_str().ok_or("`role` must be a string")?;
     let content = &message["content"];
     let blocks = match content {
@@ -181,9 +183,7 @@ fn push_message(out: &mut Vec<SeenMessage>, message: &Value) -> Result<(), Strin
             });
         }
         other => {
-            return Err(format!(
-                "unknown role {other:?} (system goes in the top-level `system`)"
-            ));
+            return Err(InvalidRequest::UnknownMessagesRole(other.to_owned()));
         }
     }
     Ok(())
@@ -193,7 +193,7 @@ fn push_message(out: &mut Vec<SeenMessage>, message: &Value) -> Result<(), Strin
 /// text blocks, `tool_result` blocks after other content, a `tool_use` not answered by
 /// a `tool_result` in the next message, and a `tool_result` answering no `tool_use` of
 /// the message before.
-fn check_blocks(messages: &[Value], i: usize) -> Result<(), String> {
+fn check_blocks(messages: &[Value], i: usize) -> Result<(), InvalidRequest> {
     let blocks = |m: Option<&Value>| -> Vec<Value> {
         m.and_then(|m| m["content"].as_array())
             .cloned()
@@ -228,18 +228,17 @@ fn check_blocks(messages: &[Value], i: usize) -> Result<(), String> {
     };
     let asked = ids(&previous, "tool_use", "id");
     if let Some(id) = results.iter().find(|id| !asked.contains(id)) {
-        return Err(format!(
-            "tool_result for {id:?} answers no tool_use block of the previous message"
-        ));
+        return Err(InvalidRequest::ResultAnswersNoUse(id.clone()));
     }
     let calls = ids(&own, "tool_use", "id");
     if let Some(next) = messages.get(i + 1) {
         let answered = ids(&blocks(Some(next)), "tool_result", "tool_use_id");
-        let missing: Vec<&String> = calls.iter().filter(|id| !answered.contains(id)).collect();
+        let missing: Vec<String> = calls
+            .into_iter()
+            .filter(|id| !answered.contains(id))
+            .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "tool_use ids {missing:?} were found without tool_result blocks immediately after"
-            ));
+            return Err(InvalidRequest::UsesNotAnswered(missing));
         }
     }
     Ok(())
@@ -440,6 +439,7 @@ mod tests {
                 json!({"model": "m", "max_tokens": 5, "messages": messages}),
                 BTreeMap::new(),
             )
+            .map_err(|e| e.to_string())
         };
         let unanswered = parse_messages(json!([call, {"role": "user", "content": "next"}]))
             .expect_err("tool_use needs a tool_result");
@@ -462,7 +462,8 @@ mod tests {
     #[test]
     fn rejects_request_without_max_tokens() {
         let err = parse(json!({"model": "m", "messages": []}), BTreeMap::new())
-            .expect_err("max_tokens is required");
+            .expect_err("max_tokens is required")
+            .to_string();
         assert!(err.contains("max_tokens"), "{err}");
     }
 
@@ -482,7 +483,9 @@ mod tests {
                             "signature": super::super::thinking_signature("hm")});
         parse(request(signed), BTreeMap::new()).expect("signed thinking first");
         let forged = json!({"type": "thinking", "thinking": "hm", "signature": "forged"});
-        let err = parse(request(forged), BTreeMap::new()).expect_err("changed thinking");
+        let err = parse(request(forged), BTreeMap::new())
+            .expect_err("changed thinking")
+            .to_string();
         assert!(err.contains("thinking"), "{err}");
         let text = json!({"type": "text", "text": "let me look"});
         parse(request(text), BTreeMap::new()).expect_err("no thinking block");

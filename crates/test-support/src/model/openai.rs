@@ -8,13 +8,17 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::error::{InvalidRequest, Place};
 use super::reply::{Answer, Frame, split_pieces};
 use super::{SeenMessage, SeenRequest, WireFormat};
 
 /// How many events streamed text and each tool call's arguments are split into.
 const PIECES: usize = 3;
 
-pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<SeenRequest, String> {
+pub(super) fn parse(
+    raw: Value,
+    headers: BTreeMap<String, String>,
+) -> Result<SeenRequest, InvalidRequest> {
     let model = raw["model"]
         .as_str()
         .ok_or("`model` must be a string")?
@@ -24,14 +28,14 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
         .ok_or("`messages` must be an array")?
         .iter()
         .enumerate()
-        .map(|(i, m)| parse_message(m).map_err(|e| format!("messages[{i}]: {e}")))
+        .map(|(i, m)| parse_message(m).map_err(InvalidRequest::at(Place::Message(i))))
         .collect::<Result<Vec<_>, _>>()?;
     let tools = match &raw["tools"] {
         Value::Null => Vec::new(),
         Value::Array(tools) => tools
             .iter()
             .enumerate()
-            .map(|(i, t)| parse_tool(t).map_err(|e| format!("tools[{i}]: {e}")))
+            .map(|(i, t)| parse_tool(t).map_err(InvalidRequest::at(Place::Tool(i))))
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err("`tools` must be an array".into()),
     };
@@ -51,10 +55,10 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
     })
 }
 
-fn parse_message(m: &Value) -> Result<SeenMessage, String> {
+fn parse_message(m: &Value) -> Result<SeenMessage, InvalidRequest> {
     let role = m["role"].as_str().ok_or("`role` must be a string")?;
     if !matches!(role, "system" | "developer" | "user" | "assistant" | "tool") {
-        return Err(format!("unknown role {role:?}"));
+        return Err(InvalidRequest::UnknownRole(role.to_owned()));
     }
     let content = match &m["content"] {
         Value::Null => String::new(),
@@ -83,7 +87,7 @@ fn parse_message(m: &Value) -> Result<SeenMessage, String> {
     })
 }
 
-fn parse_tool_call(call: &Value) -> Result<(String, String, String), String> {
+fn parse_tool_call(call: &Value) -> Result<(String, String, String), InvalidRequest> {
     let id = call["id"]
         .as_str()
         .ok_or("tool call `id` must be a string")?;
@@ -99,7 +103,7 @@ fn parse_tool_call(call: &Value) -> Result<(String, String, String), String> {
     Ok((id.to_owned(), name.to_owned(), arguments.to_owned()))
 }
 
-fn parse_tool(tool: &Value) -> Result<String, String> {
+fn parse_tool(tool: &Value) -> Result<String, InvalidRequest> {
     if tool["type"] != "function" {
         return Err("`type` must be \"function\"".into());
     }
@@ -107,9 +111,10 @@ fn parse_tool(tool: &Value) -> Result<String, String> {
         .as_str()
         .ok_or("`function.name` must be a string")?;
     if !tool["function"]["parameters"].is_object() {
-        return Err(format!(
-            "tool {name}: `function.parameters` must be a json schema object"
-        ));
+        return Err(InvalidRequest::ToolSchema {
+            name: name.to_owned(),
+            field: "function.parameters",
+        });
     }
     Ok(name.to_owned())
 }
@@ -255,7 +260,8 @@ mod tests {
             json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
             BTreeMap::new(),
         )
-        .expect_err("tool message without id is invalid");
+        .expect_err("tool message without id is invalid")
+        .to_string();
         assert!(err.contains("tool_call_id"), "{err}");
     }
 
@@ -266,7 +272,8 @@ mod tests {
                 {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": {"q": 1}}}]}]}),
             BTreeMap::new(),
         )
-        .expect_err("object arguments are invalid");
+        .expect_err("object arguments are invalid")
+        .to_string();
         assert!(err.contains("arguments"), "{err}");
     }
 

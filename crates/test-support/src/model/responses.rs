@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Value, json};
 
+use super::error::{InvalidRequest, Place};
 use super::reply::{Answer, Frame, ScriptedToolCall, split_pieces};
 use super::{SeenMessage, SeenRequest, WireFormat};
 
@@ -30,16 +31,17 @@ const PIECES: usize = 3;
 /// The id of the scripted answer's message item.
 const MESSAGE_ID: &str = "msg_scripted";
 
-pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<SeenRequest, String> {
+pub(super) fn parse(
+    raw: Value,
+    headers: BTreeMap<String, String>,
+) -> Result<SeenRequest, InvalidRequest> {
     let model = raw["model"]
         .as_str()
         .ok_or("`model` must be a string")?
         .to_owned();
     for key in ["messages", "max_tokens"] {
         if raw.get(key).is_some() {
-            return Err(format!(
-                "unsupported parameter `{key}` (a chat-completions field)"
-            ));
+            return Err(InvalidRequest::ChatCompletionsField(key));
         }
     }
     let mut messages = Vec::new();
@@ -54,12 +56,10 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
             let mut calls = Calls::default();
             for (i, item) in items.iter().enumerate() {
                 push_item(&mut messages, &mut calls, item)
-                    .map_err(|e| format!("input[{i}]: {e}"))?;
+                    .map_err(InvalidRequest::at(Place::Input(i)))?;
             }
             if let Some(id) = calls.unanswered.first() {
-                return Err(format!(
-                    "no function_call_output found for function call {id:?}"
-                ));
+                return Err(InvalidRequest::CallNotAnswered(id.clone()));
             }
         }
         _ => return Err("`input` must be a string or an array of items".into()),
@@ -69,7 +69,7 @@ pub(super) fn parse(raw: Value, headers: BTreeMap<String, String>) -> Result<See
         Value::Array(tools) => tools
             .iter()
             .enumerate()
-            .map(|(i, t)| parse_tool(t).map_err(|e| format!("tools[{i}]: {e}")))
+            .map(|(i, t)| parse_tool(t).map_err(InvalidRequest::at(Place::Tool(i))))
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err("`tools` must be an array".into()),
     };
@@ -104,21 +104,25 @@ struct Calls {
     unanswered: Vec<String>,
 }
 
-fn push_item(out: &mut Vec<SeenMessage>, calls: &mut Calls, item: &Value) -> Result<(), String> {
+fn push_item(
+    out: &mut Vec<SeenMessage>,
+    calls: &mut Calls,
+    item: &Value,
+) -> Result<(), InvalidRequest> {
     match item["type"].as_str() {
         // The short form of a message has no `type`.
         Some("message") | None => {
             let role = item["role"].as_str().ok_or("`role` must be a string")?;
             if !matches!(role, "system" | "developer" | "user" | "assistant") {
-                return Err(format!("unknown role {role:?}"));
+                return Err(InvalidRequest::UnknownRole(role.to_owned()));
             }
             out.push(message(role, text_of(role, &item["content"])?));
         }
         Some("function_call") => {
-            let field = |key: &str| {
+            let field = |key: &'static str| {
                 item[key]
                     .as_str()
-                    .ok_or(format!("function_call `{key}` must be a string"))
+                    .ok_or(InvalidRequest::FunctionCallField(key))
             };
             let call_id = field("call_id")?;
             let name = field("name")?;
@@ -126,7 +130,7 @@ fn push_item(out: &mut Vec<SeenMessage>, calls: &mut Calls, item: &Value) -> Res
                 .as_str()
                 .ok_or("function_call `arguments` must be a string of json")?;
             if !calls.asked.insert(call_id.to_owned()) {
-                return Err(format!("duplicate function call {call_id:?}"));
+                return Err(InvalidRequest::DuplicateCall(call_id.to_owned()));
             }
             calls.unanswered.push(call_id.to_owned());
             let call = (call_id.to_owned(), name.to_owned(), arguments.to_owned());
@@ -144,9 +148,7 @@ fn push_item(out: &mut Vec<SeenMessage>, calls: &mut Calls, item: &Value) -> Res
                 .as_str()
                 .ok_or("function_call_output `call_id` must be a string")?;
             if !calls.asked.contains(call_id) {
-                return Err(format!(
-                    "function_call_output for {call_id:?} answers no earlier function_call"
-                ));
+                return Err(InvalidRequest::OutputAnswersNoCall(call_id.to_owned()));
             }
             calls.unanswered.retain(|id| id != call_id);
             let output = match &item["output"] {
@@ -161,20 +163,20 @@ fn push_item(out: &mut Vec<SeenMessage>, calls: &mut Calls, item: &Value) -> Res
         }
         // Reasoning a model produced earlier may be passed back; it holds no text.
         Some("reasoning") => {}
-        Some(other) => return Err(format!("unknown item type {other:?}")),
+        Some(other) => return Err(InvalidRequest::UnknownItemType(other.to_owned())),
     }
     Ok(())
 }
 
 /// Text of a message's content: a string, or its text parts, which must be of the
 /// message's direction (`output_text` for the assistant, `input_text` otherwise).
-fn text_of(role: &str, content: &Value) -> Result<String, String> {
+fn text_of(role: &str, content: &Value) -> Result<String, InvalidRequest> {
     let parts = match content {
         Value::String(text) => return Ok(text.clone()),
         Value::Array(parts) => parts,
         _ => return Err("`content` must be a string or an array of parts".into()),
     };
-    let allowed: &[&str] = if role == "assistant" {
+    let allowed: &'static [&'static str] = if role == "assistant" {
         &["output_text", "refusal"]
     } else {
         &["input_text", "input_image", "input_file"]
@@ -183,9 +185,11 @@ fn text_of(role: &str, content: &Value) -> Result<String, String> {
     for part in parts {
         let kind = part["type"].as_str().ok_or("a part needs a `type`")?;
         if !allowed.contains(&kind) {
-            return Err(format!(
-                "invalid part type {kind:?} in a {role} message; supported: {allowed:?}"
-            ));
+            return Err(InvalidRequest::PartType {
+                kind: kind.to_owned(),
+                role: role.to_owned(),
+                allowed,
+            });
         }
         if let Some(part_text) = part["text"].as_str() {
             text.push_str(part_text);
@@ -194,7 +198,7 @@ fn text_of(role: &str, content: &Value) -> Result<String, String> {
     Ok(text)
 }
 
-fn parse_tool(tool: &Value) -> Result<String, String> {
+fn parse_tool(tool: &Value) -> Result<String, InvalidRequest> {
     if tool["type"] != "function" {
         return Err("`type` must be \"function\"".into());
     }
@@ -202,9 +206,10 @@ fn parse_tool(tool: &Value) -> Result<String, String> {
         .as_str()
         .ok_or("`name` must be a string (Responses tools are flat, not nested under `function`)")?;
     if !tool["parameters"].is_object() {
-        return Err(format!(
-            "tool {name}: `parameters` must be a json schema object"
-        ));
+        return Err(InvalidRequest::ToolSchema {
+            name: name.to_owned(),
+            field: "parameters",
+        });
     }
     Ok(name.to_owned())
 }
@@ -380,7 +385,7 @@ pub(super) fn error_frames(message: &str, request: &SeenRequest) -> Vec<Frame> {
 mod tests {
     use super::*;
 
-    fn request(body: Value) -> Result<SeenRequest, String> {
+    fn request(body: Value) -> Result<SeenRequest, InvalidRequest> {
         parse(body, BTreeMap::new())
     }
 
@@ -460,7 +465,7 @@ mod tests {
 
     #[test]
     fn rejects_malformed_shapes() {
-        let error = |body: Value| request(body).expect_err("malformed");
+        let error = |body: Value| request(body).expect_err("malformed").to_string();
         let stray = error(json!({"model": "m", "input": [
             {"type": "function_call_output", "call_id": "c9", "output": "x"}]}));
         assert!(
