@@ -27,7 +27,7 @@ fn chunk_text(n: usize) -> String {
 
 fn is_compaction(req: &SeenRequest) -> bool {
     req.messages.first().is_some_and(|m| {
-        m.role == "system" && m.content == taskwire_agent::builtin::compaction().prompt
+        m.role == "system" && m.content == taskwire_definitions::builtin::compaction().prompt
     })
 }
 

@@ -13,9 +13,9 @@ const TASKS: usize = 50;
 const WORKERS: [&str; 2] = ["w1", "w2"];
 
 fn is_title(req: &SeenRequest) -> bool {
-    req.messages
-        .first()
-        .is_some_and(|m| m.role == "system" && m.content == taskwire_agent::builtin::title().prompt)
+    req.messages.first().is_some_and(|m| {
+        m.role == "system" && m.content == taskwire_definitions::builtin::title().prompt
+    })
 }
 
 async fn throttling_model() -> ScriptedModel {

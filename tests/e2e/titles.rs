@@ -11,9 +11,9 @@ use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 const TITLE: &str = "Fix the flaky retry test";
 
 fn is_title(req: &SeenRequest) -> bool {
-    req.messages
-        .first()
-        .is_some_and(|m| m.role == "system" && m.content == taskwire_agent::builtin::title().prompt)
+    req.messages.first().is_some_and(|m| {
+        m.role == "system" && m.content == taskwire_definitions::builtin::title().prompt
+    })
 }
 
 #[tokio::test]

@@ -20,9 +20,9 @@ const PROMPT: &str = "parent: look twice";
 const SUBMITTED: &str = "submit --wait (the result)";
 
 fn is_title(req: &SeenRequest) -> bool {
-    req.messages
-        .first()
-        .is_some_and(|m| m.role == "system" && m.content == taskwire_agent::builtin::title().prompt)
+    req.messages.first().is_some_and(|m| {
+        m.role == "system" && m.content == taskwire_definitions::builtin::title().prompt
+    })
 }
 
 /// The parent's three calls (a step asking for two children, its answer, its title)

@@ -7,12 +7,12 @@
 //! - [`SessionError`] is not propagated with `?`: it is the record a session ends with
 //!   (in [`crate::session::SessionOutcome`]), carrying the retry verdict that the
 //!   worker maps to a redelivery or a terminal result.
-//! - [`InvalidName`] is the parse error of validated names such as
-//!   [`crate::AgentName`].
-//! - [`LoadError`] is one bad agent or command file; loaders collect them and load the
-//!   rest.
+//! - [`InvalidName`] and [`LoadError`] are the definitions' errors
+//!   (`taskwire_definitions::error`), re-exported.
 
 use serde::{Deserialize, Serialize};
+
+pub use taskwire_definitions::error::{InvalidName, LoadError};
 
 /// A tool call that failed. Never a session failure: the session loop feeds the text
 /// back to the model as the tool's result so the model can recover.
@@ -164,23 +164,4 @@ impl From<&taskwire_llm::LlmError> for SessionError {
             retryable: err.retryable(),
         }
     }
-}
-
-/// One agent or command file that could not be loaded; the others still are.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
-pub struct LoadError {
-    /// The file, shown relative to the config directory, e.g. `agents/review.md`.
-    pub file: String,
-    /// The frontmatter key at fault, as a dotted path (`permission.bash`).
-    pub key: Option<String>,
-    pub message: String,
-}
-
-/// A name that failed validation.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid agent name {name:?}: {reason}")]
-pub struct InvalidName {
-    pub name: String,
-    pub reason: &'static str,
 }

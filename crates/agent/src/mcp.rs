@@ -1,7 +1,8 @@
 //! Tools served over the Model Context Protocol.
 //!
 //! - [`config`]: `mcp.json` (OpenCode's shape), layered like `agents/`; the
-//!   coordinator resolves the servers and ships them with each agent spec.
+//!   coordinator resolves the servers and ships them with each agent spec
+//!   (`taskwire_definitions::mcp`, re-exported).
 //! - [`server`]: one server as a worker runs it (stdio child in the sandbox, or
 //!   Streamable HTTP), through the official SDK.
 //! - [`tool`]: each listed tool as a [`Tool`](crate::tools::Tool) named `SERVER_TOOL`.
@@ -15,7 +16,7 @@
 //! ([`ToolList`]) until a server says they changed; a session whose list is known starts
 //! its server at its first call ([`session_tools`]).
 
-pub mod config;
+pub use taskwire_definitions::mcp as config;
 pub mod server;
 pub mod tool;
 
@@ -26,10 +27,10 @@ pub use config::{McpServerDef, McpServers, McpTransport, load_mcp, parse_mcp};
 pub use server::{EnvLookup, McpServer, ToolList};
 pub use tool::{McpTool, tool_name};
 
-use crate::agent::AgentSpec;
-use crate::permission::Permissions;
 use crate::tools::CommandSandbox;
 use crate::workspace::Workspace;
+use taskwire_definitions::agent::AgentSpec;
+use taskwire_definitions::permission::Permissions;
 
 /// A worker's MCP servers.
 pub struct McpPool {

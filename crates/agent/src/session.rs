@@ -23,6 +23,7 @@ pub mod background;
 pub mod budget;
 pub mod compaction;
 pub mod events;
+pub mod setup;
 pub mod state;
 mod tool_calls;
 
@@ -36,16 +37,17 @@ pub use self::events::{
     NoopObserver, SessionEvent, SessionObserver, SessionOutcome, SessionStatus, ToolCallState,
     ToolCallSummary,
 };
+pub use self::setup::{SessionSetup, SetupError};
 pub use self::state::SessionState;
 use self::tool_calls::Turn;
-use crate::agent::AgentSpec;
 use crate::error::SessionError;
 use crate::host::SessionHost;
-use crate::permission::{PermissionLayer, Permissions};
 use crate::system_prompt::WorkspaceFacts;
 use crate::tools::{Tool, ToolContext, ToolRegistry};
 use crate::transcript::{Part, Transcript, TranscriptMessage};
 use crate::workspace::Workspace;
+use taskwire_definitions::agent::AgentSpec;
+use taskwire_definitions::permission::{PermissionLayer, Permissions};
 
 /// Sent with the last allowed step, which offers no tools, so that a session cut off
 /// by its limit still ends with a useful, resumable summary.

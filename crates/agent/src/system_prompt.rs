@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use crate::agent::AgentSpec;
 use crate::workspace::Workspace;
+use taskwire_definitions::agent::AgentSpec;
 
 /// Project instruction files looked for at the workspace root, first found wins.
 pub const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
@@ -112,7 +112,7 @@ mod tests {
     }
 
     fn agent() -> AgentSpec {
-        let mut spec = crate::builtin::AgentRegistry::builtin()
+        let mut spec = taskwire_definitions::builtin::AgentRegistry::builtin()
             .get(&"general".parse().expect("valid name"))
             .expect("general exists")
             .clone();

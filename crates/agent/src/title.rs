@@ -8,7 +8,7 @@
 
 use taskwire_llm::{ChatRequest, LlmError, Message, Provider, Usage};
 
-use crate::builtin;
+use taskwire_definitions::builtin;
 
 /// The longest title, in characters (the wire check allows no more).
 pub const MAX_TITLE_CHARS: usize = 80;

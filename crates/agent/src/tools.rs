@@ -45,12 +45,12 @@ pub use self::todoread::TodoReadTool;
 pub use self::todowrite::{Todo, TodoPriority, TodoStatus, TodoWriteTool};
 pub use self::webfetch::WebFetchTool;
 pub use self::write::WriteTool;
-use crate::agent::AgentSpec;
 use crate::error::ToolError;
 use crate::host::SessionHost;
-use crate::permission::Permissions;
 use crate::session::{SessionObserver, SessionState};
 use crate::workspace::Workspace;
+use taskwire_definitions::agent::AgentSpec;
+use taskwire_definitions::permission::Permissions;
 
 /// What a tool needs from the session it runs in. Shared by the concurrent calls of a
 /// turn; cheap to clone.
@@ -474,31 +474,35 @@ pub(crate) fn truncate_line(line: &str, max: usize) -> std::borrow::Cow<'_, str>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::permission::{PermissionAction, PermissionRule};
+    use taskwire_definitions::permission::{PermissionAction, PermissionRule};
 
     #[test]
     fn only_a_session_offered_no_writing_tool_reads_without_changing_files() {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let registry = ToolRegistry::builtin();
-        let may_change = |agent: &AgentSpec, inherited: &[crate::permission::PermissionLayer]| {
-            registry.may_change_files(agent, Permissions::new(&agent.permission, inherited))
-        };
+        let may_change =
+            |agent: &AgentSpec, inherited: &[taskwire_definitions::permission::PermissionLayer]| {
+                registry.may_change_files(agent, Permissions::new(&agent.permission, inherited))
+            };
         assert!(
-            !may_change(&crate::builtin::explore(), &[]),
+            !may_change(&taskwire_definitions::builtin::explore(), &[]),
             "explore only reads"
         );
-        assert!(may_change(&crate::builtin::general(), &[]));
+        assert!(may_change(&taskwire_definitions::builtin::general(), &[]));
         // `plan` denies edit but asks before commands: it may still change files.
-        assert!(may_change(&crate::builtin::plan(), &[]));
+        assert!(may_change(&taskwire_definitions::builtin::plan(), &[]));
         // A general child whose ancestors deny every writing tool only reads.
         let deny = |tool: &str| PermissionRule::new(tool, "*", PermissionAction::Deny);
-        let ancestors = [crate::permission::PermissionLayer {
+        let ancestors = [taskwire_definitions::permission::PermissionLayer {
             agent: "lead".into(),
             rules: vec![deny("edit"), deny("bash"), deny("task")],
         }];
-        assert!(!may_change(&crate::builtin::general(), &ancestors));
+        assert!(!may_change(
+            &taskwire_definitions::builtin::general(),
+            &ancestors
+        ));
         // Denying only some subjects leaves the tool offered.
-        let partly = [crate::permission::PermissionLayer {
+        let partly = [taskwire_definitions::permission::PermissionLayer {
             agent: "lead".into(),
             rules: vec![
                 deny("edit"),
@@ -506,13 +510,16 @@ mod tests {
                 PermissionRule::new("bash", "rm *", PermissionAction::Deny),
             ],
         }];
-        assert!(may_change(&crate::builtin::general(), &partly));
+        assert!(may_change(
+            &taskwire_definitions::builtin::general(),
+            &partly
+        ));
     }
 
     #[test]
     fn available_tools_follow_allow_list_and_blanket_denies() {
         let registry = ToolRegistry::read_only();
-        let mut agent = crate::builtin::general();
+        let mut agent = taskwire_definitions::builtin::general();
         agent.tools = vec!["*".into()];
         agent.permission = vec![PermissionRule::new("grep", "*", PermissionAction::Deny)];
         let names: Vec<_> = registry
@@ -532,10 +539,10 @@ mod tests {
     #[test]
     fn tools_an_ancestor_denies_outright_are_not_offered() {
         let registry = ToolRegistry::builtin();
-        let general = crate::builtin::general();
-        let plan = crate::permission::PermissionLayer {
+        let general = taskwire_definitions::builtin::general();
+        let plan = taskwire_definitions::permission::PermissionLayer {
             agent: "plan".into(),
-            rules: crate::builtin::plan().permission,
+            rules: taskwire_definitions::builtin::plan().permission,
         };
         let inherited = [plan];
         let names: Vec<_> = registry
@@ -599,7 +606,7 @@ mod tests {
     #[test]
     fn excluded_tools_are_not_offered() {
         let registry = ToolRegistry::builtin();
-        let mut agent = crate::builtin::general();
+        let mut agent = taskwire_definitions::builtin::general();
         agent.tools = vec!["*".into(), "!write".into(), "!todo*".into()];
         let names: Vec<_> = registry
             .available_to(&agent, Permissions::new(&agent.permission, &[]))

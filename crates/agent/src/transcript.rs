@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use taskwire_llm::{Message, ToolCall, Usage};
 
+pub use taskwire_definitions::command::SubtaskPart;
+
 use crate::session::ToolCallState;
 use crate::tools::Todo;
 
@@ -98,19 +100,6 @@ pub enum Part {
         /// The summary call's usage.
         usage: Usage,
     },
-}
-
-/// A slash command's delegation to a subagent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubtaskPart {
-    pub agent: String,
-    /// Short, for progress and listings.
-    pub description: String,
-    /// The rendered command template.
-    pub prompt: String,
-    /// The command that made it, e.g. `/review`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
 }
 
 impl Part {

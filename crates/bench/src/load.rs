@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
+use taskwire_bus::messages::TaskNotice;
+use taskwire_bus::{Bus, NatsOptions, Subjects};
 use taskwire_protocol::pb;
 
 use crate::cluster::Client;
@@ -43,27 +45,38 @@ pub struct Events {
 impl Events {
     /// Subscribes to the progress and finished subjects of the `taskwire` prefix.
     pub async fn listen(nats_url: &str) -> anyhow::Result<Self> {
-        let nats = async_nats::connect(nats_url).await?;
-        let mut progress = nats.subscribe("taskwire.progress.*").await?;
-        let mut finished = nats.subscribe("taskwire.finished.*").await?;
-        nats.flush().await?;
+        let bus = Bus::connect(
+            nats_url,
+            "taskwire-bench-events",
+            &NatsOptions::default(),
+            Subjects::default(),
+        )
+        .await?;
+        // Progress is read as a notice: only its task, from the subject; the payload
+        // is not decoded.
+        let mut progress = bus
+            .subscribe::<TaskNotice>(bus.subjects().progress_all())
+            .await?;
+        let mut finished = bus.all_finished_notices().await?;
+        bus.flush().await?;
         let seen: Arc<Mutex<Seen>> = Arc::default();
         let (count, count_rx) = tokio::sync::watch::channel(0);
         let record = seen.clone();
         tokio::spawn(async move {
-            let task_of = |m: &async_nats::Message| {
-                m.subject.rsplit('.').next().unwrap_or_default().to_owned()
-            };
+            // Keeps the connection while the subscriptions are read.
+            let _bus = bus;
             loop {
                 tokio::select! {
-                    Some(m) = progress.next() => {
+                    Some(notice) = progress.next() => {
+                        let Ok(notice) = notice else { continue };
                         let mut seen = record.lock().unwrap_or_else(PoisonError::into_inner);
-                        seen.started.entry(task_of(&m)).or_insert_with(Instant::now);
+                        seen.started.entry(notice.task.to_string()).or_insert_with(Instant::now);
                     }
-                    Some(m) = finished.next() => {
+                    Some(notice) = finished.next() => {
+                        let Ok(notice) = notice else { continue };
                         let now = Instant::now();
                         let mut seen = record.lock().unwrap_or_else(PoisonError::into_inner);
-                        if seen.finished.insert(task_of(&m), now).is_none() {
+                        if seen.finished.insert(notice.task.to_string(), now).is_none() {
                             let n = seen.finished.len();
                             count.send_replace(n);
                         }

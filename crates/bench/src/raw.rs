@@ -8,6 +8,10 @@
 //!   consumer.
 //! - [`postgres_commits`]: single-row `INSERT`s, each its own transaction, from a few
 //!   concurrent connections.
+//!
+//! Unlike the rest of taskwire, this file uses `async_nats` directly, on purpose: it
+//! measures raw JetStream, without `taskwire_bus`'s codec, headers or typed consumers,
+//! as the baseline taskwire's figures are read against.
 
 use std::time::{Duration, Instant};
 

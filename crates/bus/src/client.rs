@@ -12,7 +12,7 @@ use taskwire_protocol::{AgentSpecBundle, AgentSpecDigest, ErrorCode, SessionId, 
 
 use crate::Subjects;
 use crate::codec::encode;
-use crate::error::RpcError;
+use crate::error::{BusError, RpcError};
 use crate::headers::{self, Outgoing};
 use crate::messages::{
     AgentSpecLookup, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
@@ -51,6 +51,18 @@ impl Bus {
         }
     }
 
+    /// Connects to NATS as `name` ([`connect_with`](crate::connect_with)) and makes the
+    /// bus of the deployment named by `subjects` on that connection.
+    pub async fn connect(
+        url: &str,
+        name: &str,
+        options: &crate::NatsOptions,
+        subjects: Subjects,
+    ) -> Result<Self, BusError> {
+        let client = crate::connect_with(url, name, options).await?;
+        Ok(Self::new(client, subjects))
+    }
+
     /// The same bus, with `method`'s tries waiting `timeout` instead of the table's.
     pub fn with_timeout(mut self, method: Method, timeout: Duration) -> Self {
         self.timeouts.retain(|(m, _)| *m != method);
@@ -58,14 +70,40 @@ impl Bus {
         self
     }
 
+    /// The raw connection, for the bus's own modules and tests: the coordinator and
+    /// the worker use the typed functions.
     pub fn client(&self) -> &async_nats::Client {
         &self.client
     }
+    /// The raw JetStream context (see [`Self::client`]).
     pub fn js(&self) -> &jetstream::Context {
         &self.js
     }
     pub fn subjects(&self) -> &Subjects {
         &self.subjects
+    }
+
+    /// Whether the connection is up now (it reconnects by itself when it is not).
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    /// Waits until everything published so far is written to the server.
+    pub async fn flush(&self) -> Result<(), BusError> {
+        self.client.flush().await.map_err(|e| BusError::Request {
+            action: "flush the nats connection".to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The largest message the server takes, in bytes.
+    pub fn max_payload(&self) -> usize {
+        self.client.server_info().max_payload
+    }
+
+    /// The deployment's patch bucket, on this connection.
+    pub fn patches(&self) -> crate::Patches {
+        crate::Patches::new(self.js.clone(), &self.subjects)
     }
 
     /// How long one try of `method` waits.

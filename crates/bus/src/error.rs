@@ -1,6 +1,7 @@
 //! The bus's errors. Each carries one [`ErrorCode`], which is what a caller acts on.
 //!
-//! - [`BusError`]: setting up or using NATS failed (connect, streams, a publish).
+//! - [`BusError`]: setting up or using NATS failed (connect, streams, a publish, a
+//!   pull).
 //! - [`RpcError`]: a worker request failed: refused by the coordinator with a code, or
 //!   unanswered (`UNAVAILABLE`). The same type is what a coordinator answers with, so a
 //!   code chosen there is the code the worker sees.
@@ -24,6 +25,12 @@ pub enum BusError {
     StreamFull { stream: String },
     #[error("failed to subscribe to {subject}: {reason}")]
     Subscribe { subject: String, reason: String },
+    #[error("failed to pull from consumer {consumer}: {reason}")]
+    Pull { consumer: String, reason: String },
+    /// Any other request to the server: reading a stream's state, a message, a
+    /// key-value bucket, flushing the connection.
+    #[error("failed to {action}: {reason}")]
+    Request { action: String, reason: String },
 }
 
 impl BusError {
@@ -32,9 +39,11 @@ impl BusError {
     /// configuration that conflicts with the server's) `INTERNAL`.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Connect { .. } | Self::Publish { .. } | Self::Subscribe { .. } => {
-                ErrorCode::Unavailable
-            }
+            Self::Connect { .. }
+            | Self::Publish { .. }
+            | Self::Subscribe { .. }
+            | Self::Pull { .. }
+            | Self::Request { .. } => ErrorCode::Unavailable,
             Self::StreamFull { .. } => ErrorCode::ResourceExhausted,
             Self::Stream { .. } | Self::Consumer { .. } => ErrorCode::Internal,
         }

@@ -5,7 +5,18 @@
 //!
 //! - [`subjects`]: every subject and stream name, derived from one prefix so that
 //!   several deployments (or tests) can share a server.
-//! - [`streams`]: creates the JetStream streams and the workers' durable consumer.
+//! - [`streams`]: creates the JetStream streams and the durable consumers; reads a
+//!   stream's depth, a consumer's pending count, a task's last progress message.
+//! - [`consumer`]: typed consumers: [`Consumer<T>`](consumer::Consumer) yields
+//!   [`Delivery<T>`](consumer::Delivery)s (or a [`Malformed`](consumer::Malformed)
+//!   message, for the dead-letter record), settled through one
+//!   [`Settlement`](consumer::Settlement) (ack, nak with delay, term, progress); a
+//!   task's progress replayed from the start.
+//! - [`subscription`]: typed core NATS [`Subscription`](subscription::Subscription)s
+//!   of notices (cancels, approval decisions, finished tasks) and live progress.
+//! - [`advisories`]: JetStream's max-deliveries advisory, and the message it is about.
+//! - [`limits`]: the limits bucket (JetStream key-value) of the models' rate budgets,
+//!   by model.
 //! - [`patches`]: the patch bucket (JetStream object store), typed put and get of
 //!   patches too large for a message.
 //! - [`permissions`]: what each role (coordinator, worker) may publish and subscribe
@@ -15,13 +26,14 @@
 //! - [`messages`]: the domain values of worker requests, replies and notices.
 //! - [`replies`]: worker replies on the wire: a status and the value.
 //! - [`methods`]: the table of worker requests: subject, timeout, retry.
-//! - [`client`]: [`Bus`], with the typed worker requests (`claim`, `child_submit`,
-//!   `task_lookup`, `agent_spec`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
+//! - [`client`]: [`Bus`], one connection (its state, flush, the server's largest
+//!   message), with the typed worker requests (`claim`, `child_submit`, `task_lookup`,
+//!   `agent_spec`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
 //!   `approval_timeout`).
 //! - [`publish`]: typed publishes of every envelope and notice.
 //! - [`progress`]: progress events coalesced into one message, and read back one by one.
 //! - [`specs`]: [`AgentSpecs`], a worker's agent specs by digest, and the decode of a
-//!   dispatched request, which names its spec by digest.
+//!   dispatched request ([`Dispatched`]), which names its spec by digest.
 //! - [`server`]: [`WorkerRequests`], implemented by the coordinator, and [`serve`],
 //!   the one loop that answers workers.
 //! - [`headers`]: header names and [`headers::build`], the one place headers are made
@@ -51,8 +63,10 @@
 //! [`ErrorCode`](taskwire_protocol::ErrorCode) (`NOT_FOUND`); a request nobody answered
 //! is `UNAVAILABLE`; a malformed one `INVALID_ARGUMENT`.
 
+pub mod advisories;
 pub mod client;
 pub mod codec;
+pub mod consumer;
 pub mod error;
 pub mod headers;
 pub mod limits;
@@ -67,18 +81,22 @@ pub mod server;
 pub mod specs;
 pub mod streams;
 pub mod subjects;
+pub mod subscription;
 pub mod trace_context;
 
+pub use advisories::MaxDeliveries;
 pub use client::Bus;
+pub use consumer::{Consumer, Delivery, Malformed, Received, Settlement};
 pub use error::{BusError, CodecError, RpcError};
 pub use methods::Method;
 pub use patches::{PatchError, Patches};
 pub use server::{WorkerRequests, serve};
-pub use specs::{AgentSpecs, DispatchError};
+pub use specs::{AgentSpecs, DispatchError, Dispatched};
 pub use streams::{
     BusConfig, coordinator_consumer, ensure_streams, tasks_consumer, wait_for_streams,
 };
 pub use subjects::Subjects;
+pub use subscription::Subscription;
 
 /// How to authenticate to NATS and secure the connection. `tls://` URLs use TLS too.
 #[derive(Clone, Default)]

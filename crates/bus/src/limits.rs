@@ -1,10 +1,14 @@
 //! The key-value bucket where a deployment keeps its models' rate budgets, one key
 //! per model, shared by every worker (see `taskwire_llm::limits`). The coordinator
-//! creates it with the streams; workers read, watch and compare-and-set its keys.
+//! creates it with the streams; workers read, watch and compare-and-set its keys
+//! through [`LimitsBucket`], by model: the keys are this module's business.
 
-use async_nats::jetstream::stream;
+use async_nats::jetstream::{kv, stream};
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
 
-use crate::Subjects;
+use crate::error::BusError;
+use crate::{Bus, Subjects};
 
 /// The stream behind the limits bucket, as `create_key_value` would make it (one
 /// value per key, direct gets, in memory: a budget is worth keeping only while the
@@ -21,6 +25,124 @@ pub fn bucket_config(s: &Subjects) -> stream::Config {
         deny_delete: true,
         allow_direct: true,
         ..Default::default()
+    }
+}
+
+/// One model's value in the limits bucket, at a revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitsEntry {
+    pub model: String,
+    pub value: Bytes,
+    pub revision: u64,
+    /// The key was deleted or purged: the model has no value.
+    pub deleted: bool,
+}
+
+impl LimitsEntry {
+    /// `None` for a key that names no model (not made by [`key_of`]).
+    fn of(entry: kv::Entry) -> Option<Self> {
+        Some(Self {
+            model: model_of(&entry.key)?,
+            deleted: matches!(
+                entry.operation,
+                kv::Operation::Delete | kv::Operation::Purge
+            ),
+            value: entry.value,
+            revision: entry.revision,
+        })
+    }
+}
+
+/// The deployment's limits bucket, opened.
+#[derive(Clone)]
+pub struct LimitsBucket {
+    kv: kv::Store,
+    bucket: String,
+}
+
+impl std::fmt::Debug for LimitsBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LimitsBucket")
+            .field("bucket", &self.bucket)
+            .finish()
+    }
+}
+
+impl Bus {
+    /// Opens the limits bucket (a coordinator creates it with the streams).
+    pub async fn limits_bucket(&self) -> Result<LimitsBucket, BusError> {
+        let bucket = self.subjects().limits_bucket();
+        let kv = self
+            .js()
+            .get_key_value(&bucket)
+            .await
+            .map_err(|e| BusError::Request {
+                action: format!("open the limits bucket {bucket}"),
+                reason: e.to_string(),
+            })?;
+        Ok(LimitsBucket { kv, bucket })
+    }
+}
+
+impl LimitsBucket {
+    /// Every model's value, then every change, as they come (keys that name no model
+    /// are skipped).
+    pub async fn watch(
+        &self,
+    ) -> Result<BoxStream<'static, Result<LimitsEntry, BusError>>, BusError> {
+        let bucket = self.bucket.clone();
+        let entries = self.kv.watch_all().await.map_err(|e| BusError::Request {
+            action: format!("watch the limits bucket {bucket}"),
+            reason: e.to_string(),
+        })?;
+        Ok(entries
+            .filter_map(move |entry| {
+                let entry = match entry {
+                    Ok(entry) => LimitsEntry::of(entry).map(Ok),
+                    Err(e) => Some(Err(BusError::Request {
+                        action: format!("watch the limits bucket {bucket}"),
+                        reason: e.to_string(),
+                    })),
+                };
+                std::future::ready(entry)
+            })
+            .boxed())
+    }
+
+    /// `model`'s value now; `None` when it has never had one.
+    pub async fn get(&self, model: &str) -> Result<Option<LimitsEntry>, BusError> {
+        let entry = self
+            .kv
+            .entry(key_of(model))
+            .await
+            .map_err(|e| BusError::Request {
+                action: format!("read the budget of {model}"),
+                reason: e.to_string(),
+            })?;
+        Ok(entry.and_then(LimitsEntry::of))
+    }
+
+    /// Sets `model`'s first value; its revision. Fails when it has one already.
+    pub async fn create(&self, model: &str, value: Bytes) -> Result<u64, BusError> {
+        self.kv
+            .create(key_of(model), value)
+            .await
+            .map_err(|e| BusError::Request {
+                action: format!("create the budget of {model}"),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Replaces `model`'s value if it is still at `revision`; the new revision. Fails
+    /// when another writer changed it first.
+    pub async fn update(&self, model: &str, value: Bytes, revision: u64) -> Result<u64, BusError> {
+        self.kv
+            .update(key_of(model), value, revision)
+            .await
+            .map_err(|e| BusError::Request {
+                action: format!("update the budget of {model}"),
+                reason: e.to_string(),
+            })
     }
 }
 

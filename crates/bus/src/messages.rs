@@ -4,11 +4,13 @@
 //! Replies are encoded in [`crate::replies`].
 
 use taskwire_protocol::{
-    AgentSpecDigest, ClaimEpoch, ProtocolError, SessionId, TaskError, TaskId, TaskStatus, Usage,
+    AgentSpecDigest, ClaimEpoch, ProtocolError, SessionId, TaskId, TaskResult, TaskStatus,
     WorkerId, pb,
 };
 
 use crate::codec::Envelope;
+use crate::consumer::Incoming;
+use crate::error::CodecError;
 
 /// A worker asks to run a task it pulled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,21 +71,11 @@ pub struct ChildSubmitted {
 pub struct TaskState {
     pub task: TaskId,
     pub status: TaskStatus,
-    pub result: Option<FinishedTask>,
-}
-
-/// What a finished task produced, as much as a parent uses.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FinishedTask {
-    pub text: String,
-    pub errors: Vec<TaskError>,
-    pub usage: Usage,
-    /// Its workspace's changes (`git diff --binary`), empty for none.
-    pub patch: String,
-    /// The same changes when too large for the reply: an object in the patch bucket.
-    pub patch_ref: Option<taskwire_protocol::PatchRef>,
-    /// Its session (to resume), empty when it has none.
-    pub session_id: String,
+    /// Its recorded result, with as much as a parent uses (text, errors, usage, patch,
+    /// session): a patch too large for the reply is an object in the patch bucket
+    /// (`patch_ref`). An earlier coordinator's reply names no trace; the task's id
+    /// stands in for its `trace_id`.
+    pub result: Option<TaskResult>,
 }
 
 /// A saved session transcript.
@@ -148,6 +140,23 @@ pub struct DeadLetter {
     pub worker_id: String,
     /// The task, when the payload could be read that far.
     pub task: Option<TaskId>,
+}
+
+/// A notice about a task that says everything in its subject, `<P>.<kind>.<task>`:
+/// that it finished (the payload is empty), or, for a listener that only times
+/// progress, that it sent some (the payload is not read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskNotice {
+    pub task: TaskId,
+}
+
+impl Incoming for TaskNotice {
+    fn read(subject: &str, _payload: &[u8]) -> Result<Self, CodecError> {
+        let last = subject.rsplit('.').next().unwrap_or_default();
+        let task =
+            TaskId::parse_field("subject", last).map_err(|e| CodecError::new("task notice", e))?;
+        Ok(Self { task })
+    }
 }
 
 fn non_empty(s: String) -> Option<String> {

@@ -9,7 +9,19 @@
 use taskwire_protocol::pb;
 
 use crate::codec::decode;
+use crate::consumer::Incoming;
 use crate::error::CodecError;
+
+/// The events of one progress message, in order, each complete ([`decode_events`]):
+/// what a reader of the events stream or the progress subjects receives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressEvents(pub Vec<pb::TaskProgress>);
+
+impl Incoming for ProgressEvents {
+    fn read(_subject: &str, payload: &[u8]) -> Result<Self, CodecError> {
+        decode_events(payload).map(Self)
+    }
+}
 
 /// One message holding `events` (of one attempt, in order); `None` for no events.
 pub fn coalesce(events: Vec<pb::TaskProgress>) -> Option<pb::TaskProgress> {

@@ -8,14 +8,14 @@
 use bytes::Bytes;
 use prost::Message as _;
 use taskwire_protocol::{
-    AgentSpecBundle, AgentSpecDigest, ClaimEpoch, ErrorCode, ProtocolError, TaskError, TaskId,
-    TaskStatus, Usage, pb,
+    AgentSpecBundle, AgentSpecDigest, ClaimEpoch, ErrorCode, ProtocolError, TaskId, TaskResult,
+    TaskStatus, pb,
 };
 
 use crate::codec::{Envelope, decode_wire};
 use crate::error::{CodecError, RpcError};
 use crate::messages::{
-    ApprovalDecision, ChildSubmitted, Claim, ClaimVerdict, FinishedTask, StoredSession, TaskState,
+    ApprovalDecision, ChildSubmitted, Claim, ClaimVerdict, StoredSession, TaskState,
 };
 
 /// The wire status of an outcome: empty on success.
@@ -183,28 +183,7 @@ pub(crate) fn encode_lookup_reply(r: &Result<TaskState, RpcError>) -> Bytes {
             task: Some(pb::Task {
                 task_id: t.task.to_string(),
                 status: pb::TaskStatus::from(t.status) as i32,
-                result: t.result.as_ref().map(|f| pb::TaskResult {
-                    task_id: t.task.to_string(),
-                    status: pb::TaskStatus::from(t.status) as i32,
-                    output: Some(pb::Output {
-                        text: f.text.clone(),
-                        structured: None,
-                    }),
-                    errors: f
-                        .errors
-                        .iter()
-                        .map(|e| pb::TaskError {
-                            code: e.code.clone(),
-                            message: e.message.clone(),
-                            retryable: e.retryable,
-                        })
-                        .collect(),
-                    usage: Some(pb::Usage::from(&f.usage)),
-                    patch: f.patch.clone(),
-                    patch_ref: f.patch_ref.as_ref().map(pb::PatchRef::from),
-                    session_id: f.session_id.clone(),
-                    ..Default::default()
-                }),
+                result: t.result.as_ref().map(pb::TaskResult::from),
                 ..Default::default()
             }),
         },
@@ -224,32 +203,20 @@ pub(crate) fn decode_lookup_reply(bytes: &[u8]) -> Result<TaskState, RpcError> {
         .task
         .ok_or(ProtocolError::Missing("task"))
         .map_err(malformed)?;
+    let id = TaskId::parse_field("task_id", &task.task_id).map_err(malformed)?;
     let result = task
         .result
-        .map(|r| {
-            let usage = r.usage.unwrap_or_default();
-            let patch_ref = taskwire_protocol::PatchRef::from_wire("patch_ref", r.patch_ref)
-                .map_err(malformed)?;
-            Ok::<_, RpcError>(FinishedTask {
-                text: r.output.map(|o| o.text).unwrap_or_default(),
-                errors: r
-                    .errors
-                    .into_iter()
-                    .map(|e| TaskError {
-                        code: e.code,
-                        message: e.message,
-                        retryable: e.retryable,
-                    })
-                    .collect(),
-                usage: Usage::from(usage),
-                patch: r.patch,
-                patch_ref,
-                session_id: r.session_id,
-            })
+        .map(|mut result| {
+            // An earlier coordinator sent only what a parent uses, without the trace.
+            if result.trace_id.is_empty() {
+                result.trace_id = id.as_uuid().simple().to_string();
+            }
+            TaskResult::try_from(result)
         })
-        .transpose()?;
+        .transpose()
+        .map_err(malformed)?;
     Ok(TaskState {
-        task: TaskId::parse_field("task_id", &task.task_id).map_err(malformed)?,
+        task: id,
         status: TaskStatus::from_wire("status", task.status).map_err(malformed)?,
         result,
     })
@@ -330,7 +297,7 @@ pub(crate) fn decode_approval_reply(bytes: &[u8]) -> Result<Option<ApprovalDecis
 #[cfg(test)]
 mod tests {
     use super::*;
-    use taskwire_protocol::SessionId;
+    use taskwire_protocol::{SessionId, TaskError, TraceId, Usage};
 
     #[test]
     fn every_code_survives_a_reply_status() {
@@ -391,31 +358,94 @@ mod tests {
         );
     }
 
+    fn finished(task: TaskId) -> TaskResult {
+        TaskResult {
+            task_id: task,
+            trace_id: TraceId::generate(),
+            attempt: 2,
+            claim_epoch: ClaimEpoch(3),
+            status: TaskStatus::Completed,
+            text: "done".into(),
+            structured: None,
+            tool_calls: Vec::new(),
+            errors: vec![TaskError {
+                code: "c".into(),
+                message: "m".into(),
+                retryable: false,
+            }],
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 4,
+                cost_picousd: 5_000_000,
+                unpriced_tokens: 0,
+                cache_write_input_tokens: 0,
+                cached_input_tokens: 0,
+            },
+            own_usage: Usage::default(),
+            latency_ms: 0,
+            steps: 1,
+            session_id: Some(SessionId::generate()),
+            worker_id: None,
+            retry_scheduled: false,
+            transcript_json: None,
+            patch: "diff".into(),
+            title: None,
+            provenance: Vec::new(),
+            traceparent: String::new(),
+            patch_ref: None,
+        }
+    }
+
     #[test]
     fn a_finished_task_round_trips_through_a_lookup_reply() {
+        let task = TaskId::generate();
         let state = Ok(TaskState {
-            task: TaskId::generate(),
+            task,
             status: TaskStatus::Completed,
-            result: Some(FinishedTask {
-                text: "done".into(),
-                errors: vec![TaskError {
-                    code: "c".into(),
-                    message: "m".into(),
-                    retryable: false,
-                }],
-                usage: Usage {
-                    input_tokens: 3,
-                    output_tokens: 4,
-                    cost_picousd: 5_000_000,
-                    unpriced_tokens: 0,
-                    cache_write_input_tokens: 0,
-                    cached_input_tokens: 0,
-                },
-                patch: "diff".into(),
-                patch_ref: None,
-                session_id: SessionId::generate().to_string(),
-            }),
+            result: Some(finished(task)),
         });
         assert_eq!(decode_lookup_reply(&encode_lookup_reply(&state)), state);
+    }
+
+    /// What an earlier coordinator sent: only what a parent uses, with no trace id.
+    #[test]
+    fn an_earlier_coordinators_lookup_reply_is_read() {
+        let task = TaskId::generate();
+        let session = SessionId::generate();
+        let old = pb::TaskLookupReply {
+            status: status_of(None),
+            task: Some(pb::Task {
+                task_id: task.to_string(),
+                status: pb::TaskStatus::Completed as i32,
+                result: Some(pb::TaskResult {
+                    task_id: task.to_string(),
+                    status: pb::TaskStatus::Completed as i32,
+                    output: Some(pb::Output {
+                        text: "done".into(),
+                        structured: None,
+                    }),
+                    errors: vec![pb::TaskError {
+                        code: "c".into(),
+                        message: "m".into(),
+                        retryable: false,
+                    }],
+                    usage: Some(pb::Usage::from(&finished(task).usage)),
+                    patch: "diff".into(),
+                    session_id: session.to_string(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }
+        .encode_to_vec();
+        let state = decode_lookup_reply(&old).expect("an earlier reply is read");
+        let result = state.result.expect("a result");
+        assert_eq!(
+            (result.text.as_str(), result.patch.as_str()),
+            ("done", "diff")
+        );
+        assert_eq!(result.errors, finished(task).errors);
+        assert_eq!(result.usage, finished(task).usage);
+        assert_eq!(result.session_id, Some(session));
     }
 }

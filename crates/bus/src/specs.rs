@@ -9,7 +9,8 @@
 //! changes under its digest, so the cache is never stale, and the tasks of one agent
 //! share one copy. Tasks that arrive together naming a new bundle wait on one lookup.
 //!
-//! A request with its spec inline (from a coordinator of an earlier version, or one
+//! The tasks consumer yields [`Dispatched`] requests; [`AgentSpecs::resolve`] completes
+//! one with its spec. A request with its spec inline (from a coordinator of an earlier version, or one
 //! run with inline specs) is decoded as it is.
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use tokio::sync::OnceCell;
 
 use crate::Bus;
 use crate::codec::{Envelope as _, decode_wire};
+use crate::consumer::Incoming;
 use crate::error::{CodecError, RpcError};
 
 /// Most specs kept. A registry holds a few dozen agents, and a reload makes new specs
@@ -33,6 +35,26 @@ type Slot = Arc<OnceCell<AgentSpecBundle>>;
 pub struct AgentSpecs {
     bus: Bus,
     specs: Arc<Mutex<HashMap<AgentSpecDigest, Slot>>>,
+}
+
+/// A dispatched task request as pulled from the tasks stream: protobuf, with its agent
+/// spec named by digest (or inline). [`AgentSpecs::resolve`] makes it a
+/// [`TaskRequest`]; a message that is not protobuf is not one (the consumer yields it
+/// as [`Malformed`](crate::consumer::Malformed)). Boxed: a worker holds it in the
+/// future of a task until the spec is resolved.
+#[derive(Debug, Clone)]
+pub struct Dispatched(Box<pb::TaskRequest>);
+
+impl Dispatched {
+    fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
+        decode_wire::<pb::TaskRequest>(TaskRequest::NAME, bytes).map(|w| Self(Box::new(w)))
+    }
+}
+
+impl Incoming for Dispatched {
+    fn read(_subject: &str, payload: &[u8]) -> Result<Self, CodecError> {
+        Self::decode(payload)
+    }
 }
 
 /// Why a dispatched request could not be read.
@@ -78,8 +100,13 @@ impl AgentSpecs {
 
     /// The task request in a dispatched message, with its agent spec.
     pub async fn decode_request(&self, bytes: &[u8]) -> Result<TaskRequest, DispatchError> {
+        self.resolve(Dispatched::decode(bytes)?).await
+    }
+
+    /// The task request a pulled dispatch holds, with its agent spec.
+    pub async fn resolve(&self, dispatched: Dispatched) -> Result<TaskRequest, DispatchError> {
         let malformed = |e: ProtocolError| CodecError::new(TaskRequest::NAME, e);
-        let wire = decode_wire::<pb::TaskRequest>(TaskRequest::NAME, bytes)?;
+        let wire = *dispatched.0;
         if wire.agent_spec.is_some() {
             return Ok(TaskRequest::try_from(wire).map_err(malformed)?);
         }

@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
+use taskwire_protocol::TaskId;
 
-use crate::{BusError, Subjects};
+use crate::error::CodecError;
+use crate::progress::decode_events;
+use crate::{Bus, BusError, Subjects};
 
 /// JetStream settings shared by coordinator and workers.
 #[derive(Debug, Clone)]
@@ -215,4 +218,79 @@ pub async fn coordinator_consumer(
             consumer: name.to_owned(),
             reason: e.to_string(),
         })
+}
+
+/// The last progress message of a task, as stored in the events stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastProgress {
+    /// Its sequence in the events stream.
+    pub sequence: u64,
+    payload: bytes::Bytes,
+}
+
+impl LastProgress {
+    /// Its events ([`decode_events`]).
+    pub fn events(&self) -> Result<Vec<taskwire_protocol::pb::TaskProgress>, CodecError> {
+        decode_events(&self.payload)
+    }
+}
+
+impl Bus {
+    /// [`ensure_streams`] on this bus's connection.
+    pub async fn ensure_streams(&self, cfg: &BusConfig) -> Result<(), BusError> {
+        ensure_streams(self.js(), cfg).await
+    }
+
+    /// [`wait_for_streams`] of this bus's deployment.
+    pub async fn wait_for_streams(&self) {
+        wait_for_streams(self.js(), self.subjects()).await
+    }
+
+    /// How many messages `stream` holds.
+    pub async fn stream_depth(&self, stream: &str) -> Result<u64, BusError> {
+        let fail = |e: &dyn std::fmt::Display| BusError::Request {
+            action: format!("read stream {stream}"),
+            reason: e.to_string(),
+        };
+        let mut s = self.js().get_stream(stream).await.map_err(|e| fail(&e))?;
+        let info = s.info().await.map_err(|e| fail(&e))?;
+        Ok(info.state.messages)
+    }
+
+    /// How many messages of `stream` the durable consumer `consumer` has yet to
+    /// deliver; `None` when there is no such consumer (yet). An error when the stream
+    /// cannot be read.
+    pub async fn consumer_pending(
+        &self,
+        stream: &str,
+        consumer: &str,
+    ) -> Result<Option<u64>, BusError> {
+        let s = self
+            .js()
+            .get_stream(stream)
+            .await
+            .map_err(|e| BusError::Request {
+                action: format!("read stream {stream}"),
+                reason: e.to_string(),
+            })?;
+        Ok(s.consumer_info(consumer).await.ok().map(|i| i.num_pending))
+    }
+
+    /// The last progress message of `task`; `None` when it has none, or it cannot be
+    /// read now.
+    pub async fn last_progress(&self, task: TaskId) -> Option<LastProgress> {
+        let stream = self
+            .js()
+            .get_stream_no_info(self.subjects().events_stream())
+            .await
+            .ok()?;
+        let last = stream
+            .get_last_raw_message_by_subject(&self.subjects().progress(task))
+            .await
+            .ok()?;
+        Some(LastProgress {
+            sequence: last.sequence,
+            payload: last.payload,
+        })
+    }
 }

@@ -4,22 +4,14 @@
 //! the message) and deletes the message. The advisories themselves are kept in a
 //! stream until handled. Failure policy: nak and retry; the loop restarts with backoff.
 
-use async_nats::jetstream::AckKind;
 use futures::StreamExt;
-use taskwire_bus::Bus;
 use taskwire_bus::codec::decode_wire;
+use taskwire_bus::{Bus, MaxDeliveries, Received, Settlement};
 use taskwire_protocol::{TaskId, pb};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{DeadLetterReason, Metrics};
-
-#[derive(serde::Deserialize)]
-struct MaxDeliveries {
-    stream: String,
-    stream_seq: u64,
-    deliveries: u64,
-}
 
 /// Handles max-deliveries advisories (kept in the advisories stream, so none is lost
 /// while no coordinator runs) until `shutdown`; each is acknowledged once handled and
@@ -42,32 +34,29 @@ async fn advisories_once(
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let messages = crate::aggregator::consume(
-        bus.js(),
+    let messages = crate::aggregator::consume::<MaxDeliveries>(
+        &bus,
         &bus.subjects().advisories_stream(),
         taskwire_bus::subjects::ADVISORIES_CONSUMER,
     )
     .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
-    while let Some(msg) = messages.next().await {
-        let msg = msg.map_err(|e| e.to_string())?;
-        let advisory: MaxDeliveries = match serde_json::from_slice(&msg.payload) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!(error = %e, "dropping a malformed max-deliveries advisory");
-                let _ = msg.ack_with(AckKind::Term).await;
+    while let Some(received) = messages.next().await {
+        let delivery = match received.map_err(|e| e.to_string())? {
+            Received::Value(delivery) => delivery,
+            Received::Malformed(delivery) => {
+                tracing::warn!(error = %delivery.value.error, "dropping a malformed max-deliveries advisory");
+                delivery.settle(Settlement::Term).await;
                 continue;
             }
         };
-        match handle(&bus, &store, &metrics, &advisory).await {
-            Ok(()) => {
-                let _ = msg.double_ack().await;
-            }
+        let advisory = &delivery.value;
+        match handle(&bus, &store, &metrics, advisory).await {
+            Ok(()) => delivery.settle(Settlement::AckSync).await,
             Err(e) => {
                 tracing::warn!(error = %e, seq = advisory.stream_seq, "failed to handle a max-deliveries advisory, retrying");
-                let _ = msg
-                    .ack_with(AckKind::Nak(Some(std::time::Duration::from_secs(1))))
-                    .await;
+                let retry = Some(std::time::Duration::from_secs(1));
+                delivery.settle(Settlement::Nak(retry)).await;
             }
         }
     }
@@ -80,15 +69,9 @@ async fn handle(
     metrics: &Metrics,
     a: &MaxDeliveries,
 ) -> Result<(), String> {
-    let js = bus.js();
-    let stream = js.get_stream(&a.stream).await.map_err(|e| e.to_string())?;
-    let message = match stream.get_raw_message(a.stream_seq).await {
-        Ok(m) => m,
-        Err(e) => {
-            // Already settled or deleted meanwhile: nothing left to do.
-            tracing::debug!(error = %e, seq = a.stream_seq, "advised message is gone");
-            return Ok(());
-        }
+    let Some(message) = bus.advised_message(a).await.map_err(|e| e.to_string())? else {
+        // Already settled or deleted meanwhile: nothing left to do.
+        return Ok(());
     };
     let reason = format!(
         "delivered {} times without being settled (max deliveries reached)",
@@ -99,7 +82,7 @@ async fn handle(
         .and_then(|r| TaskId::parse_field("task_id", &r.task_id).ok());
     store
         .record_dead_letter(
-            message.subject.as_str(),
+            &message.subject,
             &reason,
             &message.payload,
             None,
@@ -117,9 +100,5 @@ async fn handle(
         tracing::warn!(task.id = %id, deliveries = a.deliveries, "task dead-lettered after max deliveries");
         crate::effects::perform(store, bus, &[ended], &reason).await;
     }
-    stream
-        .delete_message(a.stream_seq)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(())
+    bus.delete_advised(a).await.map_err(|e| e.to_string())
 }

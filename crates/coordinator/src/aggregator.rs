@@ -13,11 +13,10 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use taskwire_bus::codec::decode;
+use taskwire_bus::consumer::{Deliveries, Incoming};
 use taskwire_bus::messages::DeadLetter;
-use taskwire_bus::{Bus, PatchError, Patches, trace_context};
+use taskwire_bus::{Bus, PatchError, Patches, Received, Settlement, trace_context};
 use taskwire_protocol::{ResultErrorCode, TaskError, TaskResult, TaskStatus};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
@@ -84,15 +83,16 @@ where
     }
 }
 
-/// The messages of the durable consumer `name` on `stream`.
-pub(crate) async fn consume(
-    js: &jetstream::Context,
+/// The deliveries of the durable consumer `name` on `stream`.
+pub(crate) async fn consume<T: Incoming>(
+    bus: &Bus,
     stream: &str,
     name: &str,
-) -> Result<jetstream::consumer::pull::Stream, String> {
+) -> Result<Deliveries<T>, String> {
     // A short ack wait: results a killed coordinator had prefetched come back quickly;
     // a slow write that outlives it is redelivered and then found already recorded.
-    let consumer = taskwire_bus::coordinator_consumer(js, stream, name, Duration::from_secs(10))
+    let consumer = bus
+        .consume::<T>(stream, name, Duration::from_secs(10))
         .await
         .map_err(|e| e.to_string())?;
     consumer.messages().await.map_err(|e| e.to_string())
@@ -105,8 +105,8 @@ async fn results_once(
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let messages = consume(
-        bus.js(),
+    let messages = consume::<TaskResult>(
+        &bus,
         &bus.subjects().results_stream(),
         taskwire_bus::subjects::RESULTS_CONSUMER,
     )
@@ -119,33 +119,36 @@ async fn results_once(
     while let Some(chunk) = chunks.next().await {
         let mut results = Vec::with_capacity(chunk.len());
         let mut acks = Vec::with_capacity(chunk.len());
-        for msg in chunk {
-            let msg = msg.map_err(|e| e.to_string())?;
-            match decode::<TaskResult>(&msg.payload) {
-                Ok(mut r) => match fetch_patch(&patches, &mut r).await {
-                    Ok(()) => {
-                        results.push(r);
-                        acks.push(msg);
+        for received in chunk {
+            match received.map_err(|e| e.to_string())? {
+                Received::Value(delivery) => {
+                    let (mut r, delivery) = delivery.take();
+                    match fetch_patch(&patches, &mut r).await {
+                        Ok(()) => {
+                            results.push(r);
+                            acks.push(delivery);
+                        }
+                        Err(e) => {
+                            tracing::warn!(task.id = %r.task_id, error = %e, "failed to read a result's patch, redelivering");
+                            delivery.settle(Settlement::Nak(Some(RETRY_DELAY))).await;
+                        }
                     }
-                    Err(e) => {
-                        tracing::warn!(task.id = %r.task_id, error = %e, "failed to read a result's patch, redelivering");
-                        let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
-                    }
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, subject = %msg.subject, "malformed result, dead-lettering");
+                }
+                Received::Malformed(delivery) => {
+                    let m = &delivery.value;
+                    tracing::warn!(error = %m.error, subject = %m.subject, "malformed result, dead-lettering");
                     store
                         .record_dead_letter(
-                            msg.subject.as_str(),
-                            &e.to_string(),
-                            &msg.payload,
+                            &m.subject,
+                            &m.error.to_string(),
+                            &m.payload,
                             None,
                             None,
                         )
                         .await
                         .map_err(|e| e.to_string())?;
                     metrics.dead_letter(DeadLetterReason::MalformedResult);
-                    let _ = msg.ack_with(AckKind::Term).await;
+                    delivery.settle(Settlement::Term).await;
                 }
             }
         }
@@ -161,7 +164,7 @@ async fn results_once(
         match store.record_results_timed(&results).await {
             Ok(recorded) => {
                 let mut changed = Vec::new();
-                for (((msg, result), recorded), span) in
+                for (((delivery, result), recorded), span) in
                     acks.iter().zip(&results).zip(recorded).zip(&spans)
                 {
                     let span = span.clone().unwrap_or_else(tracing::Span::none);
@@ -190,7 +193,7 @@ async fn results_once(
                             )
                         }),
                     }
-                    let _ = msg.ack().await;
+                    delivery.settle(Settlement::Ack).await;
                 }
                 crate::effects::perform(&store, &bus, &changed, "the task ended").await;
             }
@@ -199,8 +202,8 @@ async fn results_once(
                     crate::spans::fail(span, "store_error");
                 }
                 tracing::warn!(error = %e, batch = results.len(), "failed to record results, redelivering");
-                for msg in &acks {
-                    let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
+                for delivery in &acks {
+                    delivery.settle(Settlement::Nak(Some(RETRY_DELAY))).await;
                 }
             }
         }
@@ -243,16 +246,16 @@ async fn dead_letters_once(
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let messages = consume(
-        bus.js(),
+    let messages = consume::<DeadLetter>(
+        &bus,
         &bus.subjects().dead_letter_stream(),
         taskwire_bus::subjects::DEAD_LETTERS_CONSUMER,
     )
     .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
-    while let Some(msg) = messages.next().await {
-        let msg = msg.map_err(|e| e.to_string())?;
-        let (subject, reason, payload, worker, task) = match decode::<DeadLetter>(&msg.payload) {
+    while let Some(received) = messages.next().await {
+        let (letter, delivery) = received.map_err(|e| e.to_string())?.take();
+        let (subject, reason, payload, worker, task) = match letter {
             Ok(d) => (
                 d.subject,
                 d.reason,
@@ -260,10 +263,11 @@ async fn dead_letters_once(
                 Some(d.worker_id),
                 d.task.map(|t| t.as_uuid()),
             ),
-            Err(e) => (
-                msg.subject.to_string(),
-                e.to_string(),
-                msg.payload.to_vec(),
+            // Recorded as it is: a dead letter is never lost for being unreadable.
+            Err(m) => (
+                m.subject,
+                m.error.to_string(),
+                m.payload.to_vec(),
                 None,
                 None,
             ),
@@ -275,11 +279,11 @@ async fn dead_letters_once(
             Ok(()) => {
                 metrics.dead_letter(DeadLetterReason::Rejected);
                 tracing::warn!(subject = %subject, reason = %reason, "dead letter recorded");
-                let _ = msg.double_ack().await;
+                delivery.settle(Settlement::AckSync).await;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "failed to record a dead letter, redelivering");
-                let _ = msg.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await;
+                delivery.settle(Settlement::Nak(Some(RETRY_DELAY))).await;
             }
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_nats::jetstream;
+use taskwire_bus::Bus;
 use tokio_util::sync::CancellationToken;
 
 const SAMPLE: Duration = Duration::from_millis(100);
@@ -29,7 +29,7 @@ impl QueueDepth {
 /// holds the backlog in Postgres), the dispatches waiting there count too. Failure
 /// policy: keep the last sample and try again next tick.
 pub async fn run(
-    js: jetstream::Context,
+    bus: Bus,
     stream: String,
     outbox: Option<taskwire_store::Store>,
     depth: QueueDepth,
@@ -51,14 +51,10 @@ pub async fn run(
             },
             None => 0,
         };
-        match js.get_stream(&stream).await {
-            Ok(mut s) => match s.info().await {
-                Ok(info) => depth.0.store(
-                    info.state.messages.saturating_add(waiting),
-                    Ordering::Relaxed,
-                ),
-                Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
-            },
+        match bus.stream_depth(&stream).await {
+            Ok(messages) => depth
+                .0
+                .store(messages.saturating_add(waiting), Ordering::Relaxed),
             Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
         }
     }
@@ -94,7 +90,7 @@ impl Undelivered {
 /// stream's depth while no worker has made the consumer). Failure policy: keep the
 /// last sample.
 pub async fn sample_undelivered(
-    js: jetstream::Context,
+    bus: Bus,
     stream: String,
     consumer: String,
     undelivered: Undelivered,
@@ -108,18 +104,16 @@ pub async fn sample_undelivered(
             _ = tick.tick() => {}
         }
         let started = tokio::time::Instant::now();
-        let Ok(mut s) = js.get_stream(&stream).await else {
-            continue;
-        };
-        let count = match s.consumer_info(&consumer).await {
-            Ok(info) => info.num_pending,
-            Err(_) => match s.info().await {
-                Ok(info) => info.state.messages,
+        let count = match bus.consumer_pending(&stream, &consumer).await {
+            Ok(Some(pending)) => pending,
+            Ok(None) => match bus.stream_depth(&stream).await {
+                Ok(messages) => messages,
                 Err(e) => {
                     tracing::debug!(error = %e, "failed to sample the undelivered tasks");
                     continue;
                 }
             },
+            Err(_) => continue,
         };
         undelivered.set(count, started);
     }

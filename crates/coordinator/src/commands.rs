@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use taskwire_agent::builtin::AgentRegistry;
 use taskwire_agent::command::{CommandMode, CommandRegistry, command_mode, load_commands, render};
-use taskwire_agent::loader::load_agents;
 use taskwire_agent::mcp::{McpServers, load_mcp};
+use taskwire_definitions::builtin::AgentRegistry;
+use taskwire_definitions::loader::load_agents;
 use taskwire_protocol::{SessionId, pb};
 use tokio_util::sync::CancellationToken;
 
@@ -209,7 +209,7 @@ async fn session_agent(
 mod tests {
     use std::path::Path;
 
-    use taskwire_agent::agent::AgentSpec;
+    use taskwire_definitions::agent::AgentSpec;
 
     use super::*;
 

@@ -21,6 +21,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use taskwire_bus::Bus;
 use taskwire_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -36,14 +37,14 @@ pub struct Readiness(Arc<Inner>);
 
 #[derive(Default)]
 struct Inner {
-    connected: OnceLock<(Store, async_nats::Client)>,
+    connected: OnceLock<(Store, Bus)>,
     shutting_down: AtomicBool,
 }
 
 impl Readiness {
-    /// The store and NATS connection whose state counts from now on.
-    pub fn connected(&self, store: Store, client: async_nats::Client) {
-        let _ = self.0.connected.set((store, client));
+    /// The store and the bus whose connections' states count from now on.
+    pub fn connected(&self, store: Store, bus: Bus) {
+        let _ = self.0.connected.set((store, bus));
     }
 
     /// Shutdown began: never ready again.
@@ -56,10 +57,10 @@ impl Readiness {
         if self.0.shutting_down.load(Ordering::SeqCst) {
             return Err("shutting down".to_owned());
         }
-        let Some((store, client)) = self.0.connected.get() else {
+        let Some((store, bus)) = self.0.connected.get() else {
             return Err("starting: not connected to postgres and nats yet".to_owned());
         };
-        if client.connection_state() != async_nats::connection::State::Connected {
+        if !bus.is_connected() {
             return Err("not connected to nats".to_owned());
         }
         match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {

@@ -58,8 +58,8 @@ pub mod worker_rpc;
 
 use std::sync::Arc;
 
-use taskwire_agent::builtin::AgentRegistry;
 use taskwire_bus::{Bus, BusConfig, Subjects};
+use taskwire_definitions::builtin::AgentRegistry;
 use taskwire_protocol::pb;
 use taskwire_store::Store;
 use tokio::net::TcpListener;
@@ -73,10 +73,9 @@ pub use error::CoordinatorError;
 pub struct State {
     pub config: CoordinatorConfig,
     pub store: Store,
-    pub client: async_nats::Client,
-    pub js: async_nats::jetstream::Context,
     pub subjects: Subjects,
-    /// Typed publishes and worker requests over `client`.
+    /// The NATS connection: typed publishes, consumers, subscriptions and worker
+    /// requests.
     pub bus: Bus,
     /// The agent registry; replaced as a whole when the agents directory changes.
     pub agents: std::sync::RwLock<Arc<AgentRegistry>>,
@@ -168,10 +167,14 @@ pub async fn serve_with_http(
     );
     let tls = server::tls(config.tls_cert.as_deref(), config.tls_key.as_deref())?;
     let store = Store::connect(&config.database_url, config.db_max_connections).await?;
-    let client =
-        taskwire_bus::connect_with(&config.nats_url, "taskwire-coordinator", &config.nats).await?;
-    let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
+    let bus = Bus::connect(
+        &config.nats_url,
+        "taskwire-coordinator",
+        &config.nats,
+        subjects.clone(),
+    )
+    .await?;
     let streams = BusConfig {
         subjects: subjects.clone(),
         max_queued_tasks: config.max_queued_tasks,
@@ -182,10 +185,9 @@ pub async fn serve_with_http(
         },
         ..BusConfig::default()
     };
-    taskwire_bus::ensure_streams(&js, &streams).await?;
-    let patches = taskwire_bus::Patches::new(js.clone(), &subjects);
-    let bus = Bus::new(client.clone(), subjects.clone());
-    readiness.connected(store.clone(), client.clone());
+    bus.ensure_streams(&streams).await?;
+    let patches = bus.patches();
+    readiness.connected(store.clone(), bus.clone());
 
     let config_dirs = config.config_dirs();
     if !config_dirs.is_empty() {
@@ -203,8 +205,6 @@ pub async fn serve_with_http(
     let state = Arc::new(State {
         config,
         store: store.clone(),
-        client: client.clone(),
-        js: js.clone(),
         subjects: subjects.clone(),
         bus: bus.clone(),
         agents: std::sync::RwLock::new(Arc::new(agents)),
@@ -223,7 +223,7 @@ pub async fn serve_with_http(
     });
     if let Some(window) = &window {
         tasks.spawn(backpressure::sample_undelivered(
-            js.clone(),
+            bus.clone(),
             subjects.tasks_stream(),
             subjects.workers_consumer(&state.config.queue),
             window.undelivered.clone(),
@@ -272,7 +272,7 @@ pub async fn serve_with_http(
     ));
     tasks.spawn(metrics::refresh(state.clone(), loops.clone()));
     tasks.spawn(backpressure::run(
-        js.clone(),
+        bus.clone(),
         subjects.tasks_stream(),
         (dispatch_window > 0).then(|| store.clone()),
         state.queue_depth.clone(),
@@ -319,7 +319,7 @@ pub async fn serve_with_http(
 
     loops.cancel();
     while tasks.join_next().await.is_some() {}
-    let _ = client.flush().await;
+    let _ = bus.flush().await;
     http_stop.cancel();
     let _ = http_task.await;
     tracing::info!("coordinator stopped");

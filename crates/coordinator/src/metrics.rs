@@ -278,12 +278,14 @@ pub async fn refresh(state: Arc<crate::State>, shutdown: CancellationToken) {
             }
             Err(error) => tracing::debug!(%error, "failed to refresh the task gauges"),
         }
-        let pending = match state.js.get_stream(state.subjects.tasks_stream()).await {
-            Ok(stream) => match stream.consumer_info(&consumer).await {
-                Ok(info) => Some(info.num_pending),
-                // No worker has created the consumer yet: everything in the stream waits.
-                Err(_) => Some(state.queue_depth.get()),
-            },
+        let pending = match state
+            .bus
+            .consumer_pending(&state.subjects.tasks_stream(), &consumer)
+            .await
+        {
+            Ok(Some(pending)) => Some(pending),
+            // No worker has created the consumer yet: everything in the stream waits.
+            Ok(None) => Some(state.queue_depth.get()),
             Err(error) => {
                 tracing::debug!(%error, "failed to read the tasks stream for the queue gauge");
                 None

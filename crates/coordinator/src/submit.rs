@@ -10,9 +10,9 @@ use std::sync::Arc;
 use chrono::Utc;
 use prost::Message;
 use sha2::{Digest, Sha256};
-use taskwire_agent::agent::AgentName;
-use taskwire_agent::builtin::{AgentRegistry, is_internal};
 use taskwire_agent::output_schema::OutputSchema;
+use taskwire_definitions::agent::AgentName;
+use taskwire_definitions::builtin::{AgentRegistry, is_internal};
 use taskwire_protocol::{
     Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time, value,
 };
@@ -578,12 +578,12 @@ mod tests {
             ..Default::default()
         };
         let mut registry = AgentRegistry::builtin();
-        let mut reviewer = taskwire_agent::builtin::general();
+        let mut reviewer = taskwire_definitions::builtin::general();
         reviewer.name = "reviewer".parse().expect("valid name");
-        reviewer.permission = vec![taskwire_agent::PermissionRule::new(
+        reviewer.permission = vec![taskwire_definitions::PermissionRule::new(
             "bash",
             "git push*",
-            taskwire_agent::PermissionAction::Deny,
+            taskwire_definitions::PermissionAction::Deny,
         )];
         registry.insert(reviewer);
         let req = pb::SubmitRequest {

@@ -19,20 +19,10 @@ pub async fn set_wait(state: &State, task_id: TaskId, task: &mut pb::Task) {
     if task.status() != pb::TaskStatus::Running {
         return;
     }
-    let Ok(stream) = state
-        .js
-        .get_stream_no_info(state.subjects.events_stream())
-        .await
-    else {
+    let Some(last) = state.bus.last_progress(task_id).await else {
         return;
     };
-    let Ok(last) = stream
-        .get_last_raw_message_by_subject(&state.subjects.progress(task_id))
-        .await
-    else {
-        return;
-    };
-    let Ok(events) = taskwire_bus::progress::decode_events(&last.payload) else {
+    let Ok(events) = last.events() else {
         return;
     };
     if let Some((wait, until)) = events.last().and_then(|e| wait_of(e, SystemTime::now())) {

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
 use futures::StreamExt;
+use taskwire_bus::Received;
 use taskwire_protocol::{TaskId, pb};
 use tokio::sync::mpsc;
 use tonic::Status;
@@ -42,27 +42,17 @@ async fn stream_inner(
     task_id: TaskId,
     tx: &mpsc::Sender<WatchItem>,
 ) -> Result<(), String> {
-    let subject = state.subjects.progress(task_id);
     // Subscribe before the first store check, so a finish in between is not missed.
     let mut finished = state
-        .client
-        .subscribe(state.subjects.finished(task_id))
+        .bus
+        .finished_notices(task_id)
         .await
         .map_err(|e| e.to_string())?;
-    let stream = state
-        .js
-        .get_stream(state.subjects.events_stream())
+    let mut events = state
+        .bus
+        .replay_progress(task_id)
         .await
         .map_err(|e| e.to_string())?;
-    let consumer = stream
-        .create_consumer(OrderedConfig {
-            filter_subject: subject.clone(),
-            deliver_policy: DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut events = consumer.messages().await.map_err(|e| e.to_string())?;
 
     let mut last_seen: u64 = 0;
     // `Some(seq)`: the task is finished and its last event is `seq` (0: none).
@@ -75,30 +65,30 @@ async fn stream_inner(
             break;
         }
         tokio::select! {
-            msg = events.next() => {
-                let Some(msg) = msg else { return Err("event stream ended".to_owned()) };
-                let msg = msg.map_err(|e| e.to_string())?;
-                if let Ok(info) = msg.info() {
-                    last_seen = info.stream_sequence;
-                }
-                match taskwire_bus::progress::decode_events(&msg.payload) {
-                    Ok(events) => {
-                        for p in events {
+            received = events.next() => {
+                let Some(received) = received else { return Err("event stream ended".to_owned()) };
+                match received.map_err(|e| e.to_string())? {
+                    Received::Value(delivery) => {
+                        last_seen = delivery.stream_sequence;
+                        for p in delivery.value.0 {
                             let ev = pb::WatchEvent { event: Some(pb::watch_event::Event::Progress(p)) };
                             if tx.send(Ok(ev)).await.is_err() {
                                 return Ok(()); // the client went away
                             }
                         }
                     }
-                    Err(e) => tracing::warn!(task.id = %task_id, error = %e, "skipping malformed progress event"),
+                    Received::Malformed(delivery) => {
+                        last_seen = delivery.stream_sequence;
+                        tracing::warn!(task.id = %task_id, error = %delivery.value.error, "skipping malformed progress event");
+                    }
                 }
             }
             _ = finished.next(), if end_at.is_none() => {
-                end_at = Some(last_event_seq(&stream, &subject).await);
+                end_at = Some(last_event_seq(state, task_id).await);
             }
             _ = recheck.tick(), if end_at.is_none() => {
                 if is_finished(state, task_id).await? {
-                    end_at = Some(last_event_seq(&stream, &subject).await);
+                    end_at = Some(last_event_seq(state, task_id).await);
                 }
             }
             _ = tx.closed() => return Ok(()),
@@ -134,10 +124,11 @@ async fn is_finished(state: &State, task_id: TaskId) -> Result<bool, String> {
     Ok(record.is_some_and(|r| r.status.is_terminal()))
 }
 
-/// The stream sequence of the last event on `subject`, or 0 when there is none.
-async fn last_event_seq(stream: &async_nats::jetstream::stream::Stream, subject: &str) -> u64 {
-    stream
-        .get_last_raw_message_by_subject(subject)
+/// The stream sequence of the last event of `task_id`, or 0 when there is none.
+async fn last_event_seq(state: &State, task_id: TaskId) -> u64 {
+    state
+        .bus
+        .last_progress(task_id)
         .await
-        .map_or(0, |m| m.sequence)
+        .map_or(0, |last| last.sequence)
 }

@@ -18,10 +18,9 @@ use async_trait::async_trait;
 use taskwire_bus::RpcError;
 use taskwire_bus::messages::{
     AgentSpecLookup, Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted,
-    ClaimRequest, ClaimVerdict, FinishedTask, SessionLoad, SessionSave, StoredSession, TaskLookup,
-    TaskState,
+    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
 };
-use taskwire_protocol::{AgentSpecBundle, Subtask, TaskError, TaskId, TaskRequest, Usage, pb};
+use taskwire_protocol::{AgentSpecBundle, Subtask, TaskId, TaskRequest, TaskResult, pb};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
 use tracing::Instrument;
 
@@ -71,7 +70,7 @@ impl taskwire_bus::WorkerRequests for Handler {
                 .await?
                 .ok_or_else(|| CoordinatorError::NotFound(format!("task {}", lookup.task)))
         };
-        let mut state = state_of(&found.await?);
+        let mut state = state_of(&found.await?)?;
         if let Some(result) = state.result.as_mut() {
             hand_over_patch(st, lookup.task, result).await?;
         }
@@ -294,33 +293,32 @@ pub fn decision(
 }
 
 /// A task as a worker sees it: the recorded status and, once finished, its result
-/// (the one a worker reported, or only why it was stopped).
-fn state_of(r: &TaskRecord) -> TaskState {
-    let result = r.status.is_terminal().then(|| {
-        let wire = crate::convert::result_of(r);
-        let usage = wire.usage.unwrap_or_default();
-        FinishedTask {
-            text: wire.output.map(|o| o.text).unwrap_or_default(),
-            errors: wire
-                .errors
-                .into_iter()
-                .map(|e| TaskError {
-                    code: e.code,
-                    message: e.message,
-                    retryable: e.retryable,
-                })
-                .collect(),
-            usage: Usage::from(usage),
-            patch: wire.patch,
-            patch_ref: None,
-            session_id: wire.session_id,
-        }
-    });
-    TaskState {
+/// (the one a worker reported, or only why it was stopped), with as much as a parent
+/// uses: not its structured answer, tool calls or provenance.
+fn state_of(r: &TaskRecord) -> Result<TaskState, CoordinatorError> {
+    let result = r
+        .status
+        .is_terminal()
+        .then(|| TaskResult::try_from(crate::convert::result_of(r)))
+        .transpose()
+        .map_err(|e| {
+            CoordinatorError::Internal(format!(
+                "the recorded result of task {} is unreadable: {e}",
+                r.task_id
+            ))
+        })?
+        .map(|result| TaskResult {
+            structured: None,
+            tool_calls: Vec::new(),
+            provenance: Vec::new(),
+            transcript_json: None,
+            ..result
+        });
+    Ok(TaskState {
         task: r.task_id,
         status: r.status,
         result,
-    }
+    })
 }
 
 /// Moves a recorded patch too large for a reply into the patch bucket, as a fresh
@@ -328,7 +326,7 @@ fn state_of(r: &TaskRecord) -> TaskState {
 async fn hand_over_patch(
     state: &State,
     task: TaskId,
-    result: &mut FinishedTask,
+    result: &mut TaskResult,
 ) -> Result<(), CoordinatorError> {
     if result.patch.len() <= taskwire_protocol::INLINE_RESULT_PATCH_BYTES {
         return Ok(());
@@ -349,7 +347,7 @@ async fn hand_over_patch(
 
 #[cfg(test)]
 mod tests {
-    use taskwire_agent::builtin::AgentRegistry;
+    use taskwire_definitions::builtin::AgentRegistry;
 
     use super::*;
     use crate::CoordinatorConfig;

@@ -12,11 +12,9 @@
 //! The file name is the command (`review.md` is `/review`); the body is the template,
 //! rendered with [`render`]. [`command_mode`] decides, without asking a model,
 //! whether a command runs as a subtask (a child task whose result returns to the
-//! session, see [`subtask`]) or as a plain prompt of the session (seed 000). The
-//! worker runs the template's !`cmd` before the session starts (see [`shell`]).
-
-pub mod shell;
-pub mod subtask;
+//! session; the agent crate runs it) or as a plain prompt of the session (seed 000).
+//! The worker runs the template's !`cmd` before the session starts (the agent crate's
+//! `command::shell`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,9 +25,19 @@ use crate::agent::{AgentMode, AgentName, AgentSpec};
 use crate::error::LoadError;
 use crate::frontmatter::{self, FieldError};
 use crate::shell::split_words;
-use crate::transcript::SubtaskPart;
 
-pub use self::subtask::{SUBTASK_SUMMARY_PROMPT, SubtaskRun, run_subtask, subtask_messages};
+/// A slash command's delegation to a subagent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskPart {
+    pub agent: String,
+    /// Short, for progress and listings.
+    pub description: String,
+    /// The rendered command template.
+    pub prompt: String,
+    /// The command that made it, e.g. `/review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
 
 const KEYS: &str = "agent, subtask, description, model";
 

@@ -208,7 +208,7 @@ fn definition(name: &str, entry: Entry) -> Result<McpServerDef, String> {
             }
             let url = entry.url.ok_or("a remote server needs `url`")?;
             if !url.contains("{env:") {
-                let parsed = reqwest::Url::parse(&url).map_err(|e| format!("`url`: {e}"))?;
+                let parsed = url::Url::parse(&url).map_err(|e| format!("`url`: {e}"))?;
                 if !matches!(parsed.scheme(), "http" | "https") {
                     return Err(format!(
                         "`url` must be http or https, not {}",

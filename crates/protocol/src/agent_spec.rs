@@ -1,9 +1,9 @@
 //! The resolved agent definition and the inherited permission layers, to and from the
 //! wire.
 
-use taskwire_agent::agent::{AgentMode, AgentName, AgentSpec};
-use taskwire_agent::mcp::{McpServerDef, McpTransport};
-use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
+use taskwire_definitions::agent::{AgentMode, AgentName, AgentSpec};
+use taskwire_definitions::mcp::{McpServerDef, McpTransport};
+use taskwire_definitions::permission::{PermissionAction, PermissionLayer, PermissionRule};
 
 use crate::{ProtocolError, pb};
 

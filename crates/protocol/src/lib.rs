@@ -21,7 +21,6 @@
 //!   once to the wire.
 //! - [`error`]: [`ProtocolError`], returned by every conversion from the wire.
 
-#[cfg(feature = "agent")]
 pub mod agent_spec;
 pub mod code;
 pub mod context;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use taskwire_bus::codec::decode;
+use taskwire_bus::Subscription;
 use taskwire_bus::messages::CancelNotice;
 use taskwire_protocol::TaskId;
 use tokio_util::sync::CancellationToken;
@@ -130,16 +130,20 @@ impl Drop for RunningGuard {
 /// Failure policy: the subscription is re-established by the client on reconnect; if
 /// it ends, the loop logs and returns (deadlines and the coordinator's fenced writes
 /// still bound the damage).
-pub async fn listen(sub: async_nats::Subscriber, running: Running, shutdown: CancellationToken) {
-    let mut sub = std::pin::pin!(sub.take_until(shutdown.cancelled_owned()));
-    while let Some(msg) = sub.next().await {
-        match decode::<CancelNotice>(&msg.payload).map(|n| (n.task, n.reason)) {
-            Ok((id, reason)) => {
-                if running.stop(id, StopReason::Cancelled) {
-                    tracing::info!(task.id = %id, reason = %reason, "stopping cancelled session");
+pub async fn listen(
+    notices: Subscription<CancelNotice>,
+    running: Running,
+    shutdown: CancellationToken,
+) {
+    let mut notices = std::pin::pin!(notices.take_until(shutdown.cancelled_owned()));
+    while let Some(notice) = notices.next().await {
+        match notice {
+            Ok(CancelNotice { task, reason }) => {
+                if running.stop(task, StopReason::Cancelled) {
+                    tracing::info!(task.id = %task, reason = %reason, "stopping cancelled session");
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "ignoring malformed cancel notice"),
+            Err(m) => tracing::warn!(error = %m.error, "ignoring malformed cancel notice"),
         }
     }
 }

@@ -8,8 +8,6 @@ pub enum WorkerError {
     Model(#[from] taskwire_llm::LlmError),
     #[error("failed to set up task workspaces: {0}")]
     Workspaces(#[from] taskwire_workspaces::WorkspaceError),
-    #[error("failed to subscribe to {subject}: {reason}")]
-    Subscribe { subject: String, reason: String },
     #[error("failed to start the liveness signal: {0}")]
     Liveness(String),
     #[error("failed to listen for http on {addr}: {reason}")]

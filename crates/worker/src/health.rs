@@ -17,6 +17,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use taskwire_bus::Bus;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -30,13 +31,13 @@ pub struct Readiness(Arc<Inner>);
 struct Inner {
     consumer_ready: AtomicBool,
     draining: AtomicBool,
-    client: OnceLock<async_nats::Client>,
+    bus: OnceLock<Bus>,
 }
 
 impl Readiness {
-    /// The NATS connection whose state counts from now on.
-    pub fn set_client(&self, client: async_nats::Client) {
-        let _ = self.0.client.set(client);
+    /// The bus whose connection state counts from now on.
+    pub fn set_bus(&self, bus: Bus) {
+        let _ = self.0.bus.set(bus);
     }
 
     /// The worker's consumer exists and the pull loop starts.
@@ -57,13 +58,8 @@ impl Readiness {
         if !self.0.consumer_ready.load(Ordering::SeqCst) {
             return Err("starting: the tasks consumer is not ready");
         }
-        match self
-            .0
-            .client
-            .get()
-            .map(async_nats::Client::connection_state)
-        {
-            Some(async_nats::connection::State::Connected) => Ok(()),
+        match self.0.bus.get().map(Bus::is_connected) {
+            Some(true) => Ok(()),
             _ => Err("not connected to nats"),
         }
     }

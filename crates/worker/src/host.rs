@@ -20,7 +20,6 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
 use async_trait::async_trait;
 use futures::StreamExt;
 use taskwire_agent::host::{
@@ -28,7 +27,7 @@ use taskwire_agent::host::{
 };
 use taskwire_agent::transcript::Transcript;
 use taskwire_agent::{SessionError, SessionHost, ToolCallState};
-use taskwire_bus::codec::decode;
+use taskwire_bus::Received;
 use taskwire_bus::messages::{self, ApprovalDecision, ChildSubmit, SessionSave};
 use taskwire_protocol::{ClaimEpoch, SessionId, TaskId, pb};
 use tokio_util::sync::CancellationToken;
@@ -74,11 +73,7 @@ impl SessionHost for WorkerHost<'_> {
     ) -> ApprovalAnswer {
         let ctx = self.ctx;
         // Subscribe before asking, so the answer cannot slip past.
-        let mut decisions = match ctx
-            .client
-            .subscribe(ctx.subjects.approval(self.task_id))
-            .await
-        {
+        let mut decisions = match ctx.bus.approval_decisions(self.task_id).await {
             Ok(s) => s,
             Err(e) => {
                 return ApprovalAnswer::Reject {
@@ -110,9 +105,9 @@ impl SessionHost for WorkerHost<'_> {
         recheck.tick().await; // the first tick is immediate
         loop {
             tokio::select! {
-                msg = decisions.next() => {
-                    let Some(msg) = msg else { break };
-                    let Ok(d) = decode::<ApprovalDecision>(&msg.payload) else { continue };
+                d = decisions.next() => {
+                    let Some(d) = d else { break };
+                    let Ok(d) = d else { continue };
                     if d.request_id == request.request_id {
                         return answer_of(d);
                     }
@@ -306,12 +301,7 @@ impl SessionHost for WorkerHost<'_> {
         };
         let transcript_json = serde_json::to_vec(&saved)
             .map_err(|e| format!("failed to encode the transcript: {e}"))?;
-        let limit = self
-            .ctx
-            .client
-            .server_info()
-            .max_payload
-            .saturating_sub(CHECKPOINT_MARGIN);
+        let limit = self.ctx.bus.max_payload().saturating_sub(CHECKPOINT_MARGIN);
         if transcript_json.len() > limit
             && (!workspace.patch.is_empty() || workspace.patch_ref.is_some())
         {
@@ -358,29 +348,18 @@ async fn follow_child(
     on_progress: &(dyn Fn(ChildProgress) + Send + Sync),
 ) -> Result<Finished, String> {
     let mut finished = ctx
-        .client
-        .subscribe(ctx.subjects.finished(child))
+        .bus
+        .finished_notices(child)
         .await
         .map_err(|e| format!("failed to follow child task {child}: {e}"))?;
-    let events = async {
-        let stream = ctx.js.get_stream(ctx.subjects.events_stream()).await.ok()?;
-        let consumer = stream
-            .create_consumer(OrderedConfig {
-                filter_subject: ctx.subjects.progress(child),
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .ok()?;
-        consumer.messages().await.ok()
-    }
-    .await;
-    let mut events = events.map(|e| e.boxed());
+    let mut events = ctx.bus.replay_progress(child).await.ok();
     let mut recheck = tokio::time::interval(CHILD_RECHECK);
     loop {
         tokio::select! {
-            Some(Ok(msg)) = async { match events.as_mut() { Some(e) => e.next().await, None => None } } => {
-                for p in taskwire_bus::progress::decode_events(&msg.payload).unwrap_or_default() {
+            Some(Ok(received)) = async { match events.as_mut() { Some(e) => e.next().await, None => None } } => {
+                // A malformed message has no events to pass on.
+                let Received::Value(delivery) = received else { continue };
+                for p in delivery.value.0 {
                     match p.event {
                         Some(pb::task_progress::Event::ToolCall(t)) => {
                             let state = match t.state() {
@@ -427,22 +406,30 @@ async fn child_result(
     if !state.status.is_terminal() {
         return Ok(None);
     }
-    let result = state.result.unwrap_or_default();
-    let mut text = result.text;
+    // A finished task without a result passes on only its status.
+    let (mut text, errors, usage, mut patch, patch_ref, session_id) = match state.result {
+        Some(r) => (
+            r.text,
+            r.errors,
+            r.usage,
+            r.patch,
+            r.patch_ref,
+            r.session_id,
+        ),
+        None => Default::default(),
+    };
     if text.is_empty()
-        && let Some(e) = result.errors.first()
+        && let Some(e) = errors.first()
     {
         text = e.message.clone();
     }
-    let mut not_carried = result
-        .errors
+    let mut not_carried = errors
         .iter()
         .find(|e| e.is(taskwire_protocol::ResultErrorCode::PatchNotCarried))
         .map(|e| e.message.clone());
-    let mut patch = result.patch;
     // A patch too large for the reply comes through the patch bucket.
     if not_carried.is_none()
-        && let Some(reference) = result.patch_ref
+        && let Some(reference) = patch_ref
     {
         match ctx.patches.get(&reference).await {
             Ok(p) => patch = p,
@@ -452,10 +439,10 @@ async fn child_result(
     Ok(Some(Finished {
         result: ChildTaskResult {
             task_id: child.to_string(),
-            session_id: result.session_id,
+            session_id: session_id.map(|s| s.to_string()).unwrap_or_default(),
             status: state.status.as_str().to_owned(),
             text,
-            usage: crate::cost::to_session(result.usage),
+            usage: crate::cost::to_session(usage),
             changes_not_applied: None,
             deferred_patch: None,
         },

@@ -7,7 +7,11 @@
 //! - [`config`]: the settings, [`WorkerConfig`].
 //! - [`cost`]: usage and cost between the session and the wire; a request's budget.
 //! - [`task`]: one message, from decode to disposition.
-//! - [`outcome`]: [`outcome::Disposition`] and the one place it becomes an ack/nak/term.
+//! - [`outcome`]: [`outcome::Disposition`] and the one place it maps onto the bus's
+//!   `Settlement` (ack, nak, term).
+//! - [`liveness`]: in-progress acks for every held task message, from a thread and a
+//!   connection of their own.
+//! - [`limits`]: the models' rate budgets shared by the fleet (the limits bucket).
 //! - [`progress`]: ordered progress publishing.
 //! - [`cancel`]: running sessions, cancel notices, stop reasons.
 //! - [`session`]: one attempt's agent session (workspace, transcript, subtask, loop).
@@ -39,15 +43,13 @@ pub mod spans;
 pub mod task;
 pub mod workspace;
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
-use std::collections::HashMap;
 use taskwire_agent::ToolRegistry;
 use taskwire_agent::tools::BashTool;
-use taskwire_bus::{BusConfig, Subjects};
+use taskwire_bus::{Bus, BusConfig, Subjects};
 
 use taskwire_llm::router::{ANTHROPIC_PREFIX, ModelRouter, OPENAI_PREFIX, RouterConfig};
 use taskwire_llm::{AnthropicClient, AnthropicConfig, OpenAiClient, OpenAiConfig, Provider};
@@ -62,8 +64,6 @@ use crate::cancel::{Running, StopReason};
 
 /// Longest a pull request waits for messages before it is renewed.
 const PULL_EXPIRES: Duration = Duration::from_secs(5);
-/// How often a waiting pull checks whether the connection was re-established.
-const RECONNECT_CHECK: Duration = Duration::from_millis(200);
 
 /// Runs a worker with the model clients from `config.model` until `shutdown`: the
 /// OpenAI-compatible endpoint for every model, except `anthropic/<model>` when an
@@ -184,12 +184,17 @@ pub async fn run_with_provider(
         )),
         None => None,
     };
-    let client =
-        taskwire_bus::connect_with(&config.nats_url, worker_id.as_str(), &config.nats).await?;
-    readiness.set_client(client.clone());
-    let js = async_nats::jetstream::new(client.clone());
     let subjects = Subjects::new(&config.prefix);
-    let bus = BusConfig {
+    let bus = Bus::connect(
+        &config.nats_url,
+        worker_id.as_str(),
+        &config.nats,
+        subjects.clone(),
+    )
+    .await?
+    .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout);
+    readiness.set_bus(bus.clone());
+    let streams = BusConfig {
         subjects: subjects.clone(),
         ack_wait: config.ack_wait,
         ..BusConfig::default()
@@ -197,11 +202,11 @@ pub async fn run_with_provider(
     // The coordinator creates the streams; a worker started first waits for them.
     tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
-        _ = taskwire_bus::wait_for_streams(&js, &subjects) => {}
+        _ = bus.wait_for_streams() => {}
     }
     // Every call keeps to its model's budget, shared with the fleet.
     let budgets: Arc<dyn taskwire_llm::limits::BudgetStore> =
-        match limits::FleetBudgets::open(&js, &subjects).await {
+        match limits::FleetBudgets::open(&bus).await {
             Ok(budgets) => Arc::new(budgets),
             Err(reason) => {
                 tracing::warn!(%reason, "rate budgets are this worker's own, not the fleet's");
@@ -217,10 +222,10 @@ pub async fn run_with_provider(
     ));
     let concurrency = config.concurrency.max(1);
     metrics.set_capacity(concurrency);
-    let consumer = taskwire_bus::tasks_consumer(&js, &bus, &config.queue, -1).await?;
+    let consumer = bus.consume_tasks(&streams, &config.queue, -1).await?;
     // Beats as often as the stricter of this worker's ack wait and the consumer's
     // (another worker may have made it, with other settings).
-    let ack_wait = consumer.cached_info().config.ack_wait.min(config.ack_wait);
+    let ack_wait = consumer.ack_wait().min(config.ack_wait);
     let liveness = liveness::Liveness::start(
         &config.nats_url,
         &format!("{worker_id}-liveness"),
@@ -230,17 +235,10 @@ pub async fn run_with_provider(
     .await?;
 
     let running = Running::default();
-    let cancel_sub =
-        client
-            .subscribe(subjects.cancel_all())
-            .await
-            .map_err(|e| WorkerError::Subscribe {
-                subject: subjects.cancel_all(),
-                reason: e.to_string(),
-            })?;
+    let cancel_notices = bus.cancel_notices().await?;
     let listener_stop = CancellationToken::new();
     let listener = tokio::spawn(cancel::listen(
-        cancel_sub,
+        cancel_notices,
         running.clone(),
         listener_stop.clone(),
     ));
@@ -258,14 +256,10 @@ pub async fn run_with_provider(
         overlays: overlays_usable(&config),
     })
     .await?;
-    let bus = taskwire_bus::Bus::new(client.clone(), subjects.clone())
-        .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout);
     let ctx = Arc::new(task::Context {
         specs: taskwire_bus::AgentSpecs::new(bus.clone()),
-        bus,
-        client: client.clone(),
-        patches: taskwire_bus::Patches::new(js.clone(), &subjects),
-        js,
+        patches: bus.patches(),
+        bus: bus.clone(),
         subjects,
         worker_id: worker_id.clone(),
         provider,
@@ -302,17 +296,9 @@ pub async fn run_with_provider(
         while let Ok(p) = permits.clone().try_acquire_owned() {
             slots.push(p);
         }
-        // A pull request dies with the server it was sent to; the client would only give
-        // up on it `expires` plus a margin later. Noticing a reconnect pulls again at once.
-        let connects = client.statistics().connects.load(Ordering::Relaxed);
-        let mut reconnect_check = tokio::time::interval(RECONNECT_CHECK);
-        let batch = consumer
-            .batch()
-            .max_messages(slots.len())
-            .expires(PULL_EXPIRES)
-            .messages()
-            .await;
-        let mut batch = match batch {
+        // The batch ends early when the connection was re-established meanwhile (a pull
+        // request dies with the server it was sent to): then it pulls again at once.
+        let mut batch = match consumer.batch(slots.len(), PULL_EXPIRES).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "pull request failed, retrying");
@@ -327,17 +313,10 @@ pub async fn run_with_provider(
             let next = tokio::select! {
                 _ = shutdown.cancelled() => break 'pull,
                 m = batch.next() => m,
-                _ = reconnect_check.tick() => {
-                    if client.statistics().connects.load(Ordering::Relaxed) != connects {
-                        tracing::debug!("reconnected since the pull request, pulling again");
-                        break;
-                    }
-                    continue;
-                }
             };
-            let Some(msg) = next else { break };
-            let msg = match msg {
-                Ok(m) => m,
+            let Some(received) = next else { break };
+            let received = match received {
+                Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(error = %e, "pull batch error");
                     break;
@@ -345,19 +324,23 @@ pub async fn run_with_provider(
             };
             let Some(slot) = slots.pop() else {
                 // More messages than slots cannot happen (max_messages = slots); release it.
-                outcome::settle(&msg, &outcome::Disposition::Retry { delay: None }).await;
+                let release = outcome::Disposition::Retry { delay: None };
+                received.settle(release.settlement()).await;
                 continue;
             };
             let ctx = ctx.clone();
             let held = metrics.session_started();
+            // A malformed message is dead-lettered by the handler, like a request no
+            // coordinator can run.
+            let (dispatched, delivery) = received.take();
             // Beaten for from now until it is settled.
-            let alive = liveness.hold(&msg);
+            let alive = liveness.hold(&delivery);
             handlers.spawn(async move {
                 let _held = held;
-                let disposition = task::handle(&ctx, &msg).await;
+                let disposition = task::handle(&ctx, &delivery, dispatched).await;
                 // Boxed, like every step a session is not waiting in: the task
                 // holds room only for what is under way (see `task::handle`).
-                Box::pin(outcome::settle(&msg, &disposition)).await;
+                Box::pin(delivery.settle(disposition.settlement())).await;
                 drop(alive);
                 drop(slot);
             });
@@ -383,7 +366,7 @@ pub async fn run_with_provider(
     listener_stop.cancel();
     let _ = listener.await;
     liveness.stop().await;
-    let _ = client.flush().await;
+    let _ = bus.flush().await;
     http_stop.cancel();
     if let Some(http) = http {
         let _ = http.await;

@@ -1,5 +1,5 @@
 //! The models' rate budgets shared by the fleet: a [`BudgetStore`] over the
-//! deployment's limits bucket (NATS key-value, `taskwire_bus::limits`).
+//! deployment's limits bucket (NATS key-value, [`taskwire_bus::limits`]).
 //!
 //! Each worker watches every key, so that reading a budget ([`BudgetStore::peek`]) is
 //! a look at its own copy and a model nobody limits costs nothing per call. A change
@@ -9,10 +9,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
-use taskwire_bus::Subjects;
-use taskwire_bus::limits::{key_of, model_of};
+use taskwire_bus::Bus;
+use taskwire_bus::limits::{LimitsBucket, LimitsEntry};
 use taskwire_llm::limits::{Budget, BudgetStore};
 use tokio::task::JoinHandle;
 
@@ -23,7 +22,7 @@ type Cache = Arc<Mutex<HashMap<String, (Budget, u64)>>>;
 
 /// The fleet's budgets, as this worker sees them.
 pub struct FleetBudgets {
-    kv: kv::Store,
+    bucket: LimitsBucket,
     cache: Cache,
     watch: JoinHandle<()>,
 }
@@ -42,16 +41,9 @@ impl Drop for FleetBudgets {
 
 impl FleetBudgets {
     /// Opens the bucket (a coordinator creates it) and starts watching its keys.
-    pub async fn open(js: &jetstream::Context, subjects: &Subjects) -> Result<Self, String> {
-        let bucket = subjects.limits_bucket();
-        let kv = js
-            .get_key_value(&bucket)
-            .await
-            .map_err(|e| format!("failed to open the limits bucket {bucket}: {e}"))?;
-        let mut entries = kv
-            .watch_all()
-            .await
-            .map_err(|e| format!("failed to watch the limits bucket {bucket}: {e}"))?;
+    pub async fn open(bus: &Bus) -> Result<Self, String> {
+        let bucket = bus.limits_bucket().await.map_err(|e| e.to_string())?;
+        let mut entries = bucket.watch().await.map_err(|e| e.to_string())?;
         let cache: Cache = Arc::default();
         let watched = cache.clone();
         let watch = tokio::spawn(async move {
@@ -63,7 +55,11 @@ impl FleetBudgets {
             }
             tracing::warn!("limits bucket watch ended; budgets are read at each change");
         });
-        Ok(Self { kv, cache, watch })
+        Ok(Self {
+            bucket,
+            cache,
+            watch,
+        })
     }
 
     fn cached(&self, model: &str) -> Option<(Budget, u64)> {
@@ -76,11 +72,7 @@ impl FleetBudgets {
 
     /// Reads `model`'s key again (after a conflict).
     async fn refresh(&self, model: &str) -> Result<(), String> {
-        let entry = self
-            .kv
-            .entry(key_of(model))
-            .await
-            .map_err(|e| format!("failed to read the budget of {model}: {e}"))?;
+        let entry = self.bucket.get(model).await.map_err(|e| e.to_string())?;
         match entry {
             Some(entry) => remember(&self.cache, &entry),
             None => {
@@ -95,27 +87,24 @@ impl FleetBudgets {
 }
 
 /// Keeps `entry` in `cache` unless the cache holds a later revision.
-fn remember(cache: &Cache, entry: &kv::Entry) {
-    let Some(model) = model_of(&entry.key) else {
-        return;
-    };
+fn remember(cache: &Cache, entry: &LimitsEntry) {
+    let model = &entry.model;
     let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
     if cache
-        .get(&model)
+        .get(model)
         .is_some_and(|(_, rev)| *rev >= entry.revision)
     {
         return;
     }
-    match entry.operation {
-        kv::Operation::Put => match serde_json::from_slice::<Budget>(&entry.value) {
-            Ok(budget) => {
-                cache.insert(model, (budget, entry.revision));
-            }
-            Err(error) => tracing::warn!(%model, %error, "unreadable budget in the limits bucket"),
-        },
-        kv::Operation::Delete | kv::Operation::Purge => {
-            cache.remove(&model);
+    if entry.deleted {
+        cache.remove(model);
+        return;
+    }
+    match serde_json::from_slice::<Budget>(&entry.value) {
+        Ok(budget) => {
+            cache.insert(model.clone(), (budget, entry.revision));
         }
+        Err(error) => tracing::warn!(%model, %error, "unreadable budget in the limits bucket"),
     }
 }
 
@@ -130,22 +119,15 @@ impl BudgetStore for FleetBudgets {
         model: &str,
         change: &mut (dyn for<'b> FnMut(&'b mut Budget) + Send),
     ) -> Result<(), String> {
-        let key = key_of(model);
         for _ in 0..MAX_TRIES {
             let (mut budget, revision) = self.cached(model).unwrap_or_default();
             change(&mut budget);
             let value = serde_json::to_vec(&budget)
                 .map_err(|e| format!("failed to encode the budget of {model}: {e}"))?;
             let written = if revision == 0 {
-                self.kv
-                    .create(&key, value.into())
-                    .await
-                    .map_err(|e| e.to_string())
+                self.bucket.create(model, value.into()).await
             } else {
-                self.kv
-                    .update(&key, value.into(), revision)
-                    .await
-                    .map_err(|e| e.to_string())
+                self.bucket.update(model, value.into(), revision).await
             };
             match written {
                 Ok(revision) => {

@@ -18,23 +18,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_nats::Subject;
-use async_nats::jetstream::Message;
-use bytes::Bytes;
+use taskwire_bus::consumer::AckSubject;
+use taskwire_bus::{Bus, Delivery, Settlement, Subjects};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::WorkerError;
-
-/// JetStream's in-progress ack: resets the message's ack wait.
-const IN_PROGRESS: &[u8] = b"+WPI";
 
 /// How often the held messages are beaten for, given the consumer's ack wait.
 pub fn beat_period(ack_wait: Duration) -> Duration {
     ack_wait / 4
 }
 
-type Registry = Arc<Mutex<HashMap<u64, Subject>>>;
+type Registry = Arc<Mutex<HashMap<u64, AckSubject>>>;
 
 /// The beating thread and the messages it beats for.
 pub struct Liveness {
@@ -59,7 +55,7 @@ impl Drop for Held {
     }
 }
 
-fn lock(held: &Registry) -> std::sync::MutexGuard<'_, HashMap<u64, Subject>> {
+fn lock(held: &Registry) -> std::sync::MutexGuard<'_, HashMap<u64, AckSubject>> {
     held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -92,16 +88,18 @@ impl Liveness {
                         }
                     };
                     runtime.block_on(async move {
-                        let client = match taskwire_bus::connect_with(&url, &name, &options).await {
-                            Ok(c) => c,
-                            Err(e) => {
-                                let _ = connected.send(Err(e.to_string()));
-                                return;
-                            }
-                        };
+                        // Subjects are not used: it only settles deliveries.
+                        let bus =
+                            match Bus::connect(&url, &name, &options, Subjects::default()).await {
+                                Ok(b) => b,
+                                Err(e) => {
+                                    let _ = connected.send(Err(e.to_string()));
+                                    return;
+                                }
+                            };
                         let _ = connected.send(Ok(()));
-                        beat(&client, &held, period, &stop).await;
-                        let _ = client.flush().await;
+                        beat(&bus, &held, period, &stop).await;
+                        let _ = bus.flush().await;
                     });
                 })
                 .map_err(|e| WorkerError::Liveness(e.to_string()))?
@@ -120,12 +118,12 @@ impl Liveness {
         })
     }
 
-    /// Beats for `msg` until the returned guard is dropped. A message without a reply
-    /// subject (not a JetStream delivery) is not beaten for.
-    pub fn hold(&self, msg: &Message) -> Held {
-        let id = msg.reply.clone().map(|reply| {
+    /// Beats for `delivery` until the returned guard is dropped. A message that is not
+    /// a JetStream delivery (no ack subject) is not beaten for.
+    pub fn hold<T>(&self, delivery: &Delivery<T>) -> Held {
+        let id = delivery.ack_subject().map(|ack| {
             let id = self.next.fetch_add(1, Ordering::Relaxed);
-            lock(&self.held).insert(id, reply);
+            lock(&self.held).insert(id, ack);
             id
         });
         Held {
@@ -151,16 +149,10 @@ impl Drop for Liveness {
 
 /// Every `period`, an in-progress ack for each held message, flushed. A beat that
 /// comes late (the thread was not scheduled in time) is logged, so a starved machine
-/// shows before its tasks move.
-async fn beat(
-    client: &async_nats::Client,
-    held: &Registry,
-    period: Duration,
-    stop: &CancellationToken,
-) {
+/// shows before its tasks move; so is one that could not be sent (by the bus).
+async fn beat(bus: &Bus, held: &Registry, period: Duration, stop: &CancellationToken) {
     let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let payload = Bytes::from_static(IN_PROGRESS);
     loop {
         let due = tokio::select! {
             _ = stop.cancelled() => return,
@@ -174,15 +166,13 @@ async fn beat(
                 "liveness beat late: the machine is starved of CPU"
             );
         }
-        let replies: Vec<Subject> = lock(held).values().cloned().collect();
-        for reply in replies {
-            if let Err(e) = client.publish(reply, payload.clone()).await {
-                tracing::warn!(error = %e, "failed to send an in-progress ack");
-            }
+        let acks: Vec<AckSubject> = lock(held).values().cloned().collect();
+        for ack in acks {
+            bus.settle(&ack, Settlement::Progress).await;
         }
         // Written now, not when the connection next has something to send; a
         // connection that cannot write (a partition) does not hold up the next beat.
-        if tokio::time::timeout(period, client.flush()).await.is_err() {
+        if tokio::time::timeout(period, bus.flush()).await.is_err() {
             tracing::warn!("liveness beat not flushed within its period");
         }
     }

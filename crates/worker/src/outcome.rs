@@ -1,9 +1,9 @@
 //! How a task message is settled. Every path through the handler ends in one
-//! [`Disposition`], and this file alone turns it into a JetStream acknowledgement.
+//! [`Disposition`], and this file alone maps it onto the bus's [`Settlement`].
 
 use std::time::Duration;
 
-use async_nats::jetstream::{AckKind, Message};
+use taskwire_bus::Settlement;
 
 /// What to tell JetStream about a task message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,16 +21,16 @@ pub enum Disposition {
     Reject { reason: String },
 }
 
-/// Applies `disposition` to `msg`. Failures are logged: JetStream redelivers an
-/// unacknowledged message after the ack wait, and the fenced result write makes that safe.
-pub async fn settle(msg: &Message, disposition: &Disposition) {
-    let res = match disposition {
-        Disposition::Done => msg.ack().await,
-        Disposition::Retry { delay } => msg.ack_with(AckKind::Nak(*delay)).await,
-        Disposition::Reject { .. } => msg.ack_with(AckKind::Term).await,
-    };
-    if let Err(e) = res {
-        tracing::warn!(error = %e, ?disposition, "failed to settle task message");
+impl Disposition {
+    /// How the task message is settled. A failure to settle is logged by the bus:
+    /// JetStream redelivers an unacknowledged message after the ack wait, and the
+    /// fenced result write makes that safe.
+    pub fn settlement(&self) -> Settlement {
+        match self {
+            Self::Done => Settlement::Ack,
+            Self::Retry { delay } => Settlement::Nak(*delay),
+            Self::Reject { .. } => Settlement::Term,
+        }
     }
 }
 
@@ -52,6 +52,21 @@ pub fn jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_disposition_has_its_settlement() {
+        assert_eq!(Disposition::Done.settlement(), Settlement::Ack);
+        let delay = Some(Duration::from_secs(3));
+        assert_eq!(
+            Disposition::Retry { delay }.settlement(),
+            Settlement::Nak(delay)
+        );
+        let reason = "malformed".to_owned();
+        assert_eq!(
+            Disposition::Reject { reason }.settlement(),
+            Settlement::Term
+        );
+    }
 
     #[test]
     fn retry_delay_doubles_and_is_capped() {

@@ -248,8 +248,7 @@ fn wire_state(state: ToolCallState) -> pb::ToolCallState {
 mod tests {
     use std::time::Duration;
 
-    use taskwire_bus::streams::{BusConfig, ensure_streams};
-    use taskwire_bus::{Bus, Subjects};
+    use taskwire_bus::{Bus, BusConfig, NatsOptions, Subjects};
     use taskwire_protocol::{TaskId, TraceId};
     use taskwire_test_support::NatsServer;
 
@@ -260,14 +259,20 @@ mod tests {
     #[tokio::test]
     async fn more_waiting_sessions_than_in_flight_acks_all_finish() {
         let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
-        let client = async_nats::connect(nats.url()).await.expect("connects");
         let subjects = Subjects::new("progresstest");
-        let bus = Bus::new(client, subjects.clone());
+        let bus = Bus::connect(
+            &nats.url(),
+            "progress-test",
+            &NatsOptions::default(),
+            subjects.clone(),
+        )
+        .await
+        .expect("connects");
         let config = BusConfig {
             subjects,
             ..BusConfig::default()
         };
-        ensure_streams(bus.js(), &config).await.expect("streams");
+        bus.ensure_streams(&config).await.expect("streams");
         let sessions: Vec<_> = (0..5_100)
             .map(|_| {
                 let (sink, publisher) = ProgressPublisher::start(

@@ -6,18 +6,17 @@
 
 use taskwire_agent::command::run_subtask;
 use taskwire_agent::command::shell::{self, Expanded, shell_spans};
-use taskwire_agent::output_schema::{OutputSchema, Structured, run_session_with_schema};
-use taskwire_agent::permission::{PermissionAction, PermissionLayer, Permissions};
-use taskwire_agent::policy::{child_tools_policy, restrict_to_scope};
+use taskwire_agent::output_schema::{Structured, run_session_with_schema};
 use taskwire_agent::provenance::{Source, Sources};
-use taskwire_agent::session::SessionState;
+use taskwire_agent::session::{SessionSetup, SessionState};
 use taskwire_agent::system_prompt::WorkspaceFacts;
 use taskwire_agent::tools::ToolContext;
 use taskwire_agent::transcript::{SubtaskPart, Transcript};
 use taskwire_agent::user_message::{InputAttachment, InputRef, TaskInputs, included_files, render};
-use taskwire_agent::{AgentSpec, CompactionPolicy, SessionHost, SessionOutcome, SessionParams};
+use taskwire_agent::{SessionHost, SessionOutcome, SessionParams};
 use taskwire_bus::messages::SessionSave;
-use taskwire_llm::router::resolve_model;
+use taskwire_definitions::AgentSpec;
+use taskwire_definitions::permission::{PermissionLayer, Permissions};
 use taskwire_protocol::{SessionId, TaskId, TaskRequest};
 
 use crate::cancel::StopHandle;
@@ -62,58 +61,25 @@ pub async fn run<'a>(
     session_id: SessionId,
     stop: &StopHandle,
 ) -> Result<Ran<'a>, StartError> {
-    let spec = AgentSpec::try_from(request.agent_spec.as_ref())
-        .map_err(|e| StartError::Invalid(format!("invalid agent spec: {e}")))?;
-    // An ancestor's rule that cannot be read must not leave the child unbounded.
-    let inherited = request
-        .inherited_permission
-        .iter()
-        .map(PermissionLayer::try_from)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Invalid(format!("invalid inherited permission: {e}")))?;
-    let model = resolve_model(
-        request.model.as_deref(),
-        spec.model.as_deref(),
-        request.parent_model.as_deref(),
-        &ctx.default_model,
-    );
-    // The worker enforces what a session may use; the model is never trusted to.
-    // Each copy is dropped once the next is made: a shadowed one would be held for as
-    // long as the session runs.
-    let agent = restrict_to_scope(&spec, &request.auth_scope);
-    drop(spec);
-    let agent = if request.depth > 0 {
-        let scoped = agent;
-        child_tools_policy(&scoped, request.depth, request.max_depth)
-    } else {
-        agent
-    };
-    // The agent's small model, else the worker's: titles, and summaries when the
-    // worker compacts with it.
-    let small_model = agent
-        .small_model
-        .clone()
-        .or_else(|| ctx.small_model.clone())
-        .filter(|m| !m.trim().is_empty());
-    let compaction = ctx.compaction_threshold.map(|threshold| {
-        let limits = ctx.models.limits(&model);
-        CompactionPolicy {
-            context_window: limits.context_window,
-            max_output_tokens: limits.max_output_tokens,
-            threshold,
-            model: small_model.clone().filter(|_| ctx.compact_with_small_model),
-        }
-    });
-    let max_steps = request
-        .max_steps
-        .map_or(agent.max_steps, |m| m.min(agent.max_steps));
-    // Checked at submit; a schema that no longer compiles here fails the task clearly.
-    let schema = request
-        .output_schema
-        .as_deref()
-        .map(OutputSchema::parse)
-        .transpose()
-        .map_err(|e| StartError::Invalid(format!("invalid output_schema: {e}")))?;
+    let SessionSetup {
+        agent,
+        inherited,
+        model,
+        small_model,
+        compaction,
+        max_steps,
+        schema,
+        mcp: mcp_defs,
+        subagents,
+    } = SessionSetup::builder(request, &ctx.default_model)
+        .small_model(ctx.small_model.clone())
+        .compaction(
+            ctx.compaction_threshold,
+            ctx.compact_with_small_model,
+            &ctx.models,
+        )
+        .build()
+        .map_err(|e| StartError::Invalid(e.to_string()))?;
     let History {
         transcript: mut history,
         from_checkpoint,
@@ -125,9 +91,7 @@ pub async fn run<'a>(
     // A session offered no tool that changes files, and running no command template's
     // !`cmd`, reads the base directly when it starts from it as it is: no copy of its
     // own.
-    let mcp_defs = taskwire_protocol::agent_spec::mcp_from_wire(&request.agent_spec)
-        .map_err(|e| StartError::Invalid(format!("invalid mcp servers: {e}")))?;
-    let permissions = taskwire_agent::permission::Permissions::new(&agent.permission, &inherited);
+    let permissions = Permissions::new(&agent.permission, &inherited);
     let read_only = !request.expand_shell
         && !ctx.tools.may_change_files(&agent, permissions)
         && !taskwire_agent::mcp::may_change_files(&mcp_defs, &agent, permissions);
@@ -178,16 +142,7 @@ pub async fn run<'a>(
         epoch: claim.epoch,
         session_id,
         model: model.clone(),
-        // The `task` tool lists only the agents this one (and its ancestors) may start.
-        subagents: {
-            let permissions = Permissions::new(&agent.permission, &inherited);
-            request
-                .subagents
-                .iter()
-                .filter(|(name, _)| permissions.evaluate("task", name) != PermissionAction::Deny)
-                .cloned()
-                .collect()
-        },
+        subagents,
         approval_timeout: ctx.approval_timeout,
         files: &workspace,
         children_refused: Default::default(),
@@ -647,7 +602,7 @@ async fn mcp_tools(
     ctx: &Context,
     defs: &[taskwire_agent::mcp::McpServerDef],
     agent: &AgentSpec,
-    permissions: taskwire_agent::permission::Permissions<'_>,
+    permissions: taskwire_definitions::permission::Permissions<'_>,
     files: &TaskFiles<'_>,
     workspace: &taskwire_agent::Workspace,
 ) -> Result<Option<taskwire_agent::ToolRegistry>, StartError> {

@@ -3,12 +3,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, Message};
 use taskwire_agent::output_schema::Structured;
 use taskwire_agent::provenance::Source;
 use taskwire_agent::{SessionOutcome, SessionStatus, ToolRegistry};
 use taskwire_bus::messages::{ClaimRequest, ClaimVerdict, DeadLetter};
-use taskwire_bus::{AgentSpecs, Bus, Subjects};
+use taskwire_bus::{AgentSpecs, Bus, Delivery, Dispatched, Malformed, Subjects};
 use taskwire_llm::Provider;
 use taskwire_protocol::lifecycle::{self, Report};
 use taskwire_protocol::{
@@ -25,8 +24,8 @@ use crate::session::StartError;
 /// or session busy) waits before it is offered again: one second per delivery so far,
 /// at most 30 s. Every delivery counts towards JetStream's `max_deliver`, so the wait
 /// grows to ride out a long coordinator outage without spending the budget.
-fn not_now_delay(delivered: i64) -> Duration {
-    Duration::from_secs(u64::try_from(delivered.clamp(1, 30)).unwrap_or(1))
+fn not_now_delay(delivered: u64) -> Duration {
+    Duration::from_secs(delivered.clamp(1, 30))
 }
 
 /// What every task handler shares.
@@ -35,8 +34,6 @@ pub struct Context {
     pub bus: Bus,
     /// The agent specs dispatched requests name by digest, fetched once each.
     pub specs: AgentSpecs,
-    pub client: async_nats::Client,
-    pub js: jetstream::Context,
     /// The patch bucket: changes too large for a message are handed over through it.
     pub patches: taskwire_bus::Patches,
     pub subjects: Subjects,
@@ -86,12 +83,21 @@ pub use taskwire_bus::messages::Claim;
 ///
 /// The request itself is boxed too: at about a kilobyte it would otherwise take room
 /// in each future it passes through.
-pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
-    let delivered = msg.info().map_or(1, |i| i.delivered);
+pub async fn handle(
+    ctx: &Context,
+    msg: &Delivery<()>,
+    dispatched: Result<Dispatched, Malformed>,
+) -> Disposition {
+    let delivered = msg.delivered;
     let later = Disposition::Retry {
         delay: Some(not_now_delay(delivered)),
     };
-    let request = match Box::pin(ctx.specs.decode_request(&msg.payload)).await {
+    let dispatched = match dispatched {
+        Ok(d) => d,
+        // Not a request: it never will run.
+        Err(m) => return Box::pin(dead_letter(ctx, msg, &m.error.to_string(), None)).await,
+    };
+    let request = match Box::pin(ctx.specs.resolve(dispatched)).await {
         Ok(r) => Box::new(r),
         // Not a request, or one naming a spec no coordinator has: it never will run.
         Err(e) if matches!(e.code(), ErrorCode::InvalidArgument | ErrorCode::NotFound) => {
@@ -108,7 +114,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
     let claim = ClaimRequest {
         task: task_id,
         worker: ctx.worker_id.clone(),
-        delivery: u64::try_from(delivered).unwrap_or_default(),
+        delivery: delivered,
     };
     let claim = match Box::pin(ctx.bus.claim(&claim)).await {
         Ok(ClaimVerdict::Granted(claim)) => claim,
@@ -139,7 +145,7 @@ pub async fn handle(ctx: &Context, msg: &Message) -> Disposition {
 
 async fn run_claimed(
     ctx: &Context,
-    msg: &Message,
+    msg: &Delivery<()>,
     request: Box<TaskRequest>,
     claim: Claim,
     session_id: SessionId,
@@ -162,7 +168,7 @@ async fn run_claimed(
 #[allow(clippy::too_many_arguments)]
 async fn report(
     ctx: &Context,
-    msg: &Message,
+    msg: &Delivery<()>,
     request: &TaskRequest,
     claim: Claim,
     session_id: SessionId,
@@ -224,7 +230,7 @@ async fn report(
             (result, Some(workspace))
         }
         Err(StartError::Unavailable(reason)) => {
-            let delivered = msg.info().map_or(1, |i| i.delivered);
+            let delivered = msg.delivered;
             tracing::warn!(task.id = %task_id, reason = %reason, "session could not start, retrying later");
             return Disposition::Retry {
                 delay: Some(not_now_delay(delivered)),
@@ -425,15 +431,15 @@ async fn publish_result(ctx: &Context, result: &TaskResult) -> Disposition {
 /// Records a message that can never run, then rejects it.
 async fn dead_letter(
     ctx: &Context,
-    msg: &Message,
+    msg: &Delivery<()>,
     reason: &str,
     task: Option<taskwire_protocol::TaskId>,
 ) -> Disposition {
-    tracing::warn!(subject = %msg.subject, reason = %reason, "dead-lettering task message");
+    tracing::warn!(subject = %msg.subject(), reason = %reason, "dead-lettering task message");
     let letter = DeadLetter {
-        subject: msg.subject.to_string(),
+        subject: msg.subject().to_owned(),
         reason: reason.to_owned(),
-        payload: msg.payload.to_vec(),
+        payload: msg.payload().to_vec(),
         worker_id: ctx.worker_id.to_string(),
         task,
     };

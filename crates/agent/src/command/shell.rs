@@ -20,9 +20,9 @@ use serde_json::json;
 
 use crate::error::ToolError;
 use crate::host::{ApprovalAnswer, ApprovalRequest};
-use crate::permission::Decision;
 use crate::session::{SessionEvent, ToolCallState};
 use crate::tools::{Tool, ToolContext};
+use taskwire_definitions::permission::Decision;
 
 /// Most bytes of one command's output put in the prompt.
 pub const MAX_OUTPUT_BYTES: usize = 16 * 1024;
@@ -126,7 +126,8 @@ async fn judge_and_run(
     let decision = ctx
         .permissions
         .decide(&ctx.state.approvals(), "bash", &patterns);
-    let rule_text = |rule: &crate::permission::PermissionRule, from: Option<&str>| match from {
+    let rule_text = |rule: &taskwire_definitions::permission::PermissionRule,
+                     from: Option<&str>| match from {
         Some(agent) => format!("{rule} (inherited from {agent})"),
         None => rule.to_string(),
     };

@@ -23,9 +23,9 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{McpServerDef, McpTransport, resolve_env};
-use crate::permission::Permissions;
 use crate::tools::{CommandSandbox, Extra, Prepared, prepare_with};
 use crate::workspace::Workspace;
+use taskwire_definitions::permission::Permissions;
 
 /// Reads a variable of the worker's environment (`{env:VAR}`).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;

@@ -21,8 +21,8 @@ use std::fmt::Write as _;
 
 use taskwire_llm::{ChatRequest, Message, Provider, Role, ToolDef, Usage};
 
-use crate::builtin;
 use crate::transcript::{MessageRole, Transcript, TranscriptMessage};
+use taskwire_definitions::builtin;
 
 /// The share of the context window a request may fill before the session is
 /// compacted, when the configuration does not say.

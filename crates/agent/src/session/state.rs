@@ -11,8 +11,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use taskwire_llm::Usage;
 
-use crate::permission::Approvals;
 use crate::tools::Todo;
+use taskwire_definitions::permission::Approvals;
 
 /// How many identical calls in a row are refused: the third is not run (OpenCode's
 /// doom-loop threshold).

@@ -14,12 +14,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::events::{SessionEvent, ToolCallState, ToolCallSummary};
-use crate::agent::AgentSpec;
 use crate::error::ToolError;
 use crate::host::{ApprovalAnswer, ApprovalRequest};
-use crate::permission::{Decision, PermissionRule, Permissions};
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
 use crate::transcript::Part;
+use taskwire_definitions::agent::AgentSpec;
+use taskwire_definitions::permission::{Decision, PermissionRule, Permissions};
 
 /// What a turn's tool calls run against.
 pub(super) struct Turn<'a> {

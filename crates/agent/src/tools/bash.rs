@@ -38,8 +38,8 @@ use self::output::CappedOutput;
 pub use self::sandbox::{CommandSandbox, Enforced};
 use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters, str_arg};
 use crate::error::ToolError;
-use crate::shell::split_commands;
 use crate::workspace::Workspace;
+use taskwire_definitions::shell::split_commands;
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;

@@ -7,9 +7,10 @@ use serde_json::json;
 use taskwire_agent::command::{self, CommandMode, command_mode, run_subtask};
 use taskwire_agent::transcript::SUBTASK_USER_TEXT;
 use taskwire_agent::{
-    AgentRegistry, MessageRole, NoopHost, Part, SUBTASK_SUMMARY_PROMPT, SessionEvent,
-    SessionStatus, ToolCallState, Transcript, builtin, load_agents,
+    MessageRole, NoopHost, Part, SUBTASK_SUMMARY_PROMPT, SessionEvent, SessionStatus,
+    ToolCallState, Transcript,
 };
+use taskwire_definitions::{AgentRegistry, builtin, load_agents};
 use taskwire_llm::Role;
 use tokio_util::sync::CancellationToken;
 

@@ -1,10 +1,9 @@
 //! `ask` rules through the host: once, always, reject, time out; bash prefix rules.
 
 use serde_json::json;
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
-use taskwire_agent::{
-    AgentSpec, ApprovalAnswer, SessionEvent, SessionStatus, ToolCallState, builtin,
-};
+use taskwire_agent::{ApprovalAnswer, SessionEvent, SessionStatus, ToolCallState};
+use taskwire_definitions::permission::{PermissionAction, PermissionRule};
+use taskwire_definitions::{AgentSpec, builtin};
 
 use crate::support::*;
 

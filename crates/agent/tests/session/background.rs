@@ -4,8 +4,9 @@
 //! session. The test host holds each background child until the test releases it.
 
 use serde_json::json;
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
-use taskwire_agent::{SessionStatus, builtin};
+use taskwire_agent::SessionStatus;
+use taskwire_definitions::builtin;
+use taskwire_definitions::permission::{PermissionAction, PermissionRule};
 use taskwire_llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, Role, StreamDelta};
 use tokio_util::sync::CancellationToken;
 

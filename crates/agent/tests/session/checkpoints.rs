@@ -3,7 +3,8 @@
 //! (same call ids) instead of asking the model anew.
 
 use serde_json::json;
-use taskwire_agent::{Part, SessionStatus, Transcript, TranscriptMessage, builtin};
+use taskwire_agent::{Part, SessionStatus, Transcript, TranscriptMessage};
+use taskwire_definitions::builtin;
 use taskwire_llm::Role;
 
 use crate::support::*;

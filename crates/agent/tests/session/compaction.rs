@@ -3,7 +3,8 @@
 //! old turns are never sent again, also not by a later run or a resumed checkpoint.
 
 use serde_json::json;
-use taskwire_agent::{CompactionPolicy, Part, SessionEvent, SessionStatus, builtin};
+use taskwire_agent::{CompactionPolicy, Part, SessionEvent, SessionStatus};
+use taskwire_definitions::builtin;
 use taskwire_llm::{ChatResponse, LlmError, Role};
 
 use crate::support::*;

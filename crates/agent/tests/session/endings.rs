@@ -1,7 +1,8 @@
 //! The other ways a session ends: step limit, cancellation, a failed model call.
 
 use serde_json::json;
-use taskwire_agent::{NoopHost, SessionEvent, SessionStatus, builtin};
+use taskwire_agent::{NoopHost, SessionEvent, SessionStatus};
+use taskwire_definitions::builtin;
 use taskwire_llm::{ChatResponse, FinishReason, LlmError, Role, ToolCall};
 use tokio_util::sync::CancellationToken;
 

@@ -1,7 +1,8 @@
 //! The happy path: tool calls, results fed back, resume.
 
 use serde_json::json;
-use taskwire_agent::{SessionEvent, SessionStatus, ToolCallState, builtin};
+use taskwire_agent::{SessionEvent, SessionStatus, ToolCallState};
+use taskwire_definitions::builtin;
 use taskwire_llm::{Message, Role};
 
 use crate::support::*;

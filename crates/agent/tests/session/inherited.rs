@@ -3,8 +3,9 @@
 //! inherited ask.
 
 use serde_json::json;
-use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
-use taskwire_agent::{ApprovalAnswer, SessionStatus, builtin};
+use taskwire_agent::{ApprovalAnswer, SessionStatus};
+use taskwire_definitions::builtin;
+use taskwire_definitions::permission::{PermissionAction, PermissionLayer, PermissionRule};
 
 use crate::support::*;
 

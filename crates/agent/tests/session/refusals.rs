@@ -1,8 +1,9 @@
 //! Calls the agent may not make: denied by a rule, not offered, unknown, malformed.
 
 use serde_json::json;
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
-use taskwire_agent::{SessionStatus, ToolCallState, builtin};
+use taskwire_agent::{SessionStatus, ToolCallState};
+use taskwire_definitions::builtin;
+use taskwire_definitions::permission::{PermissionAction, PermissionRule};
 use taskwire_llm::{ChatResponse, FinishReason, ToolCall};
 
 use crate::support::*;

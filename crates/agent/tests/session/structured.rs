@@ -2,7 +2,8 @@
 //! back once with the errors, a second one is a mismatch.
 
 use taskwire_agent::output_schema::{OutputSchema, Structured, run_session_with_schema};
-use taskwire_agent::{NoopHost, NoopObserver, SessionStatus, ToolRegistry, builtin};
+use taskwire_agent::{NoopHost, NoopObserver, SessionStatus, ToolRegistry};
+use taskwire_definitions::builtin;
 use taskwire_llm::Role;
 use tokio_util::sync::CancellationToken;
 

@@ -6,10 +6,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use taskwire_agent::{
-    AgentSpec, ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult,
-    NoopHost, SessionEvent, SessionHost, SessionOutcome, SessionParams, ToolCallState,
-    ToolRegistry, Transcript, Workspace, run_session,
+    ApprovalAnswer, ApprovalRequest, ChildProgress, ChildTaskRequest, ChildTaskResult, NoopHost,
+    SessionEvent, SessionHost, SessionOutcome, SessionParams, ToolCallState, ToolRegistry,
+    Transcript, Workspace, run_session,
 };
+use taskwire_definitions::AgentSpec;
 use taskwire_llm::{
     ChatRequest, ChatResponse, FinishReason, LlmError, Message, Provider, Role, StreamDelta,
     ToolCall, Usage,

@@ -2,8 +2,9 @@
 //! results, failures, progress and usage coming back to the parent.
 
 use serde_json::json;
-use taskwire_agent::permission::{PermissionAction, PermissionRule};
-use taskwire_agent::{SessionEvent, SessionStatus, ToolCallState, builtin};
+use taskwire_agent::{SessionEvent, SessionStatus, ToolCallState};
+use taskwire_definitions::builtin;
+use taskwire_definitions::permission::{PermissionAction, PermissionRule};
 
 use crate::support::*;
 

@@ -23,10 +23,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 use taskwire_agent::host::NoopHost;
-use taskwire_agent::permission::Permissions;
 use taskwire_agent::session::NoopObserver;
 use taskwire_agent::tools::{BashTool, CommandSandbox, NETWORK_PERMISSION, Tool, ToolContext};
-use taskwire_agent::{PermissionAction, PermissionRule, SessionState, Workspace};
+use taskwire_agent::{SessionState, Workspace};
+use taskwire_definitions::permission::Permissions;
+use taskwire_definitions::{PermissionAction, PermissionRule};
 use tokio_util::sync::CancellationToken;
 
 /// The same allocator as the `taskwire` binary, so the figures are the product's.

@@ -38,8 +38,7 @@ fn defaults_apply_when_nothing_is_set() {
 fn file_beats_defaults() {
     let file =
         FileConfig::parse("[worker]\nconcurrency = 2\nno_stream = true\n").expect("valid toml");
-    let config =
-        worker_config(WorkerSettings::default(), &file, Defaults::LIBRARY).expect("valid");
+    let config = worker_config(WorkerSettings::default(), &file, Defaults::LIBRARY).expect("valid");
     assert_eq!(config.concurrency, 2);
     assert!(!config.model.stream);
     assert_eq!(config.model.default_model, "default");
@@ -203,8 +202,7 @@ fn print_config_redacts_the_api_key_and_url_passwords() {
         nats_url: Some("nats://app:hunter2@nats:4222".to_owned()),
         ..WorkerSettings::default()
     };
-    let config =
-        worker_config(flags, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
+    let config = worker_config(flags, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
     assert_eq!(config.model.api_key.as_deref(), Some("sk-secret"));
     let printed = render_worker(&config).expect("renders");
     assert!(
@@ -271,8 +269,8 @@ fn print_config_shows_every_setting_once_all_are_set() {
         nats_tls_ca: path(),
         ..CoordinatorSettings::default()
     };
-    let config = coordinator_config(coordinator, &FileConfig::default(), Defaults::LIBRARY)
-        .expect("valid");
+    let config =
+        coordinator_config(coordinator, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
     let printed = render_coordinator(&config).expect("renders");
     assert_prints_every_setting::<CoordinatorSettings>(&printed, "coordinator");
 
@@ -288,8 +286,7 @@ fn print_config_shows_every_setting_once_all_are_set() {
         http_listen: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
         ..WorkerSettings::default()
     };
-    let config =
-        worker_config(worker, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
+    let config = worker_config(worker, &FileConfig::default(), Defaults::LIBRARY).expect("valid");
     let printed = render_worker(&config).expect("renders");
     assert_prints_every_setting::<WorkerSettings>(&printed, "worker");
 }
@@ -400,8 +397,7 @@ fn workspaces_dir_and_keep_default_to_temp_and_off_and_layer_like_the_rest() {
     let file =
         FileConfig::parse("[worker]\nworkspaces_dir = \"/srv/ws\"\nkeep_workspaces = true\n")
             .expect("valid toml");
-    let config =
-        worker_config(WorkerSettings::default(), &file, Defaults::LIBRARY).expect("valid");
+    let config = worker_config(WorkerSettings::default(), &file, Defaults::LIBRARY).expect("valid");
     assert_eq!(config.workspaces_dir, PathBuf::from("/srv/ws"));
     assert!(config.keep_workspaces);
     let flags = WorkerSettings {
@@ -480,9 +476,8 @@ fn every_setting_lands_in_its_own_slot_and_prints_back() {
         nats_tls_ca: path("/ca"),
         nats_require_tls: Some(true),
     };
-    let printed = CoordinatorSettings::printable(
-        &coordinator.clone().apply(CoordinatorConfig::default()),
-    );
+    let printed =
+        CoordinatorSettings::printable(&coordinator.clone().apply(CoordinatorConfig::default()));
     assert_eq!(
         printed,
         CoordinatorSettings {

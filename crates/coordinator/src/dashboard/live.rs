@@ -171,15 +171,15 @@ pub async fn list_events(
     let (api, caller) = d.caller(&headers)?;
     let state = api.state().clone();
     let progress = state
-        .client
-        .subscribe(state.subjects.progress_all())
+        .bus
+        .all_progress()
         .await
-        .map_err(|e| tonic::Status::unavailable(format!("failed to subscribe to progress: {e}")))?;
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let finished = state
-        .client
-        .subscribe(state.subjects.finished_all())
+        .bus
+        .all_finished_notices()
         .await
-        .map_err(|e| tonic::Status::unavailable(format!("failed to subscribe to notices: {e}")))?;
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(async move {
         // Per task: whether the caller may see it, and the last status sent.
@@ -188,15 +188,15 @@ pub async fn list_events(
         let mut finished = finished.fuse();
         loop {
             let (id, status) = tokio::select! {
-                Some(msg) = progress.next() => {
+                Some(events) = progress.next() => {
                     // The last of the message's events names the task's status now.
-                    let Some(p) = taskwire_bus::progress::decode_events(&msg.payload).ok().and_then(|mut e| e.pop()) else { continue };
+                    let Some(p) = events.ok().and_then(|mut e| e.0.pop()) else { continue };
                     let Ok(id) = p.task_id.parse::<TaskId>() else { continue };
                     (id, Some(super::json::status(p.status)))
                 }
-                Some(msg) = finished.next() => {
-                    let Some(Ok(id)) = msg.subject.rsplit('.').next().map(str::parse::<TaskId>) else { continue };
-                    (id, None)
+                Some(notice) = finished.next() => {
+                    let Ok(notice) = notice else { continue };
+                    (notice.task, None)
                 }
                 () = tx.closed() => return,
                 else => return,

@@ -2,8 +2,8 @@
 //! invalid UTF-8 and nesting built byte by byte.
 
 use prost::Message;
-use taskwire_agent::agent::{AgentMode, AgentSpec};
-use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
+use taskwire_definitions::agent::{AgentMode, AgentSpec};
+use taskwire_definitions::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::task::decode;
 use taskwire_protocol::{ProtocolError, TaskId, TaskRequest, TaskResult, TraceId, pb};
 

@@ -14,8 +14,8 @@ mod valid;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use prost::Message;
-use taskwire_agent::agent::AgentSpec;
-use taskwire_agent::permission::PermissionLayer;
+use taskwire_definitions::agent::AgentSpec;
+use taskwire_definitions::permission::PermissionLayer;
 use taskwire_protocol::task::decode;
 use taskwire_protocol::{ProtocolError, TaskRequest, TaskResult, pb};
 

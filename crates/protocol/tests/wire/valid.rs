@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
-use taskwire_agent::agent::{AgentMode, AgentSpec};
-use taskwire_agent::permission::{PermissionAction, PermissionLayer, PermissionRule};
+use taskwire_definitions::agent::{AgentMode, AgentSpec};
+use taskwire_definitions::permission::{PermissionAction, PermissionLayer, PermissionRule};
 use taskwire_protocol::{
     Attachment, ClaimEpoch, ContextRef, MAX_PATCH_BYTES, PatchRef, Provenance, SessionId, Subtask,
     TaskError, TaskId, TaskRequest, TaskResult, TaskStatus, ToolCallSummary, TraceId, Usage,

@@ -5,10 +5,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::host::{ChildProgress, ChildTaskRequest, ChildTaskResult, SessionHost};
-use crate::permission::{PermissionAction, PermissionRule, Permissions};
 use crate::tools::BashTool;
 use crate::tools::test_context;
 use crate::workspace::Workspace;
+use taskwire_definitions::permission::{PermissionAction, PermissionRule, Permissions};
 
 fn setup(rules: &[(&str, PermissionAction)]) -> (tempfile::TempDir, ToolContext<'static>) {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -8,7 +8,9 @@
 //! (`*.github.com`, `pypi.org`) on any port, or `host:port` when it holds a colon
 //! (`example.com:443`); the last matching rule decides, as everywhere.
 
-use crate::permission::{PermissionAction, PermissionRule, Permissions, wildcard_match};
+use taskwire_definitions::permission::{
+    PermissionAction, PermissionRule, Permissions, wildcard_match,
+};
 
 /// The permission name of rules that open hosts to commands.
 pub const NETWORK_PERMISSION: &str = "network";
@@ -80,7 +82,7 @@ mod tests {
 
     #[test]
     fn a_child_reaches_only_hosts_every_ancestor_allows() {
-        use crate::permission::PermissionLayer;
+        use taskwire_definitions::permission::PermissionLayer;
         let own = [rule("network", "*", PermissionAction::Allow)];
         let parent = |rules: Vec<PermissionRule>| PermissionLayer {
             agent: "parent".into(),

@@ -13,8 +13,8 @@ use taskwire_sandbox::{
 
 use super::network::NetworkLayers;
 use crate::error::ToolError;
-use crate::permission::Permissions;
 use crate::workspace::Workspace;
+use taskwire_definitions::permission::Permissions;
 
 /// Whether and how this worker confines the commands tools start.
 #[derive(Clone, Debug)]
@@ -147,9 +147,12 @@ pub(crate) async fn prepare_with(
         let proxy = Proxy::start(ProxyRules {
             allow: Arc::new(move |host, port| {
                 layers.allows(host, port)
-                    || hosts
-                        .iter()
-                        .any(|h| crate::permission::wildcard_match(&h.to_ascii_lowercase(), host))
+                    || hosts.iter().any(|h| {
+                        taskwire_definitions::permission::wildcard_match(
+                            &h.to_ascii_lowercase(),
+                            host,
+                        )
+                    })
             }),
             denied: enforced.denied.clone(),
             refuse_local: true,

@@ -1,8 +1,8 @@
 use std::time::Instant;
 
 use super::*;
-use crate::permission::PermissionRule;
 use crate::tools::test_context;
+use taskwire_definitions::permission::PermissionRule;
 
 fn setup() -> (tempfile::TempDir, ToolContext<'static>) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -253,10 +253,10 @@ async fn a_network_rule_for_another_host_does_not_open_local_services() {
     let rules: &'static [PermissionRule] = Box::leak(Box::new([PermissionRule::new(
         "network",
         "example.com",
-        crate::permission::PermissionAction::Allow,
+        taskwire_definitions::permission::PermissionAction::Allow,
     )]));
     let ctx = ToolContext {
-        permissions: crate::permission::Permissions::new(rules, &[]),
+        permissions: taskwire_definitions::permission::Permissions::new(rules, &[]),
         ..ctx
     };
     let command = format!(
