@@ -14,6 +14,18 @@ use serde::{Deserialize, Serialize};
 
 pub use taskwire_definitions::error::{InvalidName, LoadError};
 
+/// Why `webfetch` could not turn a response into text for the model (the `reason` of
+/// [`ToolError::Fetch`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("failed to build the http client: {0}")]
+    Client(#[source] reqwest::Error),
+    #[error("the content type {content_type} is not text")]
+    NotText { content_type: String },
+    #[error("failed to convert the page to markdown: {0}")]
+    Markdown(#[source] std::io::Error),
+}
+
 /// A tool call that failed. Never a session failure: the session loop feeds the text
 /// back to the model as the tool's result so the model can recover.
 #[derive(Debug, thiserror::Error)]

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use crate::error::ToolError;
 use crate::workspace::Workspace;
 use taskwire_definitions::agent::AgentSpec;
 
@@ -79,9 +80,13 @@ pub fn build(
 }
 
 /// One instruction file's text, confined to the workspace and capped.
-fn read_instructions(workspace: &Workspace, name: &str) -> Result<String, String> {
-    let path = workspace.resolve(name).map_err(|e| e.to_string())?;
-    let bytes = std::fs::read(&path).map_err(|e| format!("failed to read {name}: {e}"))?;
+fn read_instructions(workspace: &Workspace, name: &str) -> Result<String, ToolError> {
+    let path = workspace.resolve(name)?;
+    let bytes = std::fs::read(&path).map_err(|source| ToolError::Io {
+        action: "read",
+        path: name.to_owned(),
+        source,
+    })?;
     Ok(capped(&bytes, &path))
 }
 

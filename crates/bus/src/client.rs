@@ -216,9 +216,10 @@ impl Bus {
         let timeout = self.timeout(method);
         let retry = retry.unwrap_or_else(|| method.retry());
         let mut last = String::new();
+        let mut delays = retry.delays();
         for attempt in 0..retry.tries() {
-            if let (true, Retry::Idempotent { backoff, .. }) = (attempt > 0, retry) {
-                tokio::time::sleep(backoff * attempt).await;
+            if attempt > 0 {
+                tokio::time::sleep(delays.next().unwrap_or_default()).await;
             }
             let mut request = async_nats::Request::new()
                 .payload(payload.clone())

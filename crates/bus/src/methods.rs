@@ -17,6 +17,7 @@
 //! after 0.5 s, then 1 s: an answer, even a refusal, is the coordinator's decision.
 //! A request that is never answered fails `UNAVAILABLE`.
 
+use backon::BackoffBuilder as _;
 use std::fmt;
 use std::time::Duration;
 
@@ -41,8 +42,8 @@ pub enum Method {
 pub enum Retry {
     /// Never: a repeat would not be the same request (a claim makes a new epoch).
     Never,
-    /// Up to `tries` in all, waiting `backoff × try` in between: the request is
-    /// idempotent.
+    /// Up to `tries` in all, waiting `backoff`, then twice as long each time, in
+    /// between: the request is idempotent.
     Idempotent { tries: u32, backoff: Duration },
 }
 
@@ -53,6 +54,19 @@ impl Retry {
             Self::Never => 1,
             Self::Idempotent { tries, .. } => tries.max(1),
         }
+    }
+
+    /// The waits between the tries.
+    pub fn delays(self) -> backon::ExponentialBackoff {
+        let backoff = match self {
+            Self::Never => Duration::ZERO,
+            Self::Idempotent { backoff, .. } => backoff,
+        };
+        backon::ExponentialBuilder::new()
+            .with_min_delay(backoff)
+            .with_factor(2.0)
+            .with_max_times(self.tries().saturating_sub(1) as usize)
+            .build()
     }
 }
 

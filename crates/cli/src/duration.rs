@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use crate::errors::ArgError;
+
 /// A duration read from a flag, an env variable or the config file, and printed back in
 /// the same notation by `--print-config`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
 
 impl FromStr for HumanDuration {
-    type Err = String;
+    type Err = ArgError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse_duration(s).map(Self)
@@ -75,22 +77,24 @@ impl<'de> serde::Deserialize<'de> for HumanDuration {
 
 /// Parses `30` (seconds) or what [`humantime::parse_duration`] reads in whole numbers:
 /// `30s`, `5m`, `1h30m`, `250ms`, `2d`, `1h 30m`, `2 days`.
-pub fn parse_duration(input: &str) -> Result<Duration, String> {
+pub fn parse_duration(input: &str) -> Result<Duration, ArgError> {
     let s = input.trim();
     if s.is_empty() {
-        return Err("empty duration".to_owned());
+        return Err(ArgError::EmptyDuration);
     }
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let invalid = |why: &dyn fmt::Display| {
-        format!("invalid duration {input:?}: {why} (examples: 30s, 5m, 1h30m, 250ms)")
-    };
     // humantime reads `1.5s`; taskwire's durations have always been whole numbers.
     if s.contains('.') {
-        return Err(invalid(&"use whole numbers, such as 1500ms for 1.5s"));
+        return Err(ArgError::FractionalDuration {
+            input: input.to_owned(),
+        });
     }
-    humantime::parse_duration(s).map_err(|e| invalid(&e))
+    humantime::parse_duration(s).map_err(|source| ArgError::Duration {
+        input: input.to_owned(),
+        source,
+    })
 }
 
 /// The shortest notation [`parse_duration`] reads back: `30s`, `5m`, `1h30m`, `1500ms`.
@@ -163,40 +167,63 @@ mod tests {
 
     #[test]
     fn plain_numbers_are_seconds() {
-        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("30").ok(), Some(Duration::from_secs(30)));
     }
 
     #[test]
     fn units_and_compounds_parse() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
-        assert_eq!(parse_duration(" 1m30s "), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30s").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m").ok(), Some(Duration::from_secs(300)));
+        assert_eq!(
+            parse_duration("1h30m").ok(),
+            Some(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            parse_duration("250ms").ok(),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration("2d").ok(),
+            Some(Duration::from_secs(172_800))
+        );
+        assert_eq!(
+            parse_duration(" 1m30s ").ok(),
+            Some(Duration::from_secs(90))
+        );
     }
 
     #[test]
     fn bad_durations_are_rejected_with_the_input_named() {
         for bad in ["", "s", "5x", "1.5s", "-3s", "5m3", "99999999999999999999s"] {
             let err = parse_duration(bad).expect_err(bad);
-            assert!(err.contains("duration"), "{bad}: {err}");
+            assert!(err.to_string().contains("duration"), "{bad}: {err}");
         }
         assert!(
             parse_duration("5x")
                 .expect_err("unknown unit")
+                .to_string()
                 .contains("\"x\"")
         );
     }
 
     #[test]
     fn humantime_notations_are_read_too() {
-        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("2 days"), Ok(Duration::from_secs(172_800)));
-        assert_eq!(parse_duration("1500us"), Ok(Duration::from_micros(1500)));
+        assert_eq!(
+            parse_duration("1h 30m").ok(),
+            Some(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            parse_duration("2 days").ok(),
+            Some(Duration::from_secs(172_800))
+        );
+        assert_eq!(
+            parse_duration("1500us").ok(),
+            Some(Duration::from_micros(1500))
+        );
         let d = Duration::from_micros(1500);
-        assert_eq!(parse_duration(&format_duration(d)), Ok(d));
+        assert_eq!(parse_duration(&format_duration(d)).ok(), Some(d));
         let err = parse_duration("1.5s").expect_err("fractions");
+        let err = err.to_string();
         assert!(err.contains("\"1.5s\"") && err.contains("1500ms"), "{err}");
     }
 
@@ -204,11 +231,14 @@ mod tests {
     fn formatted_durations_parse_back() {
         for secs in [0, 1, 30, 60, 90, 300, 3600, 5400, 86_400, 90_061] {
             let d = Duration::from_secs(secs);
-            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{secs}s");
+            assert_eq!(parse_duration(&format_duration(d)).ok(), Some(d), "{secs}s");
         }
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_duration("1500ms").ok(),
+            Some(Duration::from_millis(1500))
+        );
     }
 
     #[test]

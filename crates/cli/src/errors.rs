@@ -117,3 +117,46 @@ mod tests {
         assert_eq!(describe(&err), (None, 0));
     }
 }
+
+/// Why a command-line (or environment) value was refused; clap prints it after
+/// `invalid value ... for <ARG>`.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    #[error("empty duration")]
+    EmptyDuration,
+    /// A fraction (`1.5s`), which humantime reads but taskwire's durations never took.
+    #[error(
+        "invalid duration {input:?}: use whole numbers, such as 1500ms for 1.5s \
+         (examples: 30s, 5m, 1h30m, 250ms)"
+    )]
+    FractionalDuration { input: String },
+    #[error("invalid duration {input:?}: {source} (examples: 30s, 5m, 1h30m, 250ms)")]
+    Duration {
+        input: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// `expected` lists the valid names, comma-separated.
+    #[error("unknown status {status:?}, expected one of: {expected}")]
+    UnknownStatus { status: String, expected: String },
+    #[error("the command name is empty; expected /NAME, such as /review")]
+    EmptyCommandName,
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `origin` is the file, or `--input` for inline text.
+    #[error("{origin} is not valid json: {source}")]
+    NotJson {
+        origin: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{origin} must be a json object, such as '{{\"path\": \"src\"}}'")]
+    NotObject { origin: String },
+    /// `--models` is not a valid model catalogue.
+    #[error(transparent)]
+    Models(serde_json::Error),
+}

@@ -11,6 +11,7 @@ use taskwire_protocol::{TaskId, pb};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::LoopError;
 use crate::metrics::{DeadLetterReason, Metrics};
 
 /// Handles max-deliveries advisories (kept in the advisories stream, so none is lost
@@ -33,7 +34,7 @@ async fn advisories_once(
     store: Store,
     metrics: Metrics,
     shutdown: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), LoopError> {
     let messages = crate::aggregator::consume::<MaxDeliveries>(
         &bus,
         &bus.subjects().advisories_stream(),
@@ -42,7 +43,7 @@ async fn advisories_once(
     .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(received) = messages.next().await {
-        let delivery = match received.map_err(|e| e.to_string())? {
+        let delivery = match received? {
             Received::Value(delivery) => delivery,
             Received::Malformed(delivery) => {
                 tracing::warn!(error = %delivery.value.error, "dropping a malformed max-deliveries advisory");
@@ -68,8 +69,8 @@ async fn handle(
     store: &Store,
     metrics: &Metrics,
     a: &MaxDeliveries,
-) -> Result<(), String> {
-    let Some(message) = bus.advised_message(a).await.map_err(|e| e.to_string())? else {
+) -> Result<(), LoopError> {
+    let Some(message) = bus.advised_message(a).await? else {
         // Already settled or deleted meanwhile: nothing left to do.
         return Ok(());
     };
@@ -88,17 +89,13 @@ async fn handle(
             None,
             task_id.map(|t| t.as_uuid()),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     metrics.dead_letter(DeadLetterReason::MaxDeliveries);
     if let Some(id) = task_id
-        && let Some(ended) = store
-            .dead_letter_task(id, &reason)
-            .await
-            .map_err(|e| e.to_string())?
+        && let Some(ended) = store.dead_letter_task(id, &reason).await?
     {
         tracing::warn!(task.id = %id, deliveries = a.deliveries, "task dead-lettered after max deliveries");
         crate::effects::perform(store, bus, &[ended], &reason).await;
     }
-    bus.delete_advised(a).await.map_err(|e| e.to_string())
+    Ok(bus.delete_advised(a).await?)
 }

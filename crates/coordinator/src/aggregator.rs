@@ -13,14 +13,17 @@
 
 use std::time::Duration;
 
+use backon::BackoffBuilder as _;
+
 use futures::StreamExt;
 use taskwire_bus::consumer::{Deliveries, Incoming};
 use taskwire_bus::messages::DeadLetter;
-use taskwire_bus::{Bus, PatchError, Patches, Received, Settlement, trace_context};
+use taskwire_bus::{Bus, BusError, PatchError, Patches, Received, Settlement, trace_context};
 use taskwire_protocol::{ResultErrorCode, TaskError, TaskResult, TaskStatus};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::LoopError;
 use crate::metrics::{DeadLetterReason, Metrics};
 
 const MAX_BATCH: usize = 512;
@@ -64,22 +67,32 @@ pub async fn run_dead_letters(
     .await
 }
 
-pub(crate) async fn supervise<F, Fut>(name: &'static str, shutdown: CancellationToken, mut start: F)
-where
+pub(crate) async fn supervise<F, Fut, E>(
+    name: &'static str,
+    shutdown: CancellationToken,
+    mut start: F,
+) where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
-    let mut backoff = Duration::from_millis(100);
+    // 100 ms, doubling up to 5 s.
+    let mut backoff = backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .without_max_times()
+        .build();
     while !shutdown.is_cancelled() {
         match start().await {
             Ok(()) => return,
             Err(e) => tracing::warn!(loop_name = name, error = %e, "loop failed, restarting"),
         }
+        let delay = backoff.next().unwrap_or(Duration::from_secs(5));
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(delay) => {}
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 
@@ -88,14 +101,13 @@ pub(crate) async fn consume<T: Incoming>(
     bus: &Bus,
     stream: &str,
     name: &str,
-) -> Result<Deliveries<T>, String> {
+) -> Result<Deliveries<T>, BusError> {
     // A short ack wait: results a killed coordinator had prefetched come back quickly;
     // a slow write that outlives it is redelivered and then found already recorded.
     let consumer = bus
         .consume::<T>(stream, name, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
-    consumer.messages().await.map_err(|e| e.to_string())
+        .await?;
+    consumer.messages().await
 }
 
 async fn results_once(
@@ -104,7 +116,7 @@ async fn results_once(
     store: Store,
     metrics: Metrics,
     shutdown: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), LoopError> {
     let messages = consume::<TaskResult>(
         &bus,
         &bus.subjects().results_stream(),
@@ -120,7 +132,7 @@ async fn results_once(
         let mut results = Vec::with_capacity(chunk.len());
         let mut acks = Vec::with_capacity(chunk.len());
         for received in chunk {
-            match received.map_err(|e| e.to_string())? {
+            match received? {
                 Received::Value(delivery) => {
                     let (mut r, delivery) = delivery.take();
                     match fetch_patch(&patches, &mut r).await {
@@ -145,8 +157,7 @@ async fn results_once(
                             None,
                             None,
                         )
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        .await?;
                     metrics.dead_letter(DeadLetterReason::MalformedResult);
                     delivery.settle(Settlement::Term).await;
                 }
@@ -245,7 +256,7 @@ async fn dead_letters_once(
     store: Store,
     metrics: Metrics,
     shutdown: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), LoopError> {
     let messages = consume::<DeadLetter>(
         &bus,
         &bus.subjects().dead_letter_stream(),
@@ -254,7 +265,7 @@ async fn dead_letters_once(
     .await?;
     let mut messages = std::pin::pin!(messages.take_until(shutdown.cancelled_owned()));
     while let Some(received) = messages.next().await {
-        let (letter, delivery) = received.map_err(|e| e.to_string())?.take();
+        let (letter, delivery) = received?.take();
         let (subject, reason, payload, worker, task) = match letter {
             Ok(d) => (
                 d.subject,

@@ -22,6 +22,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::CoordinatorError;
+use crate::error::TokensFileError;
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,22 +140,19 @@ impl Authenticator {
             .map_err(|e| CoordinatorError::Config(format!("tokens file {}: {e}", path.display())))
     }
 
-    fn from_toml(text: &str) -> Result<Self, String> {
-        let file: TokensFile = toml::from_str(text).map_err(|e| e.to_string())?;
+    fn from_toml(text: &str) -> Result<Self, TokensFileError> {
+        let file: TokensFile = toml::from_str(text)?;
         let mut by_digest = HashMap::new();
         for (i, t) in file.token.into_iter().enumerate() {
             let d = match (t.token, t.sha256) {
                 (Some(token), None) => digest(&token),
                 (None, Some(sha)) => sha.to_ascii_lowercase(),
                 _ => {
-                    return Err(format!(
-                        "token #{}: give exactly one of `token` and `sha256`",
-                        i + 1
-                    ));
+                    return Err(TokensFileError::Secret { entry: i + 1 });
                 }
             };
             if t.tenant.is_empty() {
-                return Err(format!("token #{}: `tenant` must not be empty", i + 1));
+                return Err(TokensFileError::NoTenant { entry: i + 1 });
             }
             by_digest.insert(
                 d,
@@ -310,7 +308,7 @@ mod tests {
     #[test]
     fn a_tokens_file_entry_needs_exactly_one_secret() {
         let err = Authenticator::from_toml("[[token]]\ntenant = \"a\"\n").expect_err("no secret");
-        assert!(err.contains("exactly one"), "{err}");
+        assert!(err.to_string().contains("exactly one"), "{err}");
         assert!(
             Authenticator::from_toml("[[token]]\ntoken = \"x\"\ntenant = \"a\"\nbogus = 1\n")
                 .is_err()

@@ -34,6 +34,71 @@ pub enum CoordinatorError {
     Internal(String),
 }
 
+/// Why one run of a background loop (the result aggregator, the dead-letter recorder,
+/// the advisories handler) stopped; its supervisor logs it and starts the loop again.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error(transparent)]
+    Bus(#[from] taskwire_bus::BusError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a tokens file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TokensFileError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// Entry `entry` (counted from 1) gives both or neither of `token` and `sha256`.
+    #[error("token #{entry}: give exactly one of `token` and `sha256`")]
+    Secret { entry: usize },
+    /// Entry `entry` (counted from 1) names no tenant.
+    #[error("token #{entry}: `tenant` must not be empty")]
+    NoTenant { entry: usize },
+}
+
+/// Why the coordinator is not ready (the `/readyz` answer).
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    #[error("shutting down")]
+    ShuttingDown,
+    #[error("starting: not connected to postgres and nats yet")]
+    Starting,
+    #[error("not connected to nats")]
+    Nats,
+    #[error("postgres does not answer: {0}")]
+    Postgres(#[source] StoreError),
+    #[error("postgres did not answer within {0:?}")]
+    PostgresTimeout(std::time::Duration),
+}
+
+/// Why the stream of a task's events ended before its result.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Bus(#[from] taskwire_bus::BusError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("event stream ended")]
+    EventsEnded,
+    #[error("task {0} disappeared")]
+    TaskGone(taskwire_protocol::TaskId),
+}
+
+/// Why an MCP tool call failed; its text is the tool's error result, led by the
+/// gRPC code's name (`NOT_FOUND: ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum McpToolError {
+    /// The task service refused the call.
+    #[error("{}: {}", crate::mcp::code_name(.0.code()), .0.message())]
+    Status(Box<tonic::Status>),
+    /// `answer_approval` got an answer that is not `once`, `always` or `reject`.
+    #[error("INVALID_ARGUMENT: answer must be once, always or reject, not {0:?}")]
+    InvalidAnswer(String),
+    #[error("NOT_FOUND: no tool {0}")]
+    UnknownTool(String),
+}
+
 impl CoordinatorError {
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Self::InvalidArgument {

@@ -27,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::CoordinatorError;
+use crate::error::NotReady;
 
 /// Longest a readiness probe waits for Postgres.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
@@ -53,20 +54,20 @@ impl Readiness {
     }
 
     /// `Ok` when ready, else why not.
-    pub async fn check(&self) -> Result<(), String> {
+    pub async fn check(&self) -> Result<(), NotReady> {
         if self.0.shutting_down.load(Ordering::SeqCst) {
-            return Err("shutting down".to_owned());
+            return Err(NotReady::ShuttingDown);
         }
         let Some((store, bus)) = self.0.connected.get() else {
-            return Err("starting: not connected to postgres and nats yet".to_owned());
+            return Err(NotReady::Starting);
         };
         if !bus.is_connected() {
-            return Err("not connected to nats".to_owned());
+            return Err(NotReady::Nats);
         }
         match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("postgres does not answer: {e}")),
-            Err(_) => Err(format!("postgres did not answer within {PING_TIMEOUT:?}")),
+            Ok(Err(e)) => Err(NotReady::Postgres(e)),
+            Err(_) => Err(NotReady::PostgresTimeout(PING_TIMEOUT)),
         }
     }
 }
@@ -129,8 +130,11 @@ mod tests {
     async fn not_ready_before_connecting_and_never_again_once_shutting_down() {
         let readiness = Readiness::default();
         let reason = readiness.check().await.expect_err("not connected");
-        assert!(reason.starts_with("starting"), "{reason}");
+        assert!(reason.to_string().starts_with("starting"), "{reason}");
         readiness.shutting_down();
-        assert_eq!(readiness.check().await, Err("shutting down".to_owned()));
+        assert_eq!(
+            readiness.check().await.map_err(|e| e.to_string()),
+            Err("shutting down".to_owned())
+        );
     }
 }

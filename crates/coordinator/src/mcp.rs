@@ -28,6 +28,7 @@ use pb::task_service_server::TaskService;
 use crate::api::TaskApi;
 use crate::auth::Principal;
 use crate::dashboard::{Dashboard, request};
+use crate::error::McpToolError;
 
 /// The gRPC service's methods, as the MCP tools call them. `headers` are the HTTP
 /// request's (`/mcp`), for the caller's token; `None` over stdio.
@@ -77,14 +78,14 @@ impl FleetServer {
         name: &str,
         args: &Value,
         headers: Option<&HeaderMap>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, McpToolError> {
         let s = |key: &str| {
             args.get(key)
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned()
         };
-        let status = |e: Status| format!("{}: {}", code_name(e.code()), e.message());
+        let status = |e: Status| McpToolError::Status(Box::new(e));
         match name {
             "submit_task" => {
                 let submitted = self
@@ -173,9 +174,7 @@ impl FleetServer {
                     "always" => pb::ApprovalAnswer::Always,
                     "reject" => pb::ApprovalAnswer::Reject,
                     other => {
-                        return Err(format!(
-                            "INVALID_ARGUMENT: answer must be once, always or reject, not {other:?}"
-                        ));
+                        return Err(McpToolError::InvalidAnswer(other.to_owned()));
                     }
                 };
                 self.fleet
@@ -192,12 +191,12 @@ impl FleetServer {
                     .map(|r| json!({"status": status_name(r.status)}))
                     .map_err(status)
             }
-            other => Err(format!("NOT_FOUND: no tool {other}")),
+            other => Err(McpToolError::UnknownTool(other.to_owned())),
         }
     }
 }
 
-fn code_name(code: tonic::Code) -> String {
+pub(crate) fn code_name(code: tonic::Code) -> String {
     format!("{code:?}")
         .chars()
         .fold(String::new(), |mut out, c| {
@@ -329,7 +328,7 @@ impl ServerHandler for FleetServer {
                 }
                 result
             }
-            Err(reason) => CallToolResult::error(vec![ContentBlock::text(reason)]),
+            Err(reason) => CallToolResult::error(vec![ContentBlock::text(reason.to_string())]),
         };
         Ok(result.into())
     }

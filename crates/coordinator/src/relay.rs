@@ -15,6 +15,7 @@
 //! turns (see `Store::relay_outbox`). Without one, every dispatch is published at once
 //! and the stream serves them first in, first out.
 
+use backon::BackoffBuilder as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +67,14 @@ impl Room {
     }
 }
 
+/// After a failed relay: 50 ms, doubling up to 5 s, until one succeeds.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+const RETRY: backon::ExponentialBuilder = backon::ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(50))
+    .with_max_delay(RETRY_MAX)
+    .with_factor(2.0)
+    .without_max_times();
+
 /// Runs the relay until `shutdown`.
 pub async fn run(
     store: Store,
@@ -74,7 +83,7 @@ pub async fn run(
     window: Option<Window>,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = RETRY.build();
     let mut room = window.map(|window| Room {
         window,
         published: std::collections::VecDeque::new(),
@@ -90,7 +99,7 @@ pub async fn run(
         }
         match relay_once(&store, &bus, limit).await {
             Ok(n) => {
-                backoff = Duration::from_millis(50);
+                backoff = RETRY.build();
                 if let Some(room) = room.as_mut() {
                     room.published(n as u64);
                 }
@@ -99,12 +108,12 @@ pub async fn run(
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "outbox relay failed, retrying");
+                let delay = backoff.next().unwrap_or(RETRY_MAX);
+                tracing::warn!(error = %e, backoff_ms = delay.as_millis() as u64, "outbox relay failed, retrying");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(delay) => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
                 continue;
             }
         }

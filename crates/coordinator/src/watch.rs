@@ -16,6 +16,7 @@ use tonic::Status;
 
 use crate::State;
 use crate::convert::{result_of, usage_of};
+use crate::error::WatchError;
 
 /// How often a live watcher checks the store in case a "finished" notice was missed.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -41,18 +42,10 @@ async fn stream_inner(
     state: &State,
     task_id: TaskId,
     tx: &mpsc::Sender<WatchItem>,
-) -> Result<(), String> {
+) -> Result<(), WatchError> {
     // Subscribe before the first store check, so a finish in between is not missed.
-    let mut finished = state
-        .bus
-        .finished_notices(task_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut events = state
-        .bus
-        .replay_progress(task_id)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut finished = state.bus.finished_notices(task_id).await?;
+    let mut events = state.bus.replay_progress(task_id).await?;
 
     let mut last_seen: u64 = 0;
     // `Some(seq)`: the task is finished and its last event is `seq` (0: none).
@@ -66,8 +59,8 @@ async fn stream_inner(
         }
         tokio::select! {
             received = events.next() => {
-                let Some(received) = received else { return Err("event stream ended".to_owned()) };
-                match received.map_err(|e| e.to_string())? {
+                let Some(received) = received else { return Err(WatchError::EventsEnded) };
+                match received? {
                     Received::Value(delivery) => {
                         last_seen = delivery.stream_sequence;
                         for p in delivery.value.0 {
@@ -97,15 +90,10 @@ async fn stream_inner(
     let record = state
         .store
         .get_task(task_id)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("task {task_id} disappeared"))?;
+        .await?
+        .ok_or(WatchError::TaskGone(task_id))?;
     // The result carries the task's usage as every view shows it, not the attempt's report.
-    let mut subtree = state
-        .store
-        .subtree_usage(&[task_id])
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut subtree = state.store.subtree_usage(&[task_id]).await?;
     let mut result = result_of(&record);
     usage_of(&record, subtree.remove(&task_id)).set_on_result(&mut result);
     let ev = pb::WatchEvent {
@@ -115,12 +103,8 @@ async fn stream_inner(
     Ok(())
 }
 
-async fn is_finished(state: &State, task_id: TaskId) -> Result<bool, String> {
-    let record = state
-        .store
-        .get_task(task_id)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn is_finished(state: &State, task_id: TaskId) -> Result<bool, WatchError> {
+    let record = state.store.get_task(task_id).await?;
     Ok(record.is_some_and(|r| r.status.is_terminal()))
 }
 

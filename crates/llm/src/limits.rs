@@ -18,6 +18,7 @@
 pub mod budget;
 pub mod hints;
 
+use backon::BackoffBuilder as _;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -45,6 +46,25 @@ impl RateLimits {
     }
 }
 
+/// Why [`BudgetStore::modify`] could not store a budget.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetError {
+    /// The budget could not be encoded for the store.
+    #[error("failed to encode the budget of {model}: {source}")]
+    Encode {
+        model: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Other writers changed the budget every time it was about to be stored.
+    #[error("the budget of {model} kept changing under {tries} tries")]
+    Contended { model: String, tries: usize },
+    /// The store could not be read or written. Boxed so that the store's own error
+    /// types stay out of this crate's interface.
+    #[error(transparent)]
+    Store(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Where models' budgets are kept. Changes are atomic: [`BudgetStore::modify`] runs
 /// its change on the current value and stores the result, again on a conflict with
 /// another writer.
@@ -60,7 +80,7 @@ pub trait BudgetStore: Send + Sync {
         &self,
         model: &str,
         change: &mut (dyn for<'b> FnMut(&'b mut Budget) + Send),
-    ) -> Result<(), String>;
+    ) -> Result<(), BudgetError>;
 }
 
 /// Budgets of one process.
@@ -81,7 +101,7 @@ impl BudgetStore for LocalBudgets {
         &self,
         model: &str,
         change: &mut (dyn for<'b> FnMut(&'b mut Budget) + Send),
-    ) -> Result<(), String> {
+    ) -> Result<(), BudgetError> {
         let mut budgets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         change(budgets.entry(model.to_owned()).or_default());
         Ok(())
@@ -281,11 +301,14 @@ impl LimitedProvider {
 
     /// The fully jittered backoff before the `n`th retry of a throttled call.
     fn backoff(&self, n: u32) -> Duration {
-        let ceiling = self
-            .settings
-            .backoff_base
-            .saturating_mul(1 << n.min(16))
-            .min(self.settings.backoff_cap);
+        let ceiling = backon::ExponentialBuilder::new()
+            .with_min_delay(self.settings.backoff_base)
+            .with_max_delay(self.settings.backoff_cap)
+            .with_factor(2.0)
+            .without_max_times()
+            .build()
+            .nth(n as usize)
+            .unwrap_or(self.settings.backoff_cap);
         ceiling.mul_f64(fastrand::f64())
     }
 }

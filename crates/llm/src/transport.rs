@@ -9,7 +9,7 @@
 //! `Retry-After`; a streamed answer that has already delivered text to the caller is
 //! never retried, since the caller cannot take that text back.
 
-use std::hash::{BuildHasher, Hasher};
+use backon::BackoffBuilder as _;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -86,15 +86,17 @@ impl RetryPolicy {
     /// Exponential backoff with jitter in [50 %, 100 %], so that sessions which failed
     /// together (a server restart) do not all retry in the same instant.
     pub(crate) fn backoff(&self, retry: u32) -> Duration {
-        let full = self
-            .initial_backoff
-            .saturating_mul(1 << retry.min(16))
-            .min(self.max_backoff);
-        // A randomly keyed hasher is a dependency-free source of jitter.
-        let random = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        full.mul_f64(0.5 + (random % 1024) as f64 / 2048.0)
+        // backon's jitter adds up to the delay again: halving the schedule makes it
+        // equal jitter of the whole one.
+        backon::ExponentialBuilder::new()
+            .with_min_delay(self.initial_backoff / 2)
+            .with_max_delay(self.max_backoff / 2)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .build()
+            .nth(retry as usize)
+            .unwrap_or(self.max_backoff)
     }
 }
 

@@ -6,7 +6,7 @@
 //! commit id to check out (empty: the repository's default branch). A task names at
 //! most one; without one it works in a copy of its worker's base.
 
-use crate::{ContextRef, ProtocolError};
+use crate::{ContextRef, ProtocolError, error::GitRefError};
 
 /// The `type` of a context ref that names the repository a task works in.
 pub const GIT_CONTEXT: &str = "git";
@@ -62,46 +62,48 @@ impl GitSource {
     }
 }
 
-fn check_url(url: &str) -> Result<(), String> {
+fn check_url(url: &str) -> Result<(), GitRefError> {
     if url.is_empty() {
-        return Err("the repository is required".into());
+        return Err(GitRefError::UrlMissing);
     }
     if url.len() > MAX_URL {
-        return Err(format!("longer than {MAX_URL} bytes"));
+        return Err(GitRefError::TooLong { limit: MAX_URL });
     }
     if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("contains spaces or control characters".into());
+        return Err(GitRefError::UrlCharacters);
     }
     if url.starts_with('-') {
-        return Err("starts with `-`".into());
+        return Err(GitRefError::UrlOption);
     }
     if url.contains("::") {
-        return Err("transport helpers (`<transport>::<address>`) are not allowed".into());
+        return Err(GitRefError::TransportHelper);
     }
     const SCHEMES: [&str; 5] = ["https://", "http://", "ssh://", "git://", "file://"];
     if SCHEMES.iter().any(|scheme| url.starts_with(scheme)) || url.starts_with('/') {
         return Ok(());
     }
     if url.contains("://") {
-        return Err("use https, http, ssh, git or file URLs".into());
+        return Err(GitRefError::UrlScheme);
     }
     // `[user@]host:path`, as git reads it: a colon before any slash.
     match url.split_once(':') {
         Some((host, path)) if !host.is_empty() && !host.contains('/') && !path.is_empty() => Ok(()),
-        _ => Err("not a URL, an absolute path or `host:path`".into()),
+        _ => Err(GitRefError::UrlForm),
     }
 }
 
-fn check_reference(reference: &str) -> Result<(), String> {
+fn check_reference(reference: &str) -> Result<(), GitRefError> {
     if reference.is_empty() {
         return Ok(());
     }
     if reference.len() > MAX_REFERENCE {
-        return Err(format!("longer than {MAX_REFERENCE} bytes"));
+        return Err(GitRefError::TooLong {
+            limit: MAX_REFERENCE,
+        });
     }
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+');
     if !reference.chars().all(allowed) {
-        return Err("a branch, tag or commit id has only letters, digits and . _ - / +".into());
+        return Err(GitRefError::ReferenceCharacters);
     }
     if reference.starts_with(['-', '/', '.'])
         || reference.ends_with(['/', '.'])
@@ -110,7 +112,7 @@ fn check_reference(reference: &str) -> Result<(), String> {
         || reference.contains("//")
         || reference.contains("/.")
     {
-        return Err("not a valid branch, tag or commit id".into());
+        return Err(GitRefError::ReferenceForm);
     }
     Ok(())
 }

@@ -34,3 +34,52 @@ impl ProtocolError {
         }
     }
 }
+
+/// Why a [`crate::PatchRef`] cannot name a patch object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchRefError {
+    /// The object name is empty or longer than 255 bytes.
+    #[error("its name must be 1 to 255 bytes")]
+    NameLength,
+    /// The object name holds a control character.
+    #[error("its name must not hold control characters")]
+    NameControl,
+    /// The digest is not 64 lowercase hex digits.
+    #[error("its sha256 must be 64 lowercase hex digits")]
+    Sha256,
+    /// The patch is larger than [`crate::MAX_PATCH_BYTES`].
+    #[error("its size {size} is more than the limit of {limit} bytes")]
+    TooLarge { size: u64, limit: u64 },
+}
+
+/// Why the URL or the reference of a `git` context ref is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitRefError {
+    /// The repository URL is empty.
+    #[error("the repository is required")]
+    UrlMissing,
+    /// The URL or the reference is longer than `limit` bytes.
+    #[error("longer than {limit} bytes")]
+    TooLong { limit: usize },
+    /// The URL holds whitespace or control characters.
+    #[error("contains spaces or control characters")]
+    UrlCharacters,
+    /// The URL could be read as a command-line option.
+    #[error("starts with `-`")]
+    UrlOption,
+    /// The URL names a git transport helper.
+    #[error("transport helpers (`<transport>::<address>`) are not allowed")]
+    TransportHelper,
+    /// The URL has a scheme git may fetch from but taskwire does not allow.
+    #[error("use https, http, ssh, git or file URLs")]
+    UrlScheme,
+    /// The URL is none of the accepted forms.
+    #[error("not a URL, an absolute path or `host:path`")]
+    UrlForm,
+    /// The reference holds a character no branch, tag or commit id has.
+    #[error("a branch, tag or commit id has only letters, digits and . _ - / +")]
+    ReferenceCharacters,
+    /// The reference is not a well-formed git ref name.
+    #[error("not a valid branch, tag or commit id")]
+    ReferenceForm,
+}

@@ -41,7 +41,7 @@ pub mod value;
 pub use code::ErrorCode;
 pub use context::GitSource;
 pub use cost::Budget;
-pub use error::ProtocolError;
+pub use error::{GitRefError, PatchRefError, ProtocolError};
 pub use ids::{ClaimEpoch, SessionId, TaskId, TraceId, WorkerId};
 pub use lifecycle::{Effect, TaskEvent};
 pub use patch::{INLINE_RESULT_PATCH_BYTES, INLINE_START_PATCH_BYTES, MAX_PATCH_BYTES, PatchRef};

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ProtocolError, pb};
+use crate::{ProtocolError, error::PatchRefError, pb};
 
 /// Largest patch taskwire carries at all, inline or by reference (64 MiB).
 pub const MAX_PATCH_BYTES: u64 = 64 * 1024 * 1024;
@@ -49,17 +49,17 @@ impl PatchRef {
             size: r.size,
         };
         r.check()
-            .map_err(|reason| ProtocolError::invalid(field, reason))?;
+            .map_err(|reason| ProtocolError::invalid(field, reason.to_string()))?;
         Ok(Some(r))
     }
 
     /// Why this reference cannot name a patch, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PatchRefError> {
         if self.name.is_empty() || self.name.len() > 255 {
-            return Err("its name must be 1 to 255 bytes".to_owned());
+            return Err(PatchRefError::NameLength);
         }
         if self.name.chars().any(char::is_control) {
-            return Err("its name must not hold control characters".to_owned());
+            return Err(PatchRefError::NameControl);
         }
         if self.sha256.len() != 64
             || !self
@@ -67,13 +67,13 @@ impl PatchRef {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
-            return Err("its sha256 must be 64 lowercase hex digits".to_owned());
+            return Err(PatchRefError::Sha256);
         }
         if self.size > MAX_PATCH_BYTES {
-            return Err(format!(
-                "its size {} is more than the limit of {MAX_PATCH_BYTES} bytes",
-                self.size
-            ));
+            return Err(PatchRefError::TooLarge {
+                size: self.size,
+                limit: MAX_PATCH_BYTES,
+            });
         }
         Ok(())
     }

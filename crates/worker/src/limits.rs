@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
-use taskwire_bus::Bus;
 use taskwire_bus::limits::{LimitsBucket, LimitsEntry};
-use taskwire_llm::limits::{Budget, BudgetStore};
+use taskwire_bus::{Bus, BusError};
+use taskwire_llm::limits::{Budget, BudgetError, BudgetStore};
 use tokio::task::JoinHandle;
 
 /// Compare-and-set tries of one change before it gives up.
@@ -41,9 +41,9 @@ impl Drop for FleetBudgets {
 
 impl FleetBudgets {
     /// Opens the bucket (a coordinator creates it) and starts watching its keys.
-    pub async fn open(bus: &Bus) -> Result<Self, String> {
-        let bucket = bus.limits_bucket().await.map_err(|e| e.to_string())?;
-        let mut entries = bucket.watch().await.map_err(|e| e.to_string())?;
+    pub async fn open(bus: &Bus) -> Result<Self, BusError> {
+        let bucket = bus.limits_bucket().await?;
+        let mut entries = bucket.watch().await?;
         let cache: Cache = Arc::default();
         let watched = cache.clone();
         let watch = tokio::spawn(async move {
@@ -71,8 +71,8 @@ impl FleetBudgets {
     }
 
     /// Reads `model`'s key again (after a conflict).
-    async fn refresh(&self, model: &str) -> Result<(), String> {
-        let entry = self.bucket.get(model).await.map_err(|e| e.to_string())?;
+    async fn refresh(&self, model: &str) -> Result<(), BusError> {
+        let entry = self.bucket.get(model).await?;
         match entry {
             Some(entry) => remember(&self.cache, &entry),
             None => {
@@ -118,12 +118,14 @@ impl BudgetStore for FleetBudgets {
         &self,
         model: &str,
         change: &mut (dyn for<'b> FnMut(&'b mut Budget) + Send),
-    ) -> Result<(), String> {
+    ) -> Result<(), BudgetError> {
         for _ in 0..MAX_TRIES {
             let (mut budget, revision) = self.cached(model).unwrap_or_default();
             change(&mut budget);
-            let value = serde_json::to_vec(&budget)
-                .map_err(|e| format!("failed to encode the budget of {model}: {e}"))?;
+            let value = serde_json::to_vec(&budget).map_err(|source| BudgetError::Encode {
+                model: model.to_owned(),
+                source,
+            })?;
             let written = if revision == 0 {
                 self.bucket.create(model, value.into()).await
             } else {
@@ -139,12 +141,15 @@ impl BudgetStore for FleetBudgets {
                 }
                 Err(conflict) => {
                     tracing::debug!(%model, %conflict, "budget changed by another worker, reading it again");
-                    self.refresh(model).await?;
+                    self.refresh(model)
+                        .await
+                        .map_err(|e| BudgetError::Store(Box::new(e)))?;
                 }
             }
         }
-        Err(format!(
-            "the budget of {model} kept changing under {MAX_TRIES} tries"
-        ))
+        Err(BudgetError::Contended {
+            model: model.to_owned(),
+            tries: MAX_TRIES,
+        })
     }
 }

@@ -1,7 +1,10 @@
 //! How a task message is settled. Every path through the handler ends in one
 //! [`Disposition`], and this file alone maps it onto the bus's [`Settlement`].
 
+use backon::BackoffBuilder as _;
 use std::time::Duration;
+
+use backon::ExponentialBuilder;
 
 use taskwire_bus::Settlement;
 
@@ -34,19 +37,21 @@ impl Disposition {
     }
 }
 
-/// Backoff before retry `attempt + 1`: `base * 2^(attempt - 1)`, capped at `max`, scaled by
-/// `jitter` in `[0.5, 1.0]` so that tasks failing together do not retry together.
-pub fn retry_delay(attempt: u32, base: Duration, max: Duration, jitter: f64) -> Duration {
-    let exp = base.saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-    exp.min(max).mul_f64(jitter.clamp(0.5, 1.0))
-}
-
-/// A jitter factor in `[0.5, 1.0]` from the clock's low bits (no RNG needed for this).
-pub fn jitter() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    0.5 + f64::from(nanos % 1000) / 2000.0
+/// Backoff before retry `attempt + 1`: `base * 2^(attempt - 1)`, capped at `max`, with
+/// equal jitter (a delay in `[d/2, d)`) so that tasks failing together do not retry
+/// together.
+pub fn retry_delay(attempt: u32, base: Duration, max: Duration) -> Duration {
+    // backon's jitter adds up to the delay again: halving the schedule makes it equal
+    // jitter of the whole one.
+    ExponentialBuilder::new()
+        .with_min_delay(base / 2)
+        .with_max_delay(max / 2)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .nth(attempt.saturating_sub(1) as usize)
+        .unwrap_or(max)
 }
 
 #[cfg(test)]
@@ -69,23 +74,18 @@ mod tests {
     }
 
     #[test]
-    fn retry_delay_doubles_and_is_capped() {
+    fn retry_delay_doubles_is_capped_and_jitter_at_most_halves_it() {
         let (base, max) = (Duration::from_secs(1), Duration::from_secs(10));
-        assert_eq!(retry_delay(1, base, max, 1.0), Duration::from_secs(1));
-        assert_eq!(retry_delay(2, base, max, 1.0), Duration::from_secs(2));
-        assert_eq!(retry_delay(3, base, max, 1.0), Duration::from_secs(4));
-        assert_eq!(retry_delay(9, base, max, 1.0), Duration::from_secs(10));
-        assert_eq!(retry_delay(40, base, max, 1.0), Duration::from_secs(10));
-    }
-
-    #[test]
-    fn jitter_only_shortens_and_at_most_halves() {
-        let (base, max) = (Duration::from_secs(4), Duration::from_secs(60));
-        assert_eq!(retry_delay(1, base, max, 0.5), Duration::from_secs(2));
-        assert_eq!(retry_delay(1, base, max, 7.0), Duration::from_secs(4));
-        for _ in 0..100 {
-            let j = jitter();
-            assert!((0.5..=1.0).contains(&j), "{j}");
+        for (attempt, full) in [(1, 1), (2, 2), (3, 4), (9, 10), (40, 10)] {
+            let full = Duration::from_secs(full);
+            for _ in 0..50 {
+                let delay = retry_delay(attempt, base, max);
+                assert!(
+                    delay >= full / 2 && delay <= full,
+                    "attempt {attempt}: {delay:?} is not within [{:?}, {full:?}]",
+                    full / 2
+                );
+            }
         }
     }
 }

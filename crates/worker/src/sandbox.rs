@@ -61,26 +61,21 @@ async fn nats_addresses(url: &str) -> Vec<IpAddr> {
     addresses
 }
 
-/// `nats://user:pw@host:port/` → `host:port` (port 4222 when absent).
+/// `nats://user:pw@host:port/` → `host:port` (port 4222 when absent); a server
+/// without a scheme is read as `nats://`.
 fn host_port(server: &str) -> Option<String> {
     let server = server.trim();
-    let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
-    let authority = rest.split('/').next()?;
-    let authority = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    if authority.is_empty() {
-        return None;
-    }
-    let has_port = match authority.rsplit_once(':') {
-        Some((host, port)) => !port.is_empty() && (!host.contains(':') || host.ends_with(']')),
-        None => false,
-    };
-    Some(if has_port {
-        authority.to_owned()
+    let url = if server.contains("://") {
+        url::Url::parse(server)
     } else {
-        format!("{authority}:4222")
-    })
+        url::Url::parse(&format!("nats://{server}"))
+    }
+    .ok()?;
+    let host = match url.host()? {
+        url::Host::Ipv6(ip) => format!("[{ip}]"),
+        host => host.to_string(),
+    };
+    Some(format!("{host}:{}", url.port().unwrap_or(4222)))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Handling of one task message: decode, claim, run, report, settle.
 
+use backon::BackoffBuilder as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use taskwire_protocol::{
 use tracing::Instrument;
 
 use crate::cancel::{Running, StopReason};
-use crate::outcome::{Disposition, jitter, retry_delay};
+use crate::outcome::{Disposition, retry_delay};
 use crate::session::StartError;
 
 /// How long a message that could not run now (the coordinator unreachable, the tenant
@@ -264,12 +265,7 @@ async fn report(
     }
     match disposition {
         Disposition::Done if result.retry_scheduled => {
-            let delay = retry_delay(
-                claim.attempt,
-                ctx.retry_base_delay,
-                ctx.retry_max_delay,
-                jitter(),
-            );
+            let delay = retry_delay(claim.attempt, ctx.retry_base_delay, ctx.retry_max_delay);
             tracing::info!(
                 task.id = %result.task_id,
                 task.attempt = claim.attempt,
@@ -410,15 +406,22 @@ fn result_of(
 /// Stores the result in the RESULTS stream; the task message is acked only after
 /// JetStream confirms it.
 async fn publish_result(ctx: &Context, result: &TaskResult) -> Disposition {
-    for attempt in 0..5u32 {
+    // Five tries, 200 ms, 400 ms, 800 ms and 1.6 s apart.
+    let mut delays = backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_factor(2.0)
+        .with_max_times(4)
+        .build();
+    for attempt in 0u32.. {
         match ctx.bus.publish_result(result).await {
             Ok(()) => {
                 tracing::debug!(task.id = %result.task_id, status = %result.status, "result published");
                 return Disposition::Done;
             }
             Err(e) => {
+                let Some(delay) = delays.next() else { break };
                 tracing::warn!(task.id = %result.task_id, attempt, error = %e, "failed to publish result, retrying");
-                tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
+                tokio::time::sleep(delay).await;
             }
         }
     }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolOutput, parse_args, schema::parameters, str_arg};
-use crate::error::ToolError;
+use crate::error::{FetchError, ToolError};
 use crate::workspace::Workspace;
 
 /// Largest response body downloaded.
@@ -65,7 +65,7 @@ pub(super) struct Args {
 impl WebFetchTool {
     /// The shared client, built on first use: building needs the crypto provider,
     /// which the binary installs after the registry is made.
-    fn client(&self) -> Result<reqwest::Client, String> {
+    fn client(&self) -> Result<reqwest::Client, FetchError> {
         if let Some(client) = self.client.get() {
             return Ok(client.clone());
         }
@@ -73,7 +73,7 @@ impl WebFetchTool {
             .user_agent(concat!("taskwire-agent/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::limited(5))
             .build()
-            .map_err(|err| format!("failed to build the http client: {err}"))?;
+            .map_err(FetchError::Client)?;
         Ok(self.client.get_or_init(|| client).clone())
     }
 }
@@ -131,7 +131,7 @@ impl Tool for WebFetchTool {
             url: url.to_string(),
             reason,
         };
-        let client = self.client().map_err(fetch_error)?;
+        let client = self.client().map_err(|e| fetch_error(e.to_string()))?;
         let fetched = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
@@ -147,7 +147,7 @@ impl Tool for WebFetchTool {
             Ok(result) => result.map_err(fetch_error)?,
         };
         let (mut output, converted) =
-            render(&content_type, &body, args.format).map_err(fetch_error)?;
+            render(&content_type, &body, args.format).map_err(|e| fetch_error(e.to_string()))?;
         let total = output.len();
         if total > MAX_OUTPUT_BYTES {
             let mut cut = MAX_OUTPUT_BYTES;
@@ -232,7 +232,7 @@ fn describe(err: &reqwest::Error) -> String {
 }
 
 /// The text for the model, and whether HTML was converted.
-fn render(content_type: &str, body: &[u8], format: Format) -> Result<(String, bool), String> {
+fn render(content_type: &str, body: &[u8], format: Format) -> Result<(String, bool), FetchError> {
     let is_html = matches!(content_type, "text/html" | "application/xhtml+xml");
     let is_text = content_type.is_empty()
         || content_type.starts_with("text/")
@@ -243,7 +243,9 @@ fn render(content_type: &str, body: &[u8], format: Format) -> Result<(String, bo
             "application/json" | "application/xml" | "application/javascript"
         );
     if !is_text {
-        return Err(format!("the content type {content_type} is not text"));
+        return Err(FetchError::NotText {
+            content_type: content_type.to_owned(),
+        });
     }
     let body = String::from_utf8_lossy(body);
     if !is_html {
@@ -259,7 +261,7 @@ fn render(content_type: &str, body: &[u8], format: Format) -> Result<(String, bo
             converter
                 .convert(&body)
                 .map(|markdown| (markdown, true))
-                .map_err(|err| format!("failed to convert the page to markdown: {err}"))
+                .map_err(FetchError::Markdown)
         }
     }
 }

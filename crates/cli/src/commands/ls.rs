@@ -8,6 +8,7 @@ use taskwire_protocol::{TaskStatus, pb};
 
 use crate::cli::ClientArgs;
 use crate::commands::connect;
+use crate::errors::ArgError;
 use crate::output::{OutputFormat, json, text, write_json};
 
 #[derive(Debug, Args)]
@@ -55,13 +56,13 @@ pub async fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A status name as the API prints it; the error lists the valid ones.
-fn parse_status(s: &str) -> Result<TaskStatus, String> {
+fn parse_status(s: &str) -> Result<TaskStatus, ArgError> {
     s.parse().map_err(|_| {
         let names: Vec<&str> = TaskStatus::ALL.iter().map(|st| st.as_str()).collect();
-        format!(
-            "unknown status {s:?}, expected one of: {}",
-            names.join(", ")
-        )
+        ArgError::UnknownStatus {
+            status: s.to_owned(),
+            expected: names.join(", "),
+        }
     })
 }
 
@@ -72,10 +73,10 @@ mod tests {
     #[test]
     fn status_filter_reads_api_names_and_lists_them_on_error() {
         assert_eq!(
-            parse_status("deadline_exceeded"),
-            Ok(TaskStatus::DeadlineExceeded)
+            parse_status("deadline_exceeded").ok(),
+            Some(TaskStatus::DeadlineExceeded)
         );
-        let err = parse_status("done").expect_err("not a status");
+        let err = parse_status("done").expect_err("not a status").to_string();
         assert!(
             err.contains("completed") && err.contains("dead_lettered"),
             "{err}"

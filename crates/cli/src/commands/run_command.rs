@@ -16,6 +16,7 @@ use crate::cli::ClientArgs;
 use crate::commands::connect;
 use crate::commands::submit::print_or_follow;
 use crate::duration::Deadline;
+use crate::errors::ArgError;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -98,10 +99,10 @@ fn join_arguments(words: &[String]) -> String {
 }
 
 /// `/review` or `review`, kept as typed; a lone `/` or blank name is a usage error.
-fn parse_command_name(s: &str) -> Result<String, String> {
+fn parse_command_name(s: &str) -> Result<String, ArgError> {
     let name = s.trim();
     if name.trim_start_matches('/').is_empty() {
-        return Err("the command name is empty; expected /NAME, such as /review".to_owned());
+        return Err(ArgError::EmptyCommandName);
     }
     Ok(name.to_owned())
 }

@@ -13,6 +13,7 @@ use taskwire_protocol::{pb, time};
 use crate::cli::ClientArgs;
 use crate::commands::{Client, connect, exit_status, follow};
 use crate::duration::Deadline;
+use crate::errors::ArgError;
 use crate::output::text::{self, ProgressPrinter};
 use crate::output::{OutputFormat, json, write_json};
 
@@ -168,10 +169,15 @@ fn build_request(
 
 /// `--output-schema FILE`: the file's text, which must be JSON (the coordinator checks
 /// that it is a JSON Schema for an object).
-pub fn read_output_schema(path: &str) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("failed to read {path}: {e}"))?;
-    serde_json::from_str::<serde_json::Value>(&text)
-        .map_err(|e| format!("{path} is not valid json: {e}"))?;
+pub fn read_output_schema(path: &str) -> Result<String, ArgError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ArgError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_str::<serde_json::Value>(&text).map_err(|source| ArgError::NotJson {
+        origin: path.to_owned(),
+        source,
+    })?;
     Ok(text)
 }
 
@@ -193,21 +199,23 @@ fn read_prompt(words: &[String]) -> anyhow::Result<String> {
 }
 
 /// `--input`: a JSON object inline, or `@FILE`.
-fn parse_input(s: &str) -> Result<serde_json::Value, String> {
+fn parse_input(s: &str) -> Result<serde_json::Value, ArgError> {
     let (text, origin) = match s.strip_prefix('@') {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("failed to read {path}: {e}"))?;
+            let text = std::fs::read_to_string(path).map_err(|source| ArgError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
             (text, path.to_owned())
         }
         None => (s.to_owned(), "--input".to_owned()),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{origin} is not valid json: {e}"))?;
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(source) => return Err(ArgError::NotJson { origin, source }),
+    };
     if !value.is_object() {
-        return Err(format!(
-            "{origin} must be a json object, such as '{{\"path\": \"src\"}}'"
-        ));
+        return Err(ArgError::NotObject { origin });
     }
     Ok(value)
 }
@@ -279,11 +287,13 @@ mod tests {
         assert!(
             parse_input("[1, 2]")
                 .expect_err("array")
+                .to_string()
                 .contains("json object")
         );
         assert!(
             parse_input("{nope")
                 .expect_err("invalid")
+                .to_string()
                 .contains("not valid json")
         );
         assert!(
@@ -303,11 +313,12 @@ mod tests {
         assert_eq!(req.output_schema, r#"{"type": "object"}"#);
 
         std::fs::write(&schema, "{nope").expect("write");
-        let err = read_output_schema(path).expect_err("not json");
+        let err = read_output_schema(path).expect_err("not json").to_string();
         assert!(err.contains("not valid json"), "{err}");
         assert!(
             read_output_schema("/nonexistent/schema.json")
                 .expect_err("missing")
+                .to_string()
                 .contains("failed to read")
         );
     }

@@ -9,6 +9,7 @@ use taskwire_worker::WorkerConfig;
 
 use super::codec::{Codec, Not, Same, Secret, Url};
 use crate::duration::HumanDuration;
+use crate::errors::ArgError;
 
 settings! {
     /// Worker settings; each one also reads `TASKWIRE_<NAME>`.
@@ -198,8 +199,8 @@ settings! {
 }
 
 /// `--models` and `TASKWIRE_MODELS`: the catalogue as JSON, each entry checked.
-fn parse_models(json: &str) -> Result<ModelCatalogue, String> {
-    serde_json::from_str(json).map_err(|e| e.to_string())
+fn parse_models(json: &str) -> Result<ModelCatalogue, ArgError> {
+    serde_json::from_str(json).map_err(ArgError::Models)
 }
 
 impl WorkerSettings {
