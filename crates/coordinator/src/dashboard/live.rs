@@ -184,6 +184,12 @@ pub async fn list_events(
     tokio::spawn(async move {
         // Per task: whether the caller may see it, and the last status sent.
         let mut seen: HashMap<TaskId, (bool, &'static str)> = HashMap::new();
+        // Per task: the newest attempt its progress named, and that attempt when a
+        // terminal status was sent. A progress event published before the result may
+        // arrive after the finished notice (another subject, another publisher): a live
+        // status of an attempt no newer than the end is stale (a replay's next attempt
+        // is newer).
+        let mut attempts: HashMap<TaskId, (u32, Option<u32>)> = HashMap::new();
         let mut progress = progress.fuse();
         let mut finished = finished.fuse();
         loop {
@@ -192,7 +198,13 @@ pub async fn list_events(
                     // The last of the message's events names the task's status now.
                     let Some(p) = events.ok().and_then(|mut e| e.0.pop()) else { continue };
                     let Ok(id) = p.task_id.parse::<TaskId>() else { continue };
-                    (id, Some(super::json::status(p.status)))
+                    let status = super::json::status(p.status);
+                    let entry = attempts.entry(id).or_insert((0, None));
+                    entry.0 = entry.0.max(p.attempt);
+                    if entry.1.is_some_and(|ended| p.attempt <= ended) && !is_terminal(status) {
+                        continue;
+                    }
+                    (id, Some(status))
                 }
                 Some(notice) = finished.next() => {
                     let Ok(notice) = notice else { continue };
@@ -203,7 +215,9 @@ pub async fn list_events(
             };
             if seen.len() > SEEN_LIMIT {
                 seen.clear();
+                attempts.clear();
             }
+            let newest = attempts.get(&id).map_or(0, |a| a.0);
             let visible = match seen.get(&id) {
                 Some((visible, _)) if status.is_some() => *visible,
                 _ => match crate::ownership::task_by_id(&state, &caller, id).await {
@@ -213,6 +227,10 @@ pub async fn list_events(
                         // when an event named it already: a page may have added the row
                         // in between, from a read older than the record.
                         seen.insert(id, (true, ""));
+                        if is_terminal(now) {
+                            let ended = newest.max(rec.attempt);
+                            attempts.insert(id, (ended, Some(ended)));
+                        }
                         send_status(&tx, &mut seen, id, now).await;
                         continue;
                     }
@@ -223,11 +241,20 @@ pub async fn list_events(
                 },
             };
             if visible && let Some(now) = status {
+                if is_terminal(now) {
+                    attempts.insert(id, (newest, Some(newest)));
+                }
                 send_status(&tx, &mut seen, id, now).await;
             }
         }
     });
     Ok(sse(rx))
+}
+
+fn is_terminal(status: &str) -> bool {
+    status
+        .parse::<taskwire_protocol::TaskStatus>()
+        .is_ok_and(|s| s.is_terminal())
 }
 
 /// Sends `status` for `id` unless it was the last one sent.
