@@ -38,6 +38,7 @@ const REQUEST_FIELDS: &[&str] = &[
     "resume_token",
     "created_at",
     "workspace_patch_ref",
+    "priority",
 ];
 /// Fields a `TaskResult` conversion may refuse.
 const RESULT_FIELDS: &[&str] = &[
