@@ -5,8 +5,10 @@
 # dashboard test's driver (npm playwright-core, pinned by tests/browser/package-lock.json,
 # into $HOME/.cache/taskwire/browser), the MCP tests' peers (the reference MCP servers,
 # pinned by tests/mcp/package-lock.json, and a venv with the official Python SDK `mcp`,
-# pinned by tests/mcp/requirements.txt, into $HOME/.cache/taskwire/mcp) and (if missing)
-# Rust via rustup.
+# pinned by tests/mcp/requirements.txt, into $HOME/.cache/taskwire/mcp), the HTTP API's
+# fuzzer (schemathesis, pinned by tests/fuzz/requirements.txt, into
+# $HOME/.cache/taskwire/fuzz), what the SDKs' tests install offline (sdk/*/ci/prepare.sh)
+# and (if missing) Rust via rustup.
 set -euo pipefail
 source "$(dirname "$0")/services.sh"
 pkgs=()
@@ -46,6 +48,20 @@ if [ ! -x "$mcp_dir/venv/bin/python" ] || ! cmp -s "$mcp_reqs" "$mcp_dir/require
   "$mcp_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$mcp_reqs"
   cp "$mcp_reqs" "$mcp_dir/requirements.txt"
 fi
+# The HTTP API's fuzzer (schemathesis, pinned by tests/fuzz/requirements.txt).
+fuzz_dir="$HOME/.cache/taskwire/fuzz"
+fuzz_reqs="$(dirname "$0")/../tests/fuzz/requirements.txt"
+if [ ! -x "$fuzz_dir/venv/bin/schemathesis" ] || ! cmp -s "$fuzz_reqs" "$fuzz_dir/requirements.txt"; then
+  tw_log "installing the HTTP API's fuzzer into $fuzz_dir/venv"
+  mkdir -p "$fuzz_dir"
+  rm -f "$fuzz_dir/requirements.txt"
+  [ -x "$fuzz_dir/venv/bin/python" ] || python3 -m venv "$fuzz_dir/venv"
+  "$fuzz_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$fuzz_reqs"
+  cp "$fuzz_reqs" "$fuzz_dir/requirements.txt"
+fi
+# What the SDKs' tests install offline into a fresh venv and a fresh npm project.
+bash "$(dirname "$0")/../sdk/python/ci/prepare.sh"
+bash "$(dirname "$0")/../sdk/typescript/ci/prepare.sh"
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   tw_log "installing rust (rustup, stable)"
   curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component clippy,rustfmt >/dev/null

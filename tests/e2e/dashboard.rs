@@ -17,43 +17,9 @@ use std::time::{Duration, Instant};
 
 use taskwire_e2e::process::free_addr;
 use taskwire_e2e::{PATIENCE, created_in_patch, start_with};
-use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+use taskwire_test_support::ScriptedModel;
 
-/// `asker` asks before every command.
-pub(crate) const ASKER: &str = "---\ndescription: Runs one command, asking first\nmode: subagent\n\
-                     permission:\n  bash: { \"*\": ask }\n---\nYou run commands.\n";
-
-/// The parent starts an `asker` child (which needs an approval) and an `explore`
-/// child in one step; everyone then answers. Every call reports 100 input and 10
-/// output tokens.
-pub(crate) fn script(req: &SeenRequest) -> ScriptedReply {
-    answer(req).with_usage(100, 10)
-}
-
-fn answer(req: &SeenRequest) -> ScriptedReply {
-    let user = req.first_user_message().unwrap_or_default().to_owned();
-    let first = req.assistant_turns() == 0;
-    match user.as_str() {
-        "parent: two children" if first => ScriptedReply::tool_calls([
-            (
-                "c1",
-                "task",
-                serde_json::json!({"description": "write the file", "prompt": "child: write it", "subagent_type": "asker"}),
-            ),
-            (
-                "c2",
-                "task",
-                serde_json::json!({"description": "look around", "prompt": "child: look", "subagent_type": "explore"}),
-            ),
-        ]),
-        "child: write it" if first => ScriptedReply::tool_calls([(
-            "b1",
-            "bash",
-            serde_json::json!({"command": "echo approved > approved.txt", "description": "write approved.txt"}),
-        )]),
-        _ => ScriptedReply::text(format!("done: {user}")),
-    }
-}
+pub(crate) use taskwire_test_support::scripts::{ASKER, two_children as script};
 
 /// What the browser test needs: node, the system's Chromium and playwright-core as
 /// `scripts/setup.sh` installs it. `None` (after saying why) when something is missing
@@ -291,14 +257,15 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
     .await
     .expect("cluster");
 
-    let (code, body) = http(addr, "GET", "/api/config", None, "").await;
-    assert_eq!((code, body.as_str()), (200, r#"{"auth":true}"#));
+    let (code, body) = http(addr, "GET", "/v1/info", None, "").await;
+    assert_eq!(code, 200);
+    assert!(body.contains(r#""auth":true"#), "{body}");
     let (code, page) = http(addr, "GET", "/", None, "").await;
     assert_eq!(code, 200);
     assert!(page.contains("/assets/list.js"), "the list page: {page}");
-    let (code, _) = http(addr, "GET", "/api/tasks", None, "").await;
+    let (code, _) = http(addr, "GET", "/v1/tasks", None, "").await;
     assert_eq!(code, 401, "no token, no tasks");
-    let (code, _) = http(addr, "GET", "/api/tasks", Some("wrong"), "").await;
+    let (code, _) = http(addr, "GET", "/v1/tasks", Some("wrong"), "").await;
     assert_eq!(code, 401);
 
     // acme submits over gRPC, as services do.
@@ -319,10 +286,10 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
         .into_inner()
         .task_id;
 
-    let (code, body) = http(addr, "GET", "/api/tasks", Some("acme-secret"), "").await;
+    let (code, body) = http(addr, "GET", "/v1/tasks", Some("acme-secret"), "").await;
     assert_eq!(code, 200);
     assert!(body.contains(&id), "acme sees its task: {body}");
-    let (code, body) = http(addr, "GET", "/api/tasks", Some("globex-secret"), "").await;
+    let (code, body) = http(addr, "GET", "/v1/tasks", Some("globex-secret"), "").await;
     assert_eq!(
         (code, body.as_str()),
         (200, r#"{"tasks":[]}"#),
@@ -336,17 +303,12 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
         ("transcript", "transcript", "GET", ""),
         ("cancel", "cancel", "POST", ""),
         ("replay", "replay", "POST", ""),
-        (
-            "approve",
-            "approve",
-            "POST",
-            r#"{"request_id":"r1","answer":"once"}"#,
-        ),
+        ("approve", "approvals/r1", "POST", r#"{"answer":"once"}"#),
     ] {
         let (theirs, their_body) = http(
             addr,
             method,
-            &format!("/api/tasks/{id}/{suffix}"),
+            &format!("/v1/tasks/{id}/{suffix}"),
             Some("globex-secret"),
             body,
         )
@@ -354,7 +316,7 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
         let (absent, absent_body) = http(
             addr,
             method,
-            &format!("/api/tasks/{missing}/{suffix}"),
+            &format!("/v1/tasks/{missing}/{suffix}"),
             Some("globex-secret"),
             body,
         )
@@ -369,7 +331,7 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
     let (code, body) = http(
         addr,
         "GET",
-        "/api/tasks/not-an-id/tree",
+        "/v1/tasks/not-an-id/tree",
         Some("acme-secret"),
         "",
     )
@@ -379,13 +341,13 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
     let (code, body) = http(
         addr,
         "POST",
-        &format!("/api/tasks/{id}/approve"),
+        &format!("/v1/tasks/{id}/approvals/r1"),
         Some("acme-secret"),
-        r#"{"request_id":"r1","answer":"maybe"}"#,
+        r#"{"answer":"maybe"}"#,
     )
     .await;
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains("once, always or reject"), "{body}");
+    assert!(body.contains("`once`, `always`, `reject`"), "{body}");
 
     // acme's own tree, read until it finished; its feed replays from the start.
     let deadline = Instant::now() + PATIENCE;
@@ -393,7 +355,7 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
         let (code, body) = http(
             addr,
             "GET",
-            &format!("/api/tasks/{id}/tree"),
+            &format!("/v1/tasks/{id}/tree"),
             Some("acme-secret"),
             "",
         )
@@ -409,12 +371,12 @@ async fn the_dashboard_api_shows_a_tenant_only_its_own_tasks_and_another_tenants
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let ev = first_event(addr, &format!("/api/tasks/{id}/events"), "acme-secret").await;
+    let ev = first_event(addr, &format!("/v1/tasks/{id}/events"), "acme-secret").await;
     assert_eq!(ev["task_id"], id.as_str(), "{ev}");
 }
 
 #[tokio::test]
-async fn the_dashboards_cancel_stops_a_queued_task_and_replay_of_a_cancelled_one_is_a_conflict() {
+async fn the_http_apis_cancel_stops_a_queued_task_and_replay_of_a_cancelled_one_is_a_conflict() {
     let addr: SocketAddr = free_addr().expect("free port");
     // No workers: the task stays queued until the dashboard cancels it.
     let cluster = start_with(ScriptedModel::echo().await, 0, 1, move |c| {
@@ -423,27 +385,25 @@ async fn the_dashboards_cancel_stops_a_queued_task_and_replay_of_a_cancelled_one
     .await
     .expect("cluster");
     let id = cluster.submit("general", "wait").await.expect("submit");
-    let (code, body) = http(addr, "GET", "/api/config", None, "").await;
-    assert_eq!(
-        (code, body.as_str()),
-        (200, r#"{"auth":false}"#),
-        "an open api"
-    );
+    let (code, body) = http(addr, "GET", "/v1/info", None, "").await;
+    assert_eq!(code, 200);
+    assert!(body.contains(r#""auth":false"#), "an open api: {body}");
 
-    let (code, body) = http(addr, "POST", &format!("/api/tasks/{id}/cancel"), None, "").await;
+    let (code, body) = http(addr, "POST", &format!("/v1/tasks/{id}/cancel"), None, "").await;
     assert_eq!((code, body.as_str()), (200, r#"{"status":"cancelled"}"#));
     let task = cluster.wait_finished(&id).await.expect("finished");
     assert_eq!(task.status(), taskwire_protocol::pb::TaskStatus::Cancelled);
 
-    let (code, body) = http(addr, "POST", &format!("/api/tasks/{id}/replay"), None, "").await;
+    let (code, body) = http(addr, "POST", &format!("/v1/tasks/{id}/replay"), None, "").await;
     assert_eq!(code, 409, "{body}");
     assert!(body.contains("only dead_lettered or error tasks"), "{body}");
-    let (code, body) = http(addr, "GET", "/api/tasks?status=cancelled", None, "").await;
+    assert!(body.contains(r#""code":"FAILED_PRECONDITION""#), "{body}");
+    let (code, body) = http(addr, "GET", "/v1/tasks?status=cancelled", None, "").await;
     assert_eq!(code, 200);
     assert!(body.contains(&id), "the status filter finds it: {body}");
-    let (code, body) = http(addr, "GET", "/api/tasks?status=bogus", None, "").await;
+    let (code, body) = http(addr, "GET", "/v1/tasks?status=bogus", None, "").await;
     assert_eq!(code, 400, "{body}");
-    let (code, body) = http(addr, "GET", "/api/tasks?q=no-such-text", None, "").await;
+    let (code, body) = http(addr, "GET", "/v1/tasks?q=no-such-text", None, "").await;
     assert_eq!(
         (code, body.as_str()),
         (200, r#"{"tasks":[]}"#),

@@ -4,6 +4,7 @@
 mod background;
 mod backpressure;
 mod chaos;
+mod clients;
 mod commands;
 mod compaction;
 mod containment;
@@ -44,4 +45,5 @@ mod tree_edits;
 mod usage_views;
 mod validation;
 mod watch_tree;
+mod webhooks;
 mod workspaces;

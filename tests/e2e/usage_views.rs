@@ -212,7 +212,7 @@ async fn every_view_shows_a_trees_usage_as_the_same_own_and_subtree() {
 
     // The dashboard's API: the tree's nodes, and the results on its live feed (what
     // the page draws each node from).
-    let (code, body) = http_get(http, &format!("/api/tasks/{root}/tree"))
+    let (code, body) = http_get(http, &format!("/v1/tasks/{root}/tree"))
         .await
         .expect("tree");
     assert_eq!(code, 200, "{body}");
@@ -233,7 +233,7 @@ async fn every_view_shows_a_trees_usage_as_the_same_own_and_subtree() {
     views.insert("dashboard tree", nodes);
     views.insert("dashboard tree (each result)", node_results);
     // The finished tree's feed replays every event, then each result, then ends.
-    let (code, feed) = http_get(http, &format!("/api/tasks/{root}/events"))
+    let (code, feed) = http_get(http, &format!("/v1/tasks/{root}/events"))
         .await
         .expect("events");
     assert_eq!(code, 200, "{feed}");
@@ -368,7 +368,7 @@ async fn ls_lists_each_tasks_attempts_and_an_empty_list_only_for_a_task_never_cl
         "ls lists what get lists"
     );
     // The dashboard's list rows carry the worker, from the same attempts.
-    let (code, body) = http_get(http, "/api/tasks").await.expect("list");
+    let (code, body) = http_get(http, "/v1/tasks").await.expect("list");
     assert_eq!(code, 200, "{body}");
     let listed: Value = serde_json::from_str(&body).expect("json");
     assert_eq!(listed["tasks"][0]["worker"], "w", "{listed}");

@@ -115,6 +115,13 @@ impl pb::task_service_server::TaskService for TaskApi {
             .map_err(CoordinatorError::from)?;
         let mut task = task_with_subtree(&rec, subtree.remove(&id));
         crate::waits::set_wait(&self.state, id, &mut task).await;
+        task.webhook = self
+            .state
+            .store
+            .webhook(id)
+            .await
+            .map_err(CoordinatorError::from)?
+            .map(crate::webhooks::to_wire);
         Ok(Response::new(task))
     }
 

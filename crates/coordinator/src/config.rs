@@ -76,6 +76,17 @@ pub struct CoordinatorConfig {
     pub inline_agent_specs: bool,
     /// NATS connection security (TLS, credentials).
     pub nats: taskwire_bus::NatsOptions,
+    /// Each tenant's result-webhook signing secret: a TOML file of `tenant = "secret"`
+    /// lines. Default: none, and a submit with a `callback_url` is refused.
+    pub webhook_secrets_file: Option<PathBuf>,
+    /// Allow `http` webhook URLs (else `https` only). Default false.
+    pub webhook_allow_http: bool,
+    /// Allow webhooks to loopback, private and link-local addresses. Default false.
+    pub webhook_allow_private: bool,
+    /// Attempts of a webhook delivery before it is given up (`failed`). Default 10.
+    pub webhook_max_attempts: u32,
+    /// How long one webhook POST may take. Default 10 s.
+    pub webhook_timeout: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -107,11 +118,26 @@ impl Default for CoordinatorConfig {
             patches_max_bytes: taskwire_bus::patches::BucketLimits::default().max_bytes,
             inline_agent_specs: false,
             nats: taskwire_bus::NatsOptions::default(),
+            webhook_secrets_file: None,
+            webhook_allow_http: false,
+            webhook_allow_private: false,
+            webhook_max_attempts: 10,
+            webhook_timeout: Duration::from_secs(10),
         }
     }
 }
 
 impl CoordinatorConfig {
+    /// How result webhooks are delivered.
+    pub fn webhook_policy(&self) -> crate::webhooks::WebhookPolicy {
+        crate::webhooks::WebhookPolicy {
+            allow_http: self.webhook_allow_http,
+            allow_private: self.webhook_allow_private,
+            max_attempts: self.webhook_max_attempts.max(1),
+            timeout: self.webhook_timeout,
+        }
+    }
+
     /// The directories agents and commands are read from (and reloaded from on change),
     /// lowest precedence first: `config_dir` alone when it is set, else the discovered
     /// ones. A definition overrides one of the same name from an earlier directory or the

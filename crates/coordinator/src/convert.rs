@@ -47,6 +47,8 @@ fn task_of(r: &TaskRecord) -> pb::Task {
         wait: String::new(),
         wait_until: None,
         priority: r.priority.into(),
+        // Read separately by `Get` (a table of its own).
+        webhook: None,
     }
 }
 

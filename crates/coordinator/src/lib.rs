@@ -17,12 +17,15 @@
 //! - [`watch`]: live progress streaming with replay.
 //! - [`commands`]: agent and command registries (reloaded on change) and `RunCommand`.
 //! - [`sweeper`]: finishes overdue tasks; cancels what ended parents left running.
+//! - [`webhooks`]: POSTs a finished task's result to its `callback_url`, signed.
 //! - [`subtrees`]: a task that ends cancels its live descendants.
 //! - [`spans`]: the coordinator's trace spans (submit, dispatch, result write).
 //! - [`backpressure`]: samples the tasks stream's depth for `Submit`'s bound.
 //! - [`http`]: the HTTP listener: `/healthz`, `/readyz`, `/metrics`.
-//! - [`dashboard`]: the web dashboard on the same listener (`/`, `/tasks/<id>`) and its
-//!   JSON and live (SSE) endpoints.
+//! - [`rest`]: the HTTP/JSON API on the same listener (`/v1/...`, its OpenAPI document
+//!   at `/v1/openapi.json`), with its live (SSE) feeds.
+//! - [`dashboard`]: the web dashboard on the same listener (`/`, `/tasks/<id>`), over
+//!   that API.
 //! - [`metrics`]: the coordinator's metrics and the loop refreshing its gauges.
 //! - [`config`], [`error`], [`convert`].
 //!
@@ -48,12 +51,14 @@ pub mod mcp;
 pub mod metrics;
 pub mod ownership;
 pub mod relay;
+pub mod rest;
 pub mod server;
 pub mod spans;
 pub mod submit;
 pub mod sweeper;
 pub mod waits;
 pub mod watch;
+pub mod webhooks;
 pub mod worker_rpc;
 
 use std::sync::Arc;
@@ -90,6 +95,8 @@ pub struct State {
     pub metrics: metrics::Metrics,
     /// The patch bucket: large result patches are read from it and handed out through it.
     pub patches: taskwire_bus::Patches,
+    /// Each tenant's result-webhook signing secret.
+    pub webhook_secrets: webhooks::Secrets,
 }
 
 impl State {
@@ -157,12 +164,13 @@ pub async fn serve_with_http(
             auth::Authenticator::open()
         }
     };
-    let dashboard = dashboard::Dashboard::new(authenticator.clone());
+    let http_api = rest::HttpApi::new(authenticator.clone());
     let http_task = http::spawn(
         http_listener,
         http::router(readiness.clone(), &metrics)
-            .merge(dashboard::routes(dashboard.clone()))
-            .merge(mcp::routes(dashboard.clone())),
+            .merge(rest::routes(http_api.clone()))
+            .merge(dashboard::routes())
+            .merge(mcp::routes(http_api.clone())),
         http_stop.clone(),
     );
     let tls = server::tls(config.tls_cert.as_deref(), config.tls_key.as_deref())?;
@@ -197,6 +205,10 @@ pub async fn serve_with_http(
             .collect();
         tracing::info!(dirs = ?dirs, "reading agents and commands");
     }
+    let webhook_secrets = match &config.webhook_secrets_file {
+        Some(path) => webhooks::Secrets::from_file(path)?,
+        None => webhooks::Secrets::default(),
+    };
     let (agents, command_registry) = commands::load(&config_dirs);
     let loops = CancellationToken::new();
     let relay_wake = Arc::new(Notify::new());
@@ -214,6 +226,7 @@ pub async fn serve_with_http(
         queue_depth: backpressure::QueueDepth::default(),
         metrics,
         patches: patches.clone(),
+        webhook_secrets: webhook_secrets.clone(),
     });
 
     let mut tasks = tokio::task::JoinSet::new();
@@ -271,6 +284,12 @@ pub async fn serve_with_http(
         loops.clone(),
     ));
     tasks.spawn(metrics::refresh(state.clone(), loops.clone()));
+    let deliverer = webhooks::Deliverer::new(
+        api::TaskApi::new(state.clone()),
+        webhook_secrets,
+        state.config.webhook_policy(),
+    )?;
+    tasks.spawn(deliverer.run(loops.clone()));
     tasks.spawn(backpressure::run(
         bus.clone(),
         subjects.tasks_stream(),
@@ -300,7 +319,7 @@ pub async fn serve_with_http(
             .map_err(|e| CoordinatorError::Config(format!("invalid tls settings: {e}")))?;
     }
     let task_api = api::TaskApi::new(state);
-    dashboard.connected(task_api.clone());
+    http_api.connected(task_api.clone());
     let api = pb::task_service_server::TaskServiceServer::with_interceptor(
         task_api,
         auth::AuthInterceptor(authenticator),

@@ -27,8 +27,8 @@ use pb::task_service_server::TaskService;
 
 use crate::api::TaskApi;
 use crate::auth::Principal;
-use crate::dashboard::{Dashboard, request};
 use crate::error::McpToolError;
+use crate::rest::{HttpApi, request};
 
 /// The gRPC service's methods, as the MCP tools call them. `headers` are the HTTP
 /// request's (`/mcp`), for the caller's token; `None` over stdio.
@@ -335,7 +335,7 @@ impl ServerHandler for FleetServer {
 }
 
 /// The coordinator's own API, as the caller of an `/mcp` request.
-struct OwnApi(Dashboard);
+struct OwnApi(HttpApi);
 
 impl OwnApi {
     /// The API and the caller the request's token names.
@@ -397,7 +397,7 @@ impl Fleet for OwnApi {
 
 /// `/mcp`: the Streamable HTTP endpoint. A request without a valid token (when the
 /// coordinator has a tokens file) is refused with 401 before the protocol sees it.
-pub fn routes(dashboard: Dashboard) -> Router {
+pub fn routes(dashboard: HttpApi) -> Router {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
@@ -419,7 +419,7 @@ pub fn routes(dashboard: Dashboard) -> Router {
 }
 
 async fn authenticate(
-    axum::extract::State(dashboard): axum::extract::State<Dashboard>,
+    axum::extract::State(dashboard): axum::extract::State<HttpApi>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {

@@ -192,6 +192,14 @@ pub fn build_task(
     if req.agent.is_empty() {
         return Err(CoordinatorError::invalid("agent", "is required"));
     }
+    let callback_url = match std::mem::take(&mut req.callback_url) {
+        url if url.is_empty() => None,
+        url => Some(
+            crate::webhooks::check_url(&url, &cfg.webhook_policy())
+                .map_err(|reason| CoordinatorError::invalid("callback_url", reason))?
+                .to_string(),
+        ),
+    };
     let agent_name: AgentName = req
         .agent
         .parse()
@@ -345,6 +353,8 @@ pub fn build_task(
             keyed.workspace_patch_ref = workspace_patch_ref.as_ref().map(pb::PatchRef::from);
         }
         h.update(keyed.encode_to_vec());
+        // The webhook is part of what was asked for: a retry naming another is a conflict.
+        h.update(callback_url.as_deref().unwrap_or("").as_bytes());
         format!("{:x}", h.finalize())
     };
     let trace_id = match (&parent, req.trace_id.as_str()) {
@@ -446,6 +456,7 @@ pub fn build_task(
         digest,
         subject: subjects.tasks(&cfg.queue),
         inline_agent_spec: cfg.inline_agent_specs,
+        callback_url,
     })
 }
 
@@ -507,6 +518,12 @@ pub async fn submit_task(
         return Err(CoordinatorError::NotFound(format!(
             "parent task {}",
             p.task_id
+        )));
+    }
+    if !req.callback_url.is_empty() && state.webhook_secrets.get(&req.tenant).is_none() {
+        return Err(CoordinatorError::FailedPrecondition(format!(
+            "callback_url: tenant `{}` has no webhook secret (the coordinator's --webhook-secrets-file names none)",
+            req.tenant
         )));
     }
     crate::ownership::resumed_session(state, &req.tenant, &req.resume_token).await?;

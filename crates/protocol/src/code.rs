@@ -72,6 +72,24 @@ impl ErrorCode {
         })
     }
 
+    /// The HTTP status of the code on the coordinator's HTTP API: Google's mapping of
+    /// the canonical codes, as gRPC gateways use it, except `FAILED_PRECONDITION`,
+    /// which is 409 (the request is valid; the object's state refuses it).
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::InvalidArgument => 400,
+            Self::Unauthenticated => 401,
+            Self::PermissionDenied => 403,
+            Self::NotFound => 404,
+            // The object's state refuses the request (a replay of a completed task).
+            Self::AlreadyExists | Self::FailedPrecondition => 409,
+            Self::ResourceExhausted => 429,
+            Self::Unimplemented => 501,
+            Self::Unavailable => 503,
+            Self::Internal => 500,
+        }
+    }
+
     /// Whether the same request may succeed later (a dependency was down or did not
     /// answer). Workers try such a request again later; any other code is final.
     pub fn is_retryable(self) -> bool {
@@ -103,6 +121,28 @@ impl From<ErrorCode> for tonic::Code {
     }
 }
 
+#[cfg(feature = "grpc")]
+impl From<tonic::Code> for ErrorCode {
+    /// The code of a gRPC status. The canonical codes taskwire never sends map to the
+    /// nearest one: a client's cancel and a deadline to `UNAVAILABLE` (asking again may
+    /// succeed), the rest to `INTERNAL`.
+    fn from(code: tonic::Code) -> Self {
+        use tonic::Code as C;
+        match code {
+            C::InvalidArgument | C::OutOfRange => Self::InvalidArgument,
+            C::Unauthenticated => Self::Unauthenticated,
+            C::PermissionDenied => Self::PermissionDenied,
+            C::NotFound => Self::NotFound,
+            C::AlreadyExists | C::Aborted => Self::AlreadyExists,
+            C::FailedPrecondition => Self::FailedPrecondition,
+            C::ResourceExhausted => Self::ResourceExhausted,
+            C::Unimplemented => Self::Unimplemented,
+            C::Unavailable | C::Cancelled | C::DeadlineExceeded => Self::Unavailable,
+            C::Ok | C::Unknown | C::Internal | C::DataLoss => Self::Internal,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +167,24 @@ mod tests {
             ErrorCode::from_wire("FailedPrecondition"),
             Some(ErrorCode::FailedPrecondition)
         );
+    }
+
+    #[test]
+    #[cfg(feature = "grpc")]
+    fn every_code_maps_back_from_its_grpc_code_and_to_a_distinct_http_status_class() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from(tonic::Code::from(code)), code, "{code}");
+            let http = code.http_status();
+            assert!((400..600).contains(&http), "{code}: {http}");
+            assert_eq!(
+                http >= 500,
+                matches!(
+                    code,
+                    ErrorCode::Unimplemented | ErrorCode::Unavailable | ErrorCode::Internal
+                ),
+                "{code}"
+            );
+        }
     }
 
     #[test]

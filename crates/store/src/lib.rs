@@ -38,6 +38,7 @@ pub mod specs;
 pub mod subtrees;
 pub mod tasks;
 pub mod usage;
+pub mod webhooks;
 
 use std::time::Duration;
 

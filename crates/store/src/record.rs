@@ -21,6 +21,9 @@ pub struct NewTask {
     /// specs were stored by digest did (for a rolling upgrade from one), instead of
     /// naming the spec by digest.
     pub inline_agent_spec: bool,
+    /// Where to POST the result when the task ends (a result webhook; see
+    /// [`crate::webhooks`]); checked by the coordinator before it gets here.
+    pub callback_url: Option<String>,
 }
 
 impl NewTask {

@@ -76,6 +76,8 @@ impl Store {
             .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
             .unzip();
         let subjects: Vec<&str> = tasks.iter().map(|t| t.subject.as_str()).collect();
+        let callbacks: Vec<Option<&str>> =
+            tasks.iter().map(|t| t.callback_url.as_deref()).collect();
         // One statement, so one round trip and its own transaction: the bundles (an
         // existing one is left as it is: a digest names one bundle), the tasks, and the
         // outbox rows of the tasks actually inserted, in the batch's order.
@@ -84,10 +86,10 @@ impl Store {
                  SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
                                       $12::timestamptz[], $13::int[], $14::uuid[], $15::int8[], $16::int8[], \
-                                      $19::bytea[], $20::text[], $21::int2[]) WITH ORDINALITY \
+                                      $19::bytea[], $20::text[], $21::int2[], $22::text[]) WITH ORDINALITY \
                       AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
                            request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
-                           max_cost_picousd, agent_spec_digest, subject, priority, ord)), \
+                           max_cost_picousd, agent_spec_digest, subject, priority, callback_url, ord)), \
              specs AS ( \
                  INSERT INTO agent_specs (digest, bundle) \
                  SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
@@ -111,7 +113,11 @@ impl Store {
                                   WHERE o.priority = t.priority AND o.tenant = t.tenant), \
                                  (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = t.priority), 0) \
                         + row_number() OVER (PARTITION BY t.priority, t.tenant ORDER BY t.ord) \
-                 FROM t JOIN inserted USING (task_id) ORDER BY t.ord) \
+                 FROM t JOIN inserted USING (task_id) ORDER BY t.ord), \
+             hooks AS ( \
+                 INSERT INTO webhooks (task_id, tenant, url) \
+                 SELECT t.task_id, t.tenant, t.callback_url \
+                 FROM t JOIN inserted USING (task_id) WHERE t.callback_url IS NOT NULL) \
              SELECT task_id FROM inserted",
         )
         .bind(&ids)
@@ -135,6 +141,7 @@ impl Store {
         .bind(&spec_digests)
         .bind(&subjects)
         .bind(&priorities)
+        .bind(&callbacks)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;

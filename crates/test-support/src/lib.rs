@@ -8,6 +8,7 @@
 //! - [`model`]: a scripted model served over real HTTP that speaks the OpenAI-compatible
 //!   chat-completions and the Anthropic Messages wire formats (streaming and not), so
 //!   provider clients are tested for real.
+//! - [`scripts`]: model scripts several tests (and the dev fleet) share.
 //!
 //! When a service cannot be reached the harness fails the test with a message that
 //! says how to start it; it never skips.
@@ -18,6 +19,7 @@ pub mod nats;
 pub mod otlp;
 pub mod postgres;
 pub mod private_postgres;
+pub mod scripts;
 pub mod tls;
 
 pub use model::{Gate, ScriptedModel, ScriptedReply, SeenRequest};

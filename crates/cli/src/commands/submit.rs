@@ -66,6 +66,9 @@ pub struct SubmitArgs {
     /// JSON Schema file the final answer must satisfy; the answer is returned as JSON (`structured`)
     #[arg(long, value_name = "FILE", value_parser = read_output_schema)]
     pub output_schema: Option<String>,
+    /// POST the result to this URL when the task ends, signed with the tenant's webhook secret (https, public addresses, unless the coordinator allows others)
+    #[arg(long, value_name = "URL")]
+    pub callback_url: Option<String>,
     /// Follow the task until it finishes and print its result; exits 1 unless it completed
     #[arg(long)]
     pub wait: bool,
@@ -163,6 +166,7 @@ fn build_request(
         auth_scope: args.scopes.clone(),
         input: args.input.as_ref().map(json_to_struct),
         output_schema: args.output_schema.clone().unwrap_or_default(),
+        callback_url: args.callback_url.clone().unwrap_or_default(),
         ..Default::default()
     })
 }

@@ -93,5 +93,36 @@ settings! {
             value_parser = clap::builder::BoolishValueParser::new()
         )]
         pub inline_agent_specs: Option<bool> => inline_agent_specs,
+        /// TOML file of each tenant's result-webhook signing secret (tenant = "secret" lines) [default: none, submits with a callback_url are refused]
+        #[arg(long, env = "TASKWIRE_WEBHOOK_SECRETS_FILE", value_name = "FILE")]
+        pub webhook_secrets_file: Option<PathBuf> => webhook_secrets_file,
+        /// Allow http webhook URLs, not only https [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_WEBHOOK_ALLOW_HTTP",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub webhook_allow_http: Option<bool> => webhook_allow_http,
+        /// Allow webhooks to loopback, private and link-local addresses [default: false]
+        #[arg(
+            long,
+            env = "TASKWIRE_WEBHOOK_ALLOW_PRIVATE",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        pub webhook_allow_private: Option<bool> => webhook_allow_private,
+        /// Attempts of a webhook delivery before it is given up [default: 10]
+        #[arg(long, env = "TASKWIRE_WEBHOOK_MAX_ATTEMPTS", value_name = "N")]
+        pub webhook_max_attempts: Option<u32> => webhook_max_attempts,
+        /// How long one webhook POST may take, e.g. 10s [default: 10s]
+        #[arg(long, env = "TASKWIRE_WEBHOOK_TIMEOUT", value_name = "DURATION")]
+        pub webhook_timeout: Option<HumanDuration> => webhook_timeout,
     }
 }

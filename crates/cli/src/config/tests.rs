@@ -267,6 +267,7 @@ fn print_config_shows_every_setting_once_all_are_set() {
         nats_credentials_file: path(),
         nats_token: Some("token".to_owned()),
         nats_tls_ca: path(),
+        webhook_secrets_file: path(),
         ..CoordinatorSettings::default()
     };
     let config =
@@ -475,6 +476,11 @@ fn every_setting_lands_in_its_own_slot_and_prints_back() {
         nats_token: Some("token".to_owned()),
         nats_tls_ca: path("/ca"),
         nats_require_tls: Some(true),
+        webhook_secrets_file: path("/secrets"),
+        webhook_allow_http: Some(true),
+        webhook_allow_private: Some(true),
+        webhook_max_attempts: Some(23),
+        webhook_timeout: secs(24),
     };
     let printed =
         CoordinatorSettings::printable(&coordinator.clone().apply(CoordinatorConfig::default()));

@@ -44,6 +44,26 @@ pub fn task(t: &pb::Task) -> Value {
         "max_tokens": t.max_tokens,
         "text": t.result.as_ref().map_or("", result_text),
         "result": t.result.as_ref().map(result),
+        "webhook": t.webhook.as_ref().map(webhook),
+    })
+}
+
+/// A task's result webhook and its deliveries.
+pub fn webhook(w: &pb::Webhook) -> Value {
+    let state = taskwire_protocol::status::webhook_state_name(w.state);
+    json!({
+        "url": w.url,
+        "state": state,
+        "attempts": w.attempts,
+        "next_attempt_at": timestamp(w.next_attempt_at.as_ref()),
+        "delivered_at": timestamp(w.delivered_at.as_ref()),
+        "deliveries": w.deliveries.iter().map(|d| json!({
+            "attempt": d.attempt,
+            "started_at": timestamp(d.started_at.as_ref()),
+            "status_code": d.status_code,
+            "error": d.error,
+            "duration_ms": d.duration_ms,
+        })).collect::<Vec<_>>(),
     })
 }
 

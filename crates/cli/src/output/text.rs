@@ -246,6 +246,23 @@ pub fn task_summary(t: &pb::Task) -> String {
     for a in &t.attempts {
         let _ = writeln!(out, "{:<9} {}", "attempts", attempt_line(a));
     }
+    // The result webhook and each of its deliveries.
+    if let Some(w) = &t.webhook {
+        let _ = writeln!(out, "{:<9} {} {}", "webhook", w.url, webhook_state(w));
+        for d in &w.deliveries {
+            let answer = match (d.status_code, d.error.as_str()) {
+                (0, e) => e.to_owned(),
+                (code, "") => format!("HTTP {code}"),
+                (code, e) => format!("HTTP {code}: {e}"),
+            };
+            let at = timestamp(d.started_at.as_ref()).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:<9} #{} at {at}: {answer} ({} ms)",
+                "delivery", d.attempt, d.duration_ms
+            );
+        }
+    }
     if let Some(r) = &t.result {
         for c in &r.tool_calls {
             let _ = writeln!(
@@ -289,6 +306,16 @@ fn attempt_line(a: &pb::Attempt) -> String {
         let _ = write!(line, ": {}{retry}", first_line(&a.error));
     }
     line
+}
+
+/// `delivered (2 attempts)`, `pending (1 attempt, next at ...)`.
+fn webhook_state(w: &pb::Webhook) -> String {
+    let state = taskwire_protocol::status::webhook_state_name(w.state);
+    let plural = if w.attempts == 1 { "" } else { "s" };
+    match timestamp(w.next_attempt_at.as_ref()) {
+        Some(next) => format!("{state} ({} attempt{plural}, next at {next})", w.attempts),
+        None => format!("{state} ({} attempt{plural})", w.attempts),
+    }
 }
 
 /// `2`, or `2 of 3` when the attempt budget is known.

@@ -75,6 +75,7 @@ pub fn task(key: Option<&str>, digest: &str) -> NewTask {
         digest: digest.into(),
         subject: "t.tasks.default".into(),
         inline_agent_spec: false,
+        callback_url: None,
     }
 }
 

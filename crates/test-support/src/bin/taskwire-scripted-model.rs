@@ -5,7 +5,12 @@
 //! found around the match, then answer with what it read. Everything it says comes from
 //! real tool output. Prints its base URL on stdout and serves until killed.
 //!
-//! Usage: `taskwire-scripted-model [PATTERN]`
+//! With `--tree` it plays [`taskwire_test_support::scripts::two_children`] instead: the
+//! prompt `parent: two children` starts an `asker` child that needs an approval and an
+//! `explore` child; any other prompt is answered `done: <prompt>` (what the SDKs' tests
+//! and `scripts/dev-fleet.sh` use).
+//!
+//! Usage: `taskwire-scripted-model [PATTERN | --tree]`
 
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
@@ -54,7 +59,11 @@ async fn main() {
     let pattern = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "send_publish".to_owned());
-    let model = ScriptedModel::start(move |req: &SeenRequest| script(&pattern, req)).await;
+    let model = if pattern == "--tree" {
+        ScriptedModel::start(taskwire_test_support::scripts::two_children).await
+    } else {
+        ScriptedModel::start(move |req: &SeenRequest| script(&pattern, req)).await
+    };
     println!("{}", model.base_url());
     // Serve until the process is killed.
     std::future::pending::<()>().await;

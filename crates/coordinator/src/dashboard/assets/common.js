@@ -15,7 +15,7 @@ const tw = {
   // Says whether the API needs a token; asks for one when it does and none is kept.
   async access() {
     const el = document.getElementById("access");
-    const cfg = await (await fetch("/api/config")).json();
+    const cfg = await (await fetch("/v1/info")).json();
     if (!cfg.auth) {
       el.textContent = "open API: no tokens file is configured, every caller sees every tenant";
       el.classList.add("open");

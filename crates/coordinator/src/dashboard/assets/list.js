@@ -1,5 +1,5 @@
-// The task list: newest first, filtered through the URL's query (status, agent, trace,
-// q); statuses update live from /api/live.
+// The task list: newest first, filtered through the URL's query (status, agent, trace_id,
+// q); statuses update live from /v1/events.
 "use strict";
 
 const rows = new Map();
@@ -39,7 +39,7 @@ async function load() {
       if (filter && filter !== ev.status) tr.classList.add("stale");
     } else if (!filter || filter === ev.status) {
       // A task that is new to this page: show it on top, read whole.
-      tw.api("/api/tasks?" + new URLSearchParams(Object.assign(Object.fromEntries(params), { limit: "20" })))
+      tw.api("/v1/tasks?" + new URLSearchParams(Object.assign(Object.fromEntries(params), { limit: "20" })))
         .then(({ tasks }) => { const t = tasks.find((x) => x.task_id === ev.task_id);
           if (!t || rows.has(t.task_id)) return;
           const tr = row(t);
@@ -50,12 +50,12 @@ async function load() {
   };
   let open;
   const opened = new Promise((resolve) => { open = resolve; });
-  const feed = tw.events("/api/live", (ev) => { if (loaded) apply(ev); else early.push(ev); }, open);
+  const feed = tw.events("/v1/events", (ev) => { if (loaded) apply(ev); else early.push(ev); }, open);
   feed.catch(tw.showError);
   // The list is read once the feed is open, or without it if it failed (shown above).
   await Promise.race([opened, feed.catch(() => {})]);
   try {
-    const { tasks } = await tw.api("/api/tasks?" + params.toString());
+    const { tasks } = await tw.api("/v1/tasks?" + params.toString());
     body.replaceChildren(...tasks.map(row));
     if (!tasks.length) body.appendChild(tw.el("tr", {}, tw.el("td", { colspan: "6" }, "no tasks")));
   } catch (e) { tw.showError(e); return; }

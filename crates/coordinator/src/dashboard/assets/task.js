@@ -1,5 +1,5 @@
-// The task tree page: the tree from /api/tasks/<id>/tree, then live from
-// /api/tasks/<id>/events (every node's progress and result on one stream). A click on
+// The task tree page: the tree from /v1/tasks/<id>/tree, then live from
+// /v1/tasks/<id>/events (every node's progress and result on one stream). A click on
 // a node shows its timeline, result and transcript; approvals raised anywhere in the
 // tree are answered from the banner at the top.
 "use strict";
@@ -147,7 +147,7 @@ function drawApprovals() {
     const msg = tw.el("input", { placeholder: "message for the model (reject)", class: "reject-message" });
     const answer = (kind) => async () => {
       try {
-        await tw.post("/api/tasks/" + a.task_id + "/approve", { request_id: rid, answer: kind, message: msg.value });
+        await tw.post("/v1/tasks/" + a.task_id + "/approvals/" + encodeURIComponent(rid), { answer: kind, message: msg.value });
         approvals.delete(rid); draw();
       } catch (e) { tw.showError(e); }
     };
@@ -208,7 +208,7 @@ async function loadTranscript() {
   const box = document.getElementById("transcript");
   const id = selected;
   try {
-    const { transcript } = await tw.api("/api/tasks/" + id + "/transcript");
+    const { transcript } = await tw.api("/v1/tasks/" + id + "/transcript");
     if (id !== selected) return;
     const messages = transcript && (transcript.messages || transcript);
     if (!Array.isArray(messages)) { box.replaceChildren(tw.el("p", {}, transcript ? "" : "no transcript saved yet")); return; }
@@ -218,20 +218,20 @@ async function loadTranscript() {
   } catch (e) { box.replaceChildren(tw.el("p", { class: "error" }, String(e.message || e))); }
 }
 
-document.getElementById("cancel").onclick = () => tw.post("/api/tasks/" + selected + "/cancel").then(draw, tw.showError);
-document.getElementById("replay").onclick = () => tw.post("/api/tasks/" + selected + "/replay")
+document.getElementById("cancel").onclick = () => tw.post("/v1/tasks/" + selected + "/cancel").then(draw, tw.showError);
+document.getElementById("replay").onclick = () => tw.post("/v1/tasks/" + selected + "/replay")
   .then(() => location.reload(), tw.showError);
 
 async function start() {
   await tw.access();
-  const { tasks } = await tw.api("/api/tasks/" + encodeURIComponent(rootId) + "/tree");
+  const { tasks } = await tw.api("/v1/tasks/" + encodeURIComponent(rootId) + "/tree");
   tasks.forEach(fromTask);
   document.title = "taskwire · " + rootId.slice(-8);
   draw(); loadTranscript();
   // Durations of running nodes move on; a local redraw, not a request.
   setInterval(() => { if ([...nodes.values()].some((n) => !tw.terminal(n.status))) draw(); }, 1000);
   setLive("live");
-  await tw.events("/api/tasks/" + encodeURIComponent(rootId) + "/events", onEvent);
+  await tw.events("/v1/tasks/" + encodeURIComponent(rootId) + "/events", onEvent);
   loadTranscript();
 }
 start().catch((e) => { setLive("disconnected"); tw.showError(e); });

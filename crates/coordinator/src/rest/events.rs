@@ -1,15 +1,16 @@
-//! The dashboard's live feeds, as server-sent events.
+//! The live feeds, as server-sent events (each event's `data` one JSON object).
 //!
-//! - `/api/tasks/{id}/events`: a task tree's events. The root is followed with the
+//! - `/v1/tasks/{id}/events`: a task tree's events. The root is followed with the
 //!   API's own `Watch` (replayed from the start, then live); every `child_task` event
 //!   opens a `Watch` of that child, so the whole tree arrives on one connection, each
-//!   event naming its task. Each event is `{"type": "progress", ...}` or
+//!   event naming its task ([`TreeEvent`]): `{"type": "progress", ...}` or
 //!   `{"type": "result", "task_id", "result"}`; `{"type": "end"}` follows the last
-//!   result of the tree.
-//! - `/api/live`: status changes of the caller's tasks, from the progress events and
-//!   the "finished" notices the watchers use (`{"task_id", "status"}`), for the list.
+//!   result of the tree, and the response ends.
+//! - `/v1/events`: status changes of the caller's tasks, from the progress events and
+//!   the "finished" notices the watchers use ([`StatusChange`]), for the
+//!   dashboard's list.
 //!
-//! Nothing polls: both feeds are NATS subscriptions, and a feed ends when the browser
+//! Nothing polls: both feeds are NATS subscriptions, and a feed ends when the client
 //! goes away (its watches with it).
 
 use std::collections::{HashMap, HashSet};
@@ -20,13 +21,14 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde::Serialize;
 use taskwire_protocol::pb::task_service_server::TaskService;
 use taskwire_protocol::{TaskId, pb};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{ApiError, Dashboard, request};
+use super::model::{ErrorBody, Progress, StatusChange, TaskResult, TreeEvent, status};
+use super::{ApiError, HttpApi, request};
 use crate::api::TaskApi;
 use crate::auth::Principal;
 
@@ -36,16 +38,34 @@ const SEEN_LIMIT: usize = 10_000;
 type SseStream = Response;
 
 /// The values `rx` yields, one event each, with keep-alive comments in between.
-fn sse(rx: mpsc::Receiver<Value>) -> SseStream {
-    let events =
-        ReceiverStream::new(rx).map(|v| Ok::<_, Infallible>(Event::default().data(v.to_string())));
+fn sse<T: Serialize + Send + 'static>(rx: mpsc::Receiver<T>) -> SseStream {
+    let events = ReceiverStream::new(rx).map(|v| {
+        let data = serde_json::to_string(&v).unwrap_or_else(|e| {
+            format!("{{\"type\": \"error\", \"error\": \"unserializable event: {e}\"}}")
+        });
+        Ok::<_, Infallible>(Event::default().data(data))
+    });
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
 }
 
+/// Follows a task tree: its progress and results, and its descendants', replayed from
+/// the start, then live; the response ends after `{"type": "end"}`.
+#[utoipa::path(
+    get, path = "/v1/tasks/{id}/events", tag = "tasks", operation_id = "events",
+    params(("id" = uuid::Uuid, Path, description = "The root task's id")),
+    responses(
+        (status = 200, description = "Server-sent events, each `data` one JSON event", content_type = "text/event-stream", body = super::model::TreeEventSse),
+        (status = 400, description = "The id is not a task id", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 404, description = "No such task (or another tenant's)", body = ErrorBody),
+        (status = 503, description = "The coordinator is starting, or Postgres or NATS is down", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
 pub async fn tree_events(
-    AxumState(d): AxumState<Dashboard>,
+    AxumState(d): AxumState<HttpApi>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<SseStream, ApiError> {
@@ -75,7 +95,7 @@ async fn follow_tree(
     caller: Principal,
     root_id: String,
     root: Watch,
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<TreeEvent>,
 ) {
     let (inner_tx, mut inner) = mpsc::channel::<Tagged>(256);
     let mut followed = HashSet::from([root_id.clone()]);
@@ -94,14 +114,17 @@ async fn follow_tree(
             None => {
                 open -= 1;
                 if open == 0 {
-                    let _ = tx.send(json!({"type": "end"})).await;
+                    let _ = tx.send(TreeEvent::End).await;
                     return;
                 }
                 continue;
             }
             Some(Err(status)) => {
                 tracing::debug!(task.id = %task, error = %status.message(), "dashboard watch failed");
-                json!({"type": "error", "task_id": task, "error": status.message()})
+                TreeEvent::Error {
+                    task_id: task,
+                    error: status.message().to_owned(),
+                }
             }
             Some(Ok(pb::WatchEvent {
                 event: Some(pb::watch_event::Event::Progress(p)),
@@ -131,15 +154,14 @@ async fn follow_tree(
                         }
                     }
                 }
-                let mut v = super::json::progress(&p);
-                v["type"] = json!("progress");
-                v
+                TreeEvent::Progress(Progress::from(&p))
             }
             Some(Ok(pb::WatchEvent {
                 event: Some(pb::watch_event::Event::Result(r)),
-            })) => {
-                json!({"type": "result", "task_id": task, "result": super::json::result(&r)})
-            }
+            })) => TreeEvent::Result {
+                task_id: task,
+                result: TaskResult::from(&r),
+            },
             Some(Ok(_)) => continue,
         };
         if tx.send(out).await.is_err() {
@@ -164,8 +186,18 @@ async fn forward(task: String, mut watch: Watch, tx: mpsc::Sender<Tagged>) {
     let _ = tx.send((task, None)).await;
 }
 
-pub async fn list_events(
-    AxumState(d): AxumState<Dashboard>,
+/// Status changes of the caller's tasks, live (the dashboard's list).
+#[utoipa::path(
+    get, path = "/v1/events", tag = "tasks", operation_id = "status_changes",
+    responses(
+        (status = 200, description = "Server-sent events, each `data` one status change", content_type = "text/event-stream", body = super::model::StatusChangeSse),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 503, description = "The coordinator is starting, or NATS is down", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn status_changes(
+    AxumState(d): AxumState<HttpApi>,
     headers: HeaderMap,
 ) -> Result<SseStream, ApiError> {
     let (api, caller) = d.caller(&headers)?;
@@ -198,7 +230,7 @@ pub async fn list_events(
                     // The last of the message's events names the task's status now.
                     let Some(p) = events.ok().and_then(|mut e| e.0.pop()) else { continue };
                     let Ok(id) = p.task_id.parse::<TaskId>() else { continue };
-                    let status = super::json::status(p.status);
+                    let status = status(p.status);
                     let entry = attempts.entry(id).or_insert((0, None));
                     entry.0 = entry.0.max(p.attempt);
                     if entry.1.is_some_and(|ended| p.attempt <= ended) && !is_terminal(status) {
@@ -259,7 +291,7 @@ fn is_terminal(status: &str) -> bool {
 
 /// Sends `status` for `id` unless it was the last one sent.
 async fn send_status(
-    tx: &mpsc::Sender<Value>,
+    tx: &mpsc::Sender<StatusChange>,
     seen: &mut HashMap<TaskId, (bool, &'static str)>,
     id: TaskId,
     status: &'static str,
@@ -268,7 +300,10 @@ async fn send_status(
     if entry.1 != status {
         entry.1 = status;
         let _ = tx
-            .send(json!({"task_id": id.to_string(), "status": status}))
+            .send(StatusChange {
+                task_id: id.to_string(),
+                status: status.to_owned(),
+            })
             .await;
     }
 }
