@@ -188,14 +188,14 @@ async fn the_openapi_document_holds_under_schemathesis_against_a_running_coordin
     );
     eprintln!("schemathesis took {:?}:\n{text}", started.elapsed());
     assert!(out.status.success(), "schemathesis found failures:\n{text}");
+    // The summary's `N generated, N passed, ...` line.
     let generated = text
         .lines()
         .find_map(|l| {
-            l.trim()
-                .strip_suffix(" generated")
-                .or_else(|| l.trim().split_once(" generated").map(|(n, _)| n))
+            let mut words = l.split_whitespace();
+            let n = words.next()?.parse::<u32>().ok()?;
+            (words.next() == Some("generated,")).then_some(n)
         })
-        .and_then(|n| n.trim().parse::<u32>().ok())
         .unwrap_or(0);
     assert!(
         generated >= 200,

@@ -223,7 +223,7 @@ async fn a_result_webhook_is_signed_retried_through_two_failures_and_each_delive
         assert_eq!(body["event"], "task.ended");
         assert_eq!(body["task"]["task_id"], id.as_str());
         assert_eq!(body["task"]["status"], "completed");
-        assert_eq!(body["task"]["result"]["text"], "hello hook");
+        assert_eq!(body["task"]["result"]["text"], "echo: hello hook");
     }
     let attempts: Vec<&str> = seen
         .iter()
@@ -370,11 +370,11 @@ async fn a_webhook_cut_off_by_a_coordinator_kill(tree: bool) {
         .await
         .expect("restarted coordinator serves");
     // The lease (timeout 2 s + 5 s) expires, then the delivery is made again.
-    let seen = receiver.wait_for(2, PATIENCE).await;
+    receiver.wait_for(2, PATIENCE).await;
     let task = wait_webhook(&mut client, &id, pb::WebhookState::Delivered, PATIENCE).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let seen_after = receiver.seen();
-    assert_eq!(seen_after.len(), 2, "nothing after the 2xx: {seen_after:?}");
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 2, "nothing after the 2xx: {seen:?}");
     let answered: Vec<Option<u16>> = seen.iter().map(|r| r.answered).collect();
     assert_eq!(answered, [None, Some(200)], "one 2xx, to the second POST");
     assert_eq!(

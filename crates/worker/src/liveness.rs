@@ -25,6 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::WorkerError;
 
+/// Longest the thread waits, when it stops, for its last beats to reach NATS.
+const FLUSH_ON_STOP: Duration = Duration::from_secs(2);
+
 /// How often the held messages are beaten for, given the consumer's ack wait.
 pub fn beat_period(ack_wait: Duration) -> Duration {
     ack_wait / 4
@@ -99,7 +102,9 @@ impl Liveness {
                             };
                         let _ = connected.send(Ok(()));
                         beat(&bus, &held, period, &stop).await;
-                        let _ = bus.flush().await;
+                        // Bounded: with NATS gone, a flush waits for a reconnect that
+                        // may never come, and stopping must not wait with it.
+                        let _ = tokio::time::timeout(FLUSH_ON_STOP, bus.flush()).await;
                     });
                 })
                 .map_err(|e| WorkerError::Liveness(e.to_string()))?
