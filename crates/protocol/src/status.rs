@@ -114,6 +114,18 @@ impl TaskStatus {
     }
 }
 
+/// A result webhook's wire state as its lowercase name (`delivered`), as the CLI, the
+/// HTTP API and the SDKs show it; `unknown` for a value this version does not know.
+pub fn webhook_state_name(value: i32) -> &'static str {
+    match crate::pb::WebhookState::try_from(value) {
+        Ok(crate::pb::WebhookState::Waiting) => "waiting",
+        Ok(crate::pb::WebhookState::Pending) => "pending",
+        Ok(crate::pb::WebhookState::Delivered) => "delivered",
+        Ok(crate::pb::WebhookState::Failed) => "failed",
+        _ => "unknown",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,17 +149,5 @@ mod tests {
             TaskStatus::from_wire("status", 999),
             Err(ProtocolError::UnknownEnum("status"))
         );
-    }
-}
-
-/// A result webhook's wire state as its lowercase name (`delivered`), as the CLI, the
-/// HTTP API and the SDKs show it; `unknown` for a value this version does not know.
-pub fn webhook_state_name(value: i32) -> &'static str {
-    match crate::pb::WebhookState::try_from(value) {
-        Ok(crate::pb::WebhookState::Waiting) => "waiting",
-        Ok(crate::pb::WebhookState::Pending) => "pending",
-        Ok(crate::pb::WebhookState::Delivered) => "delivered",
-        Ok(crate::pb::WebhookState::Failed) => "failed",
-        _ => "unknown",
     }
 }

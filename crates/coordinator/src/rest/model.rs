@@ -506,7 +506,7 @@ impl From<&pb::TaskProgress> for Progress {
             Some(E::StepStarted(s)) => ProgressEvent::StepStarted { step: s.step },
             Some(E::StepFinished(s)) => ProgressEvent::StepFinished {
                 step: s.step,
-                usage: Usage::from(&s.usage.clone().unwrap_or_default()),
+                usage: Usage::from(&s.usage.unwrap_or_default()),
             },
             Some(E::ToolCall(c)) => ProgressEvent::ToolCall {
                 call_id: c.call_id.clone(),
