@@ -10,6 +10,16 @@
 set -euo pipefail
 sdk="$(cd "$(dirname "$0")/.." && pwd)"
 repo="$(cd "$sdk/../.." && pwd)"
+
+# Done already for this lock file, this Node and this cache: nothing to fetch (so that
+# a run without the network, as CI's second setup, passes through).
+stamp="$HOME/.cache/taskwire/sdk/typescript.stamp"
+stamp_text="$(sha256sum "$sdk/package-lock.json" "$sdk/package.json" | cut -d' ' -f1; node --version; npm config get cache)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_text" ]; then
+  echo "sdk/typescript: npm cache already ready" >&2
+  exit 0
+fi
+
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -30,4 +40,6 @@ cd "$tmp/project"
 npm init -y >/dev/null
 npm install "${npm_q[@]}" "$tmp"/taskwire-client-*.tgz
 node -e 'import("@taskwire/client").then((m) => { if (typeof m.Client !== "function") process.exit(1); })'
+mkdir -p "$(dirname "$stamp")"
+printf '%s\n' "$stamp_text" >"$stamp"
 echo "sdk/typescript: npm cache ready ($(npm config get cache))"
