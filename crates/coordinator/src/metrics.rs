@@ -38,6 +38,34 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+/// How one result-webhook POST ended (the `outcome` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WebhookOutcome {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// It did not; another attempt follows.
+    Retrying,
+    /// It did not, and it was the last attempt.
+    Failed,
+}
+
+impl WebhookOutcome {
+    const ALL: [Self; 3] = [Self::Delivered, Self::Retrying, Self::Failed];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Delivered => "delivered",
+            Self::Retrying => "retrying",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// Why a dead letter was recorded (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeadLetterReason {
@@ -75,6 +103,7 @@ struct Inner {
     finished: Family<FinishedLabels, Counter>,
     retries: Family<AgentLabels, Counter>,
     dead_letters: Family<ReasonLabels, Counter>,
+    webhook_deliveries: Family<OutcomeLabels, Counter>,
     queued: Gauge,
     running: Gauge,
     approvals_pending: Gauge,
@@ -128,6 +157,17 @@ impl Metrics {
             "Dead letters recorded, by reason",
             dead_letters.clone(),
         );
+        let webhook_deliveries = Family::<OutcomeLabels, Counter>::default();
+        for outcome in WebhookOutcome::ALL {
+            drop(webhook_deliveries.get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            }));
+        }
+        r.register(
+            "taskwire_coordinator_webhook_deliveries",
+            "Result-webhook POSTs, by outcome",
+            webhook_deliveries.clone(),
+        );
         let queued = Gauge::default();
         r.register(
             "taskwire_coordinator_tasks_queued",
@@ -179,6 +219,7 @@ impl Metrics {
             finished,
             retries,
             dead_letters,
+            webhook_deliveries,
             queued,
             running,
             approvals_pending,
@@ -187,6 +228,15 @@ impl Metrics {
             run_duration,
             duration,
         }))
+    }
+
+    pub fn webhook_delivery(&self, outcome: WebhookOutcome) {
+        self.0
+            .webhook_deliveries
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            })
+            .inc();
     }
 
     /// The registry `/metrics` encodes.

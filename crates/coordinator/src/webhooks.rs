@@ -311,6 +311,14 @@ impl Deliverer {
             Err(error) => self.failed(&due, 0, error),
         };
         let took = started.elapsed();
+        use crate::metrics::WebhookOutcome;
+        self.api.state().metrics.webhook_delivery(match &outcome {
+            DeliveryOutcome::Delivered { .. } => WebhookOutcome::Delivered,
+            DeliveryOutcome::Failed {
+                retry_in: Some(_), ..
+            } => WebhookOutcome::Retrying,
+            DeliveryOutcome::Failed { retry_in: None, .. } => WebhookOutcome::Failed,
+        });
         match &outcome {
             DeliveryOutcome::Delivered { status_code } => {
                 tracing::info!(task.id = %due.task_id, attempt = due.attempt, status = status_code, "webhook delivered")
