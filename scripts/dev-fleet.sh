@@ -5,7 +5,8 @@
 # an `explore` child; any other prompt is answered `done: <prompt>`), a coordinator
 # (gRPC on TASKWIRE_LISTEN, default 127.0.0.1:50051; HTTP on TASKWIRE_HTTP_LISTEN,
 # default 127.0.0.1:8080) with the definitions in sdk/testdata/config (the `asker`
-# agent, the `/greet` command), and a worker. Prints the addresses.
+# agent, the `/greet` command; TASKWIRE_AUTH_TOKENS_FILE is honoured), and a worker.
+# Prints the addresses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -44,8 +45,9 @@ export TASKWIRE_ADDR="http://$TASKWIRE_LISTEN"
 
 "$bin/taskwire" coordinator >"$state/coordinator.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 150); do "$bin/taskwire" agents >/dev/null 2>&1 && break; sleep 0.2; done
-"$bin/taskwire" agents >/dev/null
+# Ready when /readyz says so (with or without TASKWIRE_AUTH_TOKENS_FILE).
+for _ in $(seq 150); do curl -sf "http://$TASKWIRE_HTTP_LISTEN/readyz" >/dev/null && break; sleep 0.2; done
+curl -sf "http://$TASKWIRE_HTTP_LISTEN/readyz" >/dev/null
 git -C "$state/workspace" init -q
 # The worker's own HTTP listener (health, metrics) on a port of its own.
 TASKWIRE_HTTP_LISTEN=127.0.0.1:0 "$bin/taskwire" worker --workspace "$state/workspace" --concurrency 4 >"$state/worker.log" 2>&1 &

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds sdk/typescript offline in a temporary copy, installs it into a fresh project
-# the way its README says (`npm ci` in the SDK, then `npm install <sdk folder>`), and
+# Installs a temporary copy of sdk/typescript into a fresh project offline, the way its
+# README says (`npm install <sdk folder>`, whose prepare installs the SDK's locked
+# dependencies and builds it: buf generate from proto/, tsc), and
 # runs its tests and both examples there against the fleet at TASKWIRE_TEST_ADDR
 # (token: TASKWIRE_TEST_TOKEN). Also installs `npm pack`'s tarball into a second
 # project and runs an example from it. Needs no network once ci/prepare.sh has filled
@@ -19,15 +20,11 @@ tar -C "$sdk" --exclude=./node_modules --exclude=./dist --exclude=./src/gen --ex
   tar -C "$copy" -xf -
 cp -r "$repo/proto" "$tmp/repo/proto"
 
-step "build (npm ci --offline: the locked dependencies, then prepare: buf generate + tsc)"
-cd "$copy"
-npm ci "${npm_q[@]}"
-test -f dist/index.js && test -f dist/index.d.ts && test -f src/gen/taskwire/v1/task_service_pb.ts
-
-step "install into a fresh project: npm install <sdk folder>"
+step "install into a fresh project: npm install <sdk folder> (its prepare installs the SDK's locked dependencies and builds it)"
 cd "$tmp/project"
 npm init -y >/dev/null
 npm install "${npm_q[@]}" "$copy"
+test -f "$copy/dist/index.js" && test -f "$copy/dist/index.d.ts" && test -f "$copy/src/gen/taskwire/v1/task_service_pb.ts"
 cp -r "$sdk/test" "$sdk/examples" .
 
 addr="${TASKWIRE_TEST_ADDR:-}"
