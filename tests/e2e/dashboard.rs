@@ -410,3 +410,52 @@ async fn the_http_apis_cancel_stops_a_queued_task_and_replay_of_a_cancelled_one_
         "the text filter"
     );
 }
+
+#[tokio::test]
+async fn a_slash_command_runs_over_the_http_api_and_an_unknown_one_is_not_found() {
+    let addr: SocketAddr = free_addr().expect("free port");
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk/testdata/config");
+    let cluster = start_with(ScriptedModel::echo().await, 1, 1, move |c| {
+        c.http_listen = addr;
+        c.config_dir = Some(config);
+    })
+    .await
+    .expect("cluster");
+    let (code, body) = http(
+        addr,
+        "POST",
+        "/v1/commands/greet",
+        None,
+        r#"{"arguments": "Ada"}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let submitted: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let id = submitted["task_id"].as_str().expect("task id").to_owned();
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.agent, "general");
+    let text = task
+        .result
+        .as_ref()
+        .and_then(|r| r.output.as_ref())
+        .map(|o| o.text.clone())
+        .unwrap_or_default();
+    assert!(
+        text.contains("greet Ada"),
+        "the command's template ran: {text}"
+    );
+
+    let (code, body) = http(addr, "POST", "/v1/commands/nope", None, "{}").await;
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains(r#""code":"NOT_FOUND""#), "{body}");
+    let (code, body) = http(
+        addr,
+        "POST",
+        "/v1/commands/greet",
+        None,
+        r#"{"args": "Ada"}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "an unknown field is named: {body}");
+    assert!(body.contains("args"), "{body}");
+}

@@ -198,6 +198,7 @@ impl Modify for BearerScheme {
 /// | `GET /v1/tasks/{id}/transcript` | a finished task's session transcript |
 /// | `GET /v1/tasks/{id}/events` | SSE: the tree's progress and results, from the start |
 /// | `GET /v1/events` | SSE: status changes of the caller's tasks |
+/// | `POST /v1/commands/{name}` | run a slash command |
 /// | `GET /v1/agents` | the agents |
 /// | `GET /v1/info` | whether a token is needed; the version |
 pub fn routes(state: HttpApi) -> Router {
@@ -233,6 +234,7 @@ fn api() -> OpenApiRouter<HttpApi> {
         .routes(routes!(tasks::transcript))
         .routes(routes!(events::tree_events))
         .routes(routes!(events::status_changes))
+        .routes(routes!(tasks::run_command))
         .routes(routes!(tasks::agents))
         .routes(routes!(tasks::info))
 }
@@ -267,6 +269,7 @@ mod tests {
             ("/v1/tasks/{id}/cancel", "post"),
             ("/v1/tasks/{id}/approvals/{request_id}", "post"),
             ("/v1/tasks/{id}/events", "get"),
+            ("/v1/commands/{name}", "post"),
             ("/v1/agents", "get"),
         ] {
             let op = &paths[path][method];

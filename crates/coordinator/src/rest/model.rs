@@ -311,6 +311,37 @@ pub struct SubmitBody {
     pub callback_url: Option<String>,
 }
 
+/// `POST /v1/commands/{name}`'s body: the command's arguments and options. Unknown
+/// fields are refused.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandBody {
+    /// The text after the command's name (`$ARGUMENTS`, `$1`..`$9`).
+    #[serde(default)]
+    pub arguments: Option<String>,
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Run it as a child of this task (its id; empty: none).
+    #[serde(default)]
+    #[schema(pattern = "^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$")]
+    pub parent_task_id: Option<String>,
+    /// Continue this session (prompt mode; empty: a new one).
+    #[serde(default)]
+    #[schema(pattern = "^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$")]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// RFC 3339.
+    #[serde(default)]
+    #[schema(format = DateTime)]
+    pub deadline: Option<String>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// A JSON Schema the final answer must satisfy (an object, or its JSON text).
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+}
+
 /// Something the task draws on.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

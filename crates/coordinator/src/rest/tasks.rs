@@ -11,8 +11,8 @@ use taskwire_protocol::pb::task_service_server::TaskService;
 use utoipa::IntoParams;
 
 use super::model::{
-    AgentList, ApprovalAnswer, ApprovalBody, CancelBody, ErrorBody, ServerInfo, StatusReply,
-    SubmitBody, Submitted, Task, TaskList, Transcript,
+    AgentList, ApprovalAnswer, ApprovalBody, CancelBody, ErrorBody, RunCommandBody, ServerInfo,
+    StatusReply, SubmitBody, Submitted, Task, TaskList, Transcript,
 };
 use super::{ApiError, Body, HttpApi, Query, invalid, request};
 use crate::api::TaskApi;
@@ -51,29 +51,36 @@ pub async fn submit(
     Ok(Json(Submitted::from(r)))
 }
 
-/// The body as the gRPC request.
-fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
-    let deadline = b
-        .deadline
-        .as_deref()
-        .map(|d| {
-            chrono::DateTime::parse_from_rfc3339(d)
-                .map(|t| prost_types::Timestamp {
-                    seconds: t.timestamp(),
-                    nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
-                })
-                .map_err(|e| {
-                    invalid(format!(
-                        "invalid deadline: `{d}` is not an RFC 3339 time: {e}"
-                    ))
-                })
-        })
-        .transpose()?;
-    let output_schema = match b.output_schema {
+/// An RFC 3339 `deadline` as a wire timestamp.
+fn deadline(d: Option<&str>) -> Result<Option<prost_types::Timestamp>, ApiError> {
+    d.map(|d| {
+        chrono::DateTime::parse_from_rfc3339(d)
+            .map(|t| prost_types::Timestamp {
+                seconds: t.timestamp(),
+                nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
+            })
+            .map_err(|e| {
+                invalid(format!(
+                    "invalid deadline: `{d}` is not an RFC 3339 time: {e}"
+                ))
+            })
+    })
+    .transpose()
+}
+
+/// An `output_schema` (a JSON Schema object, or its text) as the wire's JSON text.
+fn schema_text(schema: Option<serde_json::Value>) -> String {
+    match schema {
         None | Some(serde_json::Value::Null) => String::new(),
         Some(serde_json::Value::String(s)) => s,
         Some(other) => other.to_string(),
-    };
+    }
+}
+
+/// The body as the gRPC request.
+fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
+    let deadline = deadline(b.deadline.as_deref())?;
+    let output_schema = schema_text(b.output_schema);
     Ok(pb::SubmitRequest {
         agent: b.agent,
         prompt: b.prompt,
@@ -110,6 +117,46 @@ fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
         callback_url: b.callback_url.unwrap_or_default(),
         ..Default::default()
     })
+}
+
+/// Runs a slash command (`commands/NAME.md`): a subtask started without a model's
+/// decision, or a prompt to its agent.
+#[utoipa::path(
+    post, path = "/v1/commands/{name}", tag = "tasks", operation_id = "run_command",
+    params(("name" = String, Path, description = "The command, with or without its leading `/`")),
+    request_body = RunCommandBody,
+    responses(
+        (status = 200, description = "The task that runs it", body = Submitted),
+        (status = 400, description = "A field is invalid (named in `error`)", body = ErrorBody),
+        (status = 401, description = "No valid bearer token", body = ErrorBody),
+        (status = 403, description = "The token may not act for the tenant", body = ErrorBody),
+        (status = 404, description = "No such command, agent, parent task or session", body = ErrorBody),
+        (status = 409, description = "The idempotency key names another request", body = ErrorBody),
+        (status = 429, description = "The queue is full: try again after `Retry-After` seconds", body = ErrorBody),
+        (status = 503, description = "The coordinator is starting, or Postgres or NATS is down", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn run_command(
+    State(d): State<HttpApi>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Body(body): Body<RunCommandBody>,
+) -> Result<Json<Submitted>, ApiError> {
+    let (api, caller) = d.caller(&headers)?;
+    let req = pb::RunCommandRequest {
+        command: name,
+        arguments: body.arguments.unwrap_or_default(),
+        tenant: body.tenant.unwrap_or_default(),
+        parent_task_id: body.parent_task_id.unwrap_or_default(),
+        session_id: body.session_id.unwrap_or_default(),
+        model: body.model,
+        deadline: deadline(body.deadline.as_deref())?,
+        idempotency_key: body.idempotency_key.unwrap_or_default(),
+        output_schema: schema_text(body.output_schema),
+    };
+    let r = api.run_command(request(&caller, req)).await?.into_inner();
+    Ok(Json(Submitted::from(r)))
 }
 
 /// `GET /v1/tasks`'s filters.
