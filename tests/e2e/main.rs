@@ -11,6 +11,7 @@ mod containment;
 mod context;
 mod cost;
 mod dashboard;
+mod delayed_starts;
 mod deploy_chart;
 mod discovery;
 mod dispatch;

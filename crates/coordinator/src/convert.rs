@@ -49,6 +49,7 @@ fn task_of(r: &TaskRecord) -> pb::Task {
         priority: r.priority.into(),
         // Read separately by `Get` (a table of its own).
         webhook: None,
+        not_before: r.not_before.map(taskwire_protocol::time::to_wire),
     }
 }
 

@@ -278,6 +278,25 @@ pub fn build_task(
             format!("{d} is in the past"),
         ));
     }
+    // A delayed start: a root task's, before its deadline (one already passed starts
+    // at once).
+    let not_before = time::opt_from_wire("not_before", req.not_before.as_ref())?;
+    if let Some(start) = not_before {
+        if parent.is_some() {
+            return Err(CoordinatorError::invalid(
+                "not_before",
+                "a child task starts when its parent asks for it; only a root task may be scheduled",
+            ));
+        }
+        if let Some(d) = deadline
+            && d <= start
+        {
+            return Err(CoordinatorError::invalid(
+                "not_before",
+                format!("{start} is not before the deadline {d}"),
+            ));
+        }
+    }
     let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
     if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
         return Err(CoordinatorError::invalid(
@@ -457,6 +476,7 @@ pub fn build_task(
         subject: subjects.tasks(&cfg.queue),
         inline_agent_spec: cfg.inline_agent_specs,
         callback_url,
+        not_before,
     })
 }
 

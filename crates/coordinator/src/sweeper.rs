@@ -1,5 +1,6 @@
-//! The sweeper: finishes tasks whose deadline passed, wherever they are, and cancels
-//! what ended parents left running.
+//! The sweeper: dispatches scheduled tasks whose delayed start came, finishes tasks
+//! whose deadline passed, wherever they are, and cancels what ended parents left
+//! running.
 //!
 //! A running task's worker also stops it at the deadline; the sweeper covers the
 //! worker that vanished and the task still queued. It publishes a cancel notice (the
@@ -20,6 +21,15 @@ pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        let subject = state.subjects.tasks(&state.config.queue);
+        match state.store.dispatch_due(1000, &subject).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(tasks = n, "scheduled tasks due: dispatched");
+                state.relay_wake.notify_one();
+            }
+            Err(e) => tracing::warn!(error = %e, "dispatch of due scheduled tasks failed"),
         }
         match state.store.expire_overdue(1000).await {
             Ok(expired) => {

@@ -8,6 +8,8 @@
 //! | event | from | to | effects |
 //! |---|---|---|---|
 //! | submit | (none) | queued | dispatch |
+//! | submit with a delayed start (`not_before` ahead) | (none) | scheduled | — |
+//! | due (`not_before` reached) | scheduled | queued | dispatch |
 //! | claim (an attempt starts; a redelivery too) | queued, running, awaiting_approval | running, epoch and attempt + 1 | record attempt |
 //! | claim, deadline passed | queued, running, awaiting_approval | deadline_exceeded | stop worker, notify watchers, cancel descendants |
 //! | claim, attempt budget spent | queued, running, awaiting_approval | dead_lettered | stop worker, notify watchers, cancel descendants |
@@ -18,8 +20,8 @@
 //! | finish with a retryable error, attempts left | running, awaiting_approval | queued (a retry) | record attempt, redeliver |
 //! | finish with a retryable error, budget spent | running, awaiting_approval | dead_lettered | record attempt, notify watchers, cancel descendants |
 //! | dead-letter (the bus gave up delivering it) | queued, running, awaiting_approval | dead_lettered | stop worker, notify watchers, cancel descendants |
-//! | expire (deadline) | queued, running, awaiting_approval | deadline_exceeded | stop worker, notify watchers, cancel descendants |
-//! | cancel (own, or an ancestor ended) | queued, running, awaiting_approval | cancelled | stop worker, notify watchers, cancel descendants |
+//! | expire (deadline) | scheduled, queued, running, awaiting_approval | deadline_exceeded | stop worker, notify watchers, cancel descendants |
+//! | cancel (own, or an ancestor ended) | scheduled, queued, running, awaiting_approval | cancelled | stop worker, notify watchers, cancel descendants |
 //! | replay | dead_lettered, error | queued, a fresh attempt budget | dispatch |
 //!
 //! A terminal state absorbs every event ([`absorbs`]) but a replay, which
@@ -105,6 +107,8 @@ pub enum TaskEvent {
     Cancel(CancelCause),
     /// An operator queues a failed task again.
     Replay,
+    /// Its delayed start (`not_before`) came: it goes to the workers.
+    Due,
 }
 
 /// The kinds of [`TaskEvent`], for tables keyed by event.
@@ -119,10 +123,11 @@ pub enum EventKind {
     DeadLetter,
     Cancel,
     Replay,
+    Due,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         Self::Claim,
         Self::AskApproval,
         Self::ApprovalClosed,
@@ -132,6 +137,7 @@ impl EventKind {
         Self::DeadLetter,
         Self::Cancel,
         Self::Replay,
+        Self::Due,
     ];
 }
 
@@ -147,6 +153,7 @@ impl TaskEvent {
             Self::DeadLetter => EventKind::DeadLetter,
             Self::Cancel(_) => EventKind::Cancel,
             Self::Replay => EventKind::Replay,
+            Self::Due => EventKind::Due,
         }
     }
 }
@@ -203,8 +210,17 @@ impl Step {
     }
 }
 
-/// The statuses a task may be in while it can still change.
+/// The statuses of a dispatched task that has not ended.
 pub const LIVE: [TaskStatus; 3] = [
+    TaskStatus::Queued,
+    TaskStatus::Running,
+    TaskStatus::AwaitingApproval,
+];
+
+/// The statuses a task may be in while it can still change: [`LIVE`], and waiting for
+/// its delayed start.
+pub const UNFINISHED: [TaskStatus; 4] = [
+    TaskStatus::Scheduled,
     TaskStatus::Queued,
     TaskStatus::Running,
     TaskStatus::AwaitingApproval,
@@ -217,7 +233,9 @@ const CLAIMED: [TaskStatus; 2] = [TaskStatus::Running, TaskStatus::AwaitingAppro
 /// or refuse it): the fence of every statement that writes a status.
 pub fn sources(kind: EventKind) -> &'static [TaskStatus] {
     match kind {
-        EventKind::Claim | EventKind::Expire | EventKind::DeadLetter | EventKind::Cancel => &LIVE,
+        EventKind::Claim | EventKind::DeadLetter => &LIVE,
+        EventKind::Expire | EventKind::Cancel => &UNFINISHED,
+        EventKind::Due => &[TaskStatus::Scheduled],
         EventKind::AskApproval | EventKind::Finish => &CLAIMED,
         EventKind::ApprovalClosed => &[TaskStatus::AwaitingApproval],
         EventKind::RateLimitWait => &[TaskStatus::Running],
@@ -247,7 +265,7 @@ pub fn effects(kind: EventKind, to: TaskStatus) -> &'static [Effect] {
         {
             &[StopWorker, NotifyWatchers, CancelDescendants]
         }
-        (EventKind::Replay, TaskStatus::Queued) => &[Dispatch],
+        (EventKind::Replay | EventKind::Due, TaskStatus::Queued) => &[Dispatch],
         _ => &[],
     }
 }
@@ -257,6 +275,17 @@ pub fn submit(max_attempts: u32) -> Step {
     Step {
         state: TaskState::submitted(max_attempts),
         effects: &[Effect::Dispatch],
+    }
+}
+
+/// A task submitted with a delayed start still ahead: stored, dispatched when due.
+pub fn schedule(max_attempts: u32) -> Step {
+    Step {
+        state: TaskState {
+            status: TaskStatus::Scheduled,
+            ..TaskState::submitted(max_attempts)
+        },
+        effects: &[],
     }
 }
 
@@ -295,6 +324,14 @@ pub fn apply(state: TaskState, event: TaskEvent) -> Result<Step, InvalidTransiti
         effects: effects(kind, status),
     };
     Ok(match event {
+        // Nothing of a dispatched task's happens before it is dispatched.
+        TaskEvent::Claim { .. } | TaskEvent::DeadLetter if state.status == Scheduled => {
+            Step::stay(state)
+        }
+        TaskEvent::Due => match state.status {
+            Scheduled => to(Queued, state),
+            _ => Step::stay(state),
+        },
         TaskEvent::Claim { deadline_passed } => {
             if deadline_passed {
                 to(DeadlineExceeded, state)
@@ -375,6 +412,7 @@ mod tests {
             Just(TaskEvent::Cancel(CancelCause::Requested)),
             Just(TaskEvent::Cancel(CancelCause::AncestorEnded)),
             Just(TaskEvent::Replay),
+            Just(TaskEvent::Due),
         ]
     }
 
@@ -575,6 +613,41 @@ mod tests {
         assert_eq!(
             apply(running(1, 3), TaskEvent::Replay),
             Err(InvalidTransition::NotReplayable(TaskStatus::Running))
+        );
+    }
+
+    #[test]
+    fn a_scheduled_task_is_dispatched_when_due_and_may_be_cancelled_or_expire_before() {
+        let scheduled = schedule(3);
+        assert_eq!(scheduled.state.status, TaskStatus::Scheduled);
+        assert!(scheduled.effects.is_empty(), "nothing is dispatched yet");
+        let due = apply(scheduled.state, TaskEvent::Due).expect("valid");
+        assert_eq!(due.state.status, TaskStatus::Queued);
+        assert_eq!(due.effects, &[Effect::Dispatch]);
+        let again = apply(due.state, TaskEvent::Due).expect("valid");
+        assert_eq!(again, Step::stay(due.state), "a second due changes nothing");
+        for (event, to) in [
+            (
+                TaskEvent::Cancel(CancelCause::Requested),
+                TaskStatus::Cancelled,
+            ),
+            (TaskEvent::Expire, TaskStatus::DeadlineExceeded),
+        ] {
+            let ended = apply(scheduled.state, event).expect("valid");
+            assert_eq!(ended.state.status, to);
+            assert!(ended.effects.contains(&Effect::NotifyWatchers));
+        }
+        let claimed = apply(
+            scheduled.state,
+            TaskEvent::Claim {
+                deadline_passed: false,
+            },
+        )
+        .expect("valid");
+        assert_eq!(
+            claimed,
+            Step::stay(scheduled.state),
+            "never claimed before it is due"
         );
     }
 

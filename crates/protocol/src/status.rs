@@ -19,10 +19,12 @@ pub enum TaskStatus {
     DeadLettered,
     /// The tree spent its budget: a partial, resumable result, like `MaxSteps`.
     BudgetExceeded,
+    /// Waiting for its delayed start (`not_before`): stored, not yet dispatched.
+    Scheduled,
 }
 
 impl TaskStatus {
-    pub const ALL: [TaskStatus; 11] = [
+    pub const ALL: [TaskStatus; 12] = [
         Self::Queued,
         Self::Running,
         Self::AwaitingApproval,
@@ -34,11 +36,15 @@ impl TaskStatus {
         Self::Rejected,
         Self::DeadLettered,
         Self::BudgetExceeded,
+        Self::Scheduled,
     ];
 
     /// A terminal task never changes again.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Self::Queued | Self::Running | Self::AwaitingApproval)
+        !matches!(
+            self,
+            Self::Queued | Self::Running | Self::AwaitingApproval | Self::Scheduled
+        )
     }
 
     /// The name used in the database, logs, JSON output and CLI flags.
@@ -55,6 +61,7 @@ impl TaskStatus {
             Self::Rejected => "rejected",
             Self::DeadLettered => "dead_lettered",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::Scheduled => "scheduled",
         }
     }
 }
@@ -89,6 +96,7 @@ impl From<TaskStatus> for pb::TaskStatus {
             TaskStatus::Rejected => Self::Rejected,
             TaskStatus::DeadLettered => Self::DeadLettered,
             TaskStatus::BudgetExceeded => Self::BudgetExceeded,
+            TaskStatus::Scheduled => Self::Scheduled,
         }
     }
 }
@@ -110,6 +118,7 @@ impl TaskStatus {
             pb::TaskStatus::Rejected => Self::Rejected,
             pb::TaskStatus::DeadLettered => Self::DeadLettered,
             pb::TaskStatus::BudgetExceeded => Self::BudgetExceeded,
+            pb::TaskStatus::Scheduled => Self::Scheduled,
         })
     }
 }

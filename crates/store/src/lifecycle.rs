@@ -73,9 +73,9 @@ pub(crate) fn from(kind: EventKind) -> String {
 }
 
 /// `('queued', 'running', 'awaiting_approval')`: the live statuses. A task is in one of
-/// them exactly while its `finished_at` is null (a check of the table, migration
-/// 0010); scans for unfinished tasks test `finished_at IS NULL`, which the partial
-/// indexes cover.
+/// them, or `scheduled`, exactly while its `finished_at` is null (a check of the table,
+/// migrations 0010 and 0015); scans for unfinished tasks test `finished_at IS NULL`,
+/// which the partial indexes cover.
 pub(crate) fn live() -> String {
     list(&lifecycle::LIVE)
 }
@@ -370,6 +370,40 @@ impl Store {
             .end(Reach::Ids(&ids), TaskEvent::DeadLetter, Some(reason))
             .await?
             .pop())
+    }
+
+    /// Dispatches up to `limit` scheduled tasks whose `not_before` came (the lifecycle's
+    /// `due`), in one statement: each becomes `queued` and gets its outbox row (to
+    /// `subject`, in its tenant's turn at its priority, as a submit's), so the relay
+    /// publishes it. Returns how many; skips rows another coordinator holds.
+    pub async fn dispatch_due(&self, limit: i64, subject: &str) -> Result<u64, StoreError> {
+        let count: i64 = sqlx::query_scalar(sql(format!(
+            "WITH due AS ( \
+                 SELECT task_id FROM tasks \
+                 WHERE finished_at IS NULL AND not_before <= now() AND status IN {from} \
+                 ORDER BY not_before LIMIT $1 FOR UPDATE SKIP LOCKED), \
+             queued AS ( \
+                 UPDATE tasks t SET status = {to}, updated_at = now() \
+                 FROM due WHERE t.task_id = due.task_id \
+                 RETURNING t.task_id, t.trace_id, t.request, t.priority, t.tenant), \
+             dispatched AS ( \
+                 INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
+                 SELECT q.task_id, q.trace_id, $2, q.task_id::text, q.request, q.priority, q.tenant, \
+                        COALESCE((SELECT max(o.turn) FROM outbox o \
+                                  WHERE o.priority = q.priority AND o.tenant = q.tenant), \
+                                 (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = q.priority), 0) \
+                        + row_number() OVER (PARTITION BY q.priority, q.tenant ORDER BY q.task_id) \
+                 FROM queued q) \
+             SELECT count(*) FROM queued",
+            from = from(EventKind::Due),
+            to = lit(TaskStatus::Queued),
+        )))
+        .bind(limit)
+        .bind(subject)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("dispatch due tasks", e))?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     /// Marks live tasks past their deadline `deadline_exceeded`; returns them.

@@ -24,6 +24,9 @@ pub struct NewTask {
     /// Where to POST the result when the task ends (a result webhook; see
     /// [`crate::webhooks`]); checked by the coordinator before it gets here.
     pub callback_url: Option<String>,
+    /// A delayed start: while it is ahead the task is stored `scheduled` and not
+    /// dispatched ([`crate::Store::dispatch_due`] queues it when it comes).
+    pub not_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl NewTask {
@@ -134,6 +137,8 @@ pub struct TaskRecord {
     /// Every attempt, oldest first (filled by `get_task` and `list_tasks`; empty only
     /// for a task never claimed).
     pub attempts: Vec<AttemptRecord>,
+    /// Its delayed start, if it was submitted with one.
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 /// One claim of a task and how it ended.
@@ -164,7 +169,7 @@ pub(crate) const TASK_COLUMNS: &str = "task_id, parent_task_id, trace_id, tenant
      attempt, claim_epoch, depth, deadline, created_at, updated_at, finished_at, worker_id, result, \
      max_attempts + attempt_base AS max_attempts, last_error, title, own_input_tokens, \
      own_output_tokens, own_cost_picousd, own_unpriced_tokens, own_cached_input_tokens, \
-     own_cache_write_input_tokens, max_tokens, max_cost_picousd, priority";
+     own_cache_write_input_tokens, max_tokens, max_cost_picousd, priority, not_before";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct TaskRow {
@@ -196,6 +201,7 @@ pub(crate) struct TaskRow {
     priority: i16,
     max_tokens: Option<i64>,
     max_cost_picousd: Option<i64>,
+    not_before: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<TaskRow> for TaskRecord {
@@ -264,6 +270,7 @@ impl TryFrom<TaskRow> for TaskRecord {
             )
             .unwrap_or_default(),
             attempts: Vec::new(),
+            not_before: r.not_before,
         })
     }
 }

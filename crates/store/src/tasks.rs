@@ -76,6 +76,8 @@ impl Store {
             .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
             .unzip();
         let subjects: Vec<&str> = tasks.iter().map(|t| t.subject.as_str()).collect();
+        let not_before: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+            tasks.iter().map(|t| t.not_before).collect();
         let callbacks: Vec<Option<&str>> =
             tasks.iter().map(|t| t.callback_url.as_deref()).collect();
         // One statement, so one round trip and its own transaction: the bundles (an
@@ -86,10 +88,10 @@ impl Store {
                  SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
                                       $12::timestamptz[], $13::int[], $14::uuid[], $15::int8[], $16::int8[], \
-                                      $19::bytea[], $20::text[], $21::int2[], $22::text[]) WITH ORDINALITY \
+                                      $19::bytea[], $20::text[], $21::int2[], $22::text[], $23::timestamptz[]) WITH ORDINALITY \
                       AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
                            request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
-                           max_cost_picousd, agent_spec_digest, subject, priority, callback_url, ord)), \
+                           max_cost_picousd, agent_spec_digest, subject, priority, callback_url, not_before, ord)), \
              specs AS ( \
                  INSERT INTO agent_specs (digest, bundle) \
                  SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
@@ -98,11 +100,12 @@ impl Store {
                  INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                     idempotency_key, request_digest, deadline, request, created_at, updated_at, \
                                     max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest, \
-                                    priority) \
-                 SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, 'queued', t.depth, \
+                                    priority, not_before) \
+                 SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, \
+                        CASE WHEN t.not_before > now() THEN 'scheduled' ELSE 'queued' END, t.depth, \
                         t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
                         t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest, \
-                        t.priority \
+                        t.priority, t.not_before \
                  FROM t ORDER BY t.ord \
                  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
                  RETURNING task_id), \
@@ -113,7 +116,8 @@ impl Store {
                                   WHERE o.priority = t.priority AND o.tenant = t.tenant), \
                                  (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = t.priority), 0) \
                         + row_number() OVER (PARTITION BY t.priority, t.tenant ORDER BY t.ord) \
-                 FROM t JOIN inserted USING (task_id) ORDER BY t.ord), \
+                 FROM t JOIN inserted USING (task_id) \
+                 WHERE t.not_before IS NULL OR t.not_before <= now() ORDER BY t.ord), \
              hooks AS ( \
                  INSERT INTO webhooks (task_id, tenant, url) \
                  SELECT t.task_id, t.tenant, t.callback_url \
@@ -142,6 +146,7 @@ impl Store {
         .bind(&subjects)
         .bind(&priorities)
         .bind(&callbacks)
+        .bind(&not_before)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;

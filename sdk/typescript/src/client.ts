@@ -90,6 +90,8 @@ export interface SubmitOptions {
   priority?: number;
   /** A result webhook URL. */
   callbackUrl?: string;
+  /** A delayed start: the task waits `"scheduled"` until then (root tasks only). */
+  notBefore?: Date;
 }
 
 export interface ListOptions {
@@ -220,6 +222,7 @@ export class Client {
       authScope: o.authScope ?? [],
       idempotencyKey: o.idempotencyKey ?? "",
       deadline: ts(o.deadline),
+      notBefore: ts(o.notBefore),
       resumeToken: o.resumeToken ?? "",
       model: o.model,
       maxSteps: o.maxSteps,

@@ -28,7 +28,8 @@ export type TaskStatusName =
   | "max_steps"
   | "rejected"
   | "dead_lettered"
-  | "budget_exceeded";
+  | "budget_exceeded"
+  | "scheduled";
 
 /** The lowercase name of a wire status (`"completed"`); `"unknown"` for a value this SDK does not know. */
 export function statusName(value: TaskStatus): TaskStatusName {
@@ -169,6 +170,8 @@ export interface TaskInfo {
   createdAt: Date | undefined;
   updatedAt: Date | undefined;
   deadline: Date | undefined;
+  /** Its delayed start, if it has one (`"scheduled"` until then). */
+  notBefore: Date | undefined;
   /** `"awaiting_rate_limit"` while its next model call waits for a slot; empty otherwise. */
   wait: string;
   waitUntil: Date | undefined;
@@ -201,6 +204,7 @@ export function taskInfo(t: PbTask): TaskInfo {
     createdAt: date(t.createdAt),
     updatedAt: date(t.updatedAt),
     deadline: date(t.deadline),
+    notBefore: date(t.notBefore),
     wait: t.wait,
     waitUntil: date(t.waitUntil),
     attempts: t.attempts.map((a) => ({

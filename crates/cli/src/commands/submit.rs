@@ -66,6 +66,12 @@ pub struct SubmitArgs {
     /// JSON Schema file the final answer must satisfy; the answer is returned as JSON (`structured`)
     #[arg(long, value_name = "FILE", value_parser = read_output_schema)]
     pub output_schema: Option<String>,
+    /// Start at this time (RFC 3339, e.g. 2026-12-01T03:00:00Z): the task waits `scheduled` until then and may be cancelled before it [default: at once]
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, conflicts_with = "start_in")]
+    pub at: Option<DateTime<Utc>>,
+    /// Start this long from now (30m, 2h): as --at
+    #[arg(long = "in", value_name = "DURATION")]
+    pub start_in: Option<crate::duration::HumanDuration>,
     /// POST the result to this URL when the task ends, signed with the tenant's webhook secret (https, public addresses, unless the coordinator allows others)
     #[arg(long, value_name = "URL")]
     pub callback_url: Option<String>,
@@ -149,6 +155,16 @@ fn build_request(
         .map(|d| d.resolve(now))
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    let not_before = match (args.at, args.start_in) {
+        (Some(at), _) => Some(at),
+        (None, Some(d)) => Some(
+            chrono::TimeDelta::from_std(d.0)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d))
+                .context("--in is too far in the future")?,
+        ),
+        (None, None) => None,
+    };
     Ok(pb::SubmitRequest {
         agent: args.agent.clone(),
         prompt,
@@ -167,8 +183,16 @@ fn build_request(
         input: args.input.as_ref().map(json_to_struct),
         output_schema: args.output_schema.clone().unwrap_or_default(),
         callback_url: args.callback_url.clone().unwrap_or_default(),
+        not_before: not_before.map(time::to_wire),
         ..Default::default()
     })
+}
+
+/// `--at TIME`: an RFC 3339 time.
+fn parse_start_at(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("{e}; --at takes an RFC 3339 time such as 2026-12-01T03:00:00Z"))
 }
 
 /// `--output-schema FILE`: the file's text, which must be JSON (the coordinator checks
@@ -304,6 +328,37 @@ mod tests {
             crate::testing::parse::<Probe>(["submit", "--agent", "a", "--input", "3", "go"])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_delayed_start_is_a_time_or_a_duration_from_now_never_both() {
+        let now = Utc::now();
+        let args = parse(&["--agent", "a", "--in", "30m", "go"]);
+        let req = build_request(&args, "go".to_owned(), now).expect("request");
+        assert_eq!(
+            req.not_before.map(|t| t.seconds),
+            Some((now + chrono::TimeDelta::minutes(30)).timestamp())
+        );
+        let args = parse(&["--agent", "a", "--at", "2026-12-01T03:00:00Z", "go"]);
+        let req = build_request(&args, "go".to_owned(), now).expect("request");
+        assert_eq!(req.not_before.map(|t| t.seconds), Some(1_796_094_000));
+        let both = crate::testing::parse::<Probe>([
+            "submit",
+            "--agent",
+            "a",
+            "--at",
+            "2026-12-01T03:00:00Z",
+            "--in",
+            "5m",
+            "go",
+        ]);
+        assert!(both.is_err(), "--at and --in together are refused");
+        let bad =
+            crate::testing::parse::<Probe>(["submit", "--agent", "a", "--at", "tomorrow", "go"]);
+        assert!(bad.is_err());
+        let none =
+            build_request(&parse(&["--agent", "a", "go"]), "go".to_owned(), now).expect("request");
+        assert_eq!(none.not_before, None);
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub fn task(t: &pb::Task) -> Value {
         "created_at": timestamp(t.created_at.as_ref()),
         "updated_at": timestamp(t.updated_at.as_ref()),
         "deadline": timestamp(t.deadline.as_ref()),
+        "not_before": timestamp(t.not_before.as_ref()),
         "usage": usage(&spent.own),
         "cost_usd": spent.own.cost_usd,
         "subtree": usage(&spent.subtree),

@@ -221,6 +221,9 @@ pub fn task_summary(t: &pb::Task) -> String {
         let until = time(t.wait_until.as_ref());
         rows.insert(3, ("waiting", format!("{} until {until}", t.wait)));
     }
+    if t.not_before.is_some() {
+        rows.push(("starts", time(t.not_before.as_ref())));
+    }
     let budget: Vec<String> = t
         .max_tokens
         .map(|n| format!("max {n} tokens"))

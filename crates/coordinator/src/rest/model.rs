@@ -193,6 +193,8 @@ pub struct Task {
     pub subtree: Usage,
     pub max_cost_usd: Option<f64>,
     pub max_tokens: Option<u64>,
+    /// Its delayed start, if it has one (`scheduled` until then).
+    pub not_before: Option<String>,
     pub result: Option<TaskResult>,
     pub webhook: Option<Webhook>,
 }
@@ -229,6 +231,7 @@ impl From<&pb::Task> for Task {
             subtree: Usage::from(&spent.subtree),
             max_cost_usd: t.max_cost_usd,
             max_tokens: t.max_tokens,
+            not_before: time(t.not_before.as_ref()),
             result: t.result.as_ref().map(TaskResult::from),
             webhook: t.webhook.as_ref().map(Webhook::from),
         }
@@ -309,6 +312,10 @@ pub struct SubmitBody {
     /// Where to POST the result when the task ends (a signed result webhook).
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// A delayed start (RFC 3339): the task waits `scheduled` until then (root tasks only).
+    #[serde(default)]
+    #[schema(format = DateTime)]
+    pub not_before: Option<String>,
 }
 
 /// `POST /v1/commands/{name}`'s body: the command's arguments and options. Unknown

@@ -51,8 +51,8 @@ pub async fn submit(
     Ok(Json(Submitted::from(r)))
 }
 
-/// An RFC 3339 `deadline` as a wire timestamp.
-fn deadline(d: Option<&str>) -> Result<Option<prost_types::Timestamp>, ApiError> {
+/// An RFC 3339 time named `field` as a wire timestamp.
+fn rfc3339(field: &str, d: Option<&str>) -> Result<Option<prost_types::Timestamp>, ApiError> {
     d.map(|d| {
         chrono::DateTime::parse_from_rfc3339(d)
             .map(|t| prost_types::Timestamp {
@@ -61,7 +61,7 @@ fn deadline(d: Option<&str>) -> Result<Option<prost_types::Timestamp>, ApiError>
             })
             .map_err(|e| {
                 invalid(format!(
-                    "invalid deadline: `{d}` is not an RFC 3339 time: {e}"
+                    "invalid {field}: `{d}` is not an RFC 3339 time: {e}"
                 ))
             })
     })
@@ -79,7 +79,8 @@ fn schema_text(schema: Option<serde_json::Value>) -> String {
 
 /// The body as the gRPC request.
 fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
-    let deadline = deadline(b.deadline.as_deref())?;
+    let deadline = rfc3339("deadline", b.deadline.as_deref())?;
+    let not_before = rfc3339("not_before", b.not_before.as_deref())?;
     let output_schema = schema_text(b.output_schema);
     Ok(pb::SubmitRequest {
         agent: b.agent,
@@ -115,6 +116,7 @@ fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
         max_tokens: b.max_tokens,
         priority: b.priority.unwrap_or(0),
         callback_url: b.callback_url.unwrap_or_default(),
+        not_before,
         ..Default::default()
     })
 }
@@ -151,7 +153,7 @@ pub async fn run_command(
         parent_task_id: body.parent_task_id.unwrap_or_default(),
         session_id: body.session_id.unwrap_or_default(),
         model: body.model,
-        deadline: deadline(body.deadline.as_deref())?,
+        deadline: rfc3339("deadline", body.deadline.as_deref())?,
         idempotency_key: body.idempotency_key.unwrap_or_default(),
         output_schema: schema_text(body.output_schema),
     };
@@ -196,6 +198,7 @@ pub enum StatusFilter {
     Rejected,
     DeadLettered,
     BudgetExceeded,
+    Scheduled,
 }
 
 impl StatusFilter {

@@ -76,6 +76,7 @@ pub fn task(key: Option<&str>, digest: &str) -> NewTask {
         subject: "t.tasks.default".into(),
         inline_agent_spec: false,
         callback_url: None,
+        not_before: None,
     }
 }
 

@@ -314,6 +314,7 @@ class TaskInfo:
     created_at: Optional[datetime] = None
     updated_at: Optional[datetime] = None
     deadline: Optional[datetime] = None
+    not_before: Optional[datetime] = None
     usage: Usage = field(default_factory=Usage)
     subtree_usage: Usage = field(default_factory=Usage)
     max_cost_usd: Optional[float] = None
@@ -355,6 +356,7 @@ class TaskInfo:
             created_at=_time(t, "created_at"),
             updated_at=_time(t, "updated_at"),
             deadline=_time(t, "deadline"),
+            not_before=_time(t, "not_before"),
             usage=_usage(t, "usage"),
             subtree_usage=_usage(t, "subtree_usage"),
             max_cost_usd=_optional(t, "max_cost_usd"),
