@@ -193,6 +193,15 @@ class RequestsTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             req.approval_answer("maybe")
 
+    def test_a_delayed_start_is_a_time_or_a_timedelta_and_its_errors_name_it(self) -> None:
+        r = req.submit_request("a", "p", {"not_before": timedelta(minutes=30)})
+        start = r.not_before.ToDatetime(tzinfo=timezone.utc) - datetime.now(timezone.utc)
+        self.assertTrue(timedelta(minutes=29) < start <= timedelta(minutes=30))
+        with self.assertRaisesRegex(ValueError, "^not_before: a naive datetime"):
+            req.submit_request("a", "p", {"not_before": datetime(2030, 1, 1)})
+        with self.assertRaisesRegex(TypeError, "^not_before: expected a datetime"):
+            req.submit_request("a", "p", {"not_before": "tomorrow"})
+
     def test_a_timedelta_deadline_is_from_now(self) -> None:
         ts: timestamp_pb2.Timestamp = req.timestamp(timedelta(minutes=1))
         delta = ts.ToDatetime(tzinfo=timezone.utc) - datetime.now(timezone.utc)

@@ -36,8 +36,8 @@ def approval_answer(answer: Union[str, int]) -> int:
     return value
 
 
-def timestamp(value: Deadline) -> timestamp_pb2.Timestamp:
-    """An aware datetime, a timedelta from now, or a Timestamp."""
+def timestamp(value: Deadline, field: str = "deadline") -> timestamp_pb2.Timestamp:
+    """An aware datetime, a timedelta from now, or a Timestamp (for the option `field`)."""
     if isinstance(value, timestamp_pb2.Timestamp):
         return value
     if isinstance(value, timedelta):
@@ -45,14 +45,14 @@ def timestamp(value: Deadline) -> timestamp_pb2.Timestamp:
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(
-                "deadline: a naive datetime is ambiguous; give an aware one "
+                f"{field}: a naive datetime is ambiguous; give an aware one "
                 "(datetime.now(timezone.utc) + ...) or a timedelta from now"
             )
         ts = timestamp_pb2.Timestamp()
         ts.FromDatetime(value.astimezone(timezone.utc))
         return ts
     raise TypeError(
-        f"deadline: expected a datetime, timedelta or Timestamp, got {type(value).__name__}"
+        f"{field}: expected a datetime, timedelta or Timestamp, got {type(value).__name__}"
     )
 
 
@@ -68,7 +68,7 @@ def _message_value(f: Any, value: Any, target: Message) -> None:
     name = f.name
     full = f.message_type.full_name
     if full == "google.protobuf.Timestamp":
-        getattr(target, name).CopyFrom(timestamp(value))
+        getattr(target, name).CopyFrom(timestamp(value, name))
     elif full == "google.protobuf.Struct":
         if isinstance(value, struct_pb2.Struct):
             getattr(target, name).CopyFrom(value)
