@@ -9,8 +9,17 @@
 // the list, open since before, shows the three tasks completed without a reload too;
 // then opens the finished tree on a second page (its events replayed after the tree
 // was read) and reads its nodes again, so the test can check that both pages show each
-// node's usage as the API records it; saves screenshots of the tree and the list pages into OUT_DIR. Prints one JSON line describing what it saw; exits
-// non-zero (with the reason on stderr) on anything else, a script error included.
+// node's usage as the API records it; saves screenshots of the tree and the list pages into OUT_DIR.
+// Last, the schedules page (after the list's rows were counted: the schedule's task
+// must not be one of them): creates an interval schedule (`every: 1h`, for `general`)
+// through POST /v1/schedules as the page would (common.js, with the page's token if
+// it keeps one), opens /schedules and checks its row, state `active` and first next
+// fire time, and the nav links between the pages; clicks Pause and waits for the row
+// to say `paused`, clicks Trigger and waits for a `triggered` run linked to its task —
+// on the same page load — opens that link (the task's tree), then deletes the
+// schedule; saves a screenshot of the schedules page too. Prints one JSON line
+// describing what it saw; exits non-zero (with the reason on stderr) on anything
+// else, a script error included.
 "use strict";
 
 const path = require("path");
@@ -53,6 +62,7 @@ async function main() {
       () => document.querySelectorAll('.node[data-status="completed"]').length === 3,
       null, { timeout: PATIENCE });
     const sameLoad = await page.evaluate(() => window.__taskwireLoad === "first");
+  if (!sameLoad) throw new Error("the schedules page reloaded to show the pause and the trigger");
     const readNodes = (p) => p.$$eval(".node", (ns) => ns.map((n) => ({
       task_id: n.dataset.task, status: n.dataset.status, text: n.innerText })));
     await page.waitForFunction(() => document.getElementById("live").textContent === "finished",
@@ -81,12 +91,78 @@ async function main() {
       && document.querySelectorAll('.node[data-status="completed"]').length === 3, null, { timeout: PATIENCE });
     const reloadedNodes = await readNodes(again);
 
+    const schedule = await schedulesPage(browser, errors);
+    const listLinksSchedules = (await listPage.$('header nav a[href="/schedules"]')) !== null;
+    if (!listLinksSchedules) throw new Error("the list page has no link to /schedules");
+
     if (errors.length) throw new Error("errors on the page: " + errors.join("; "));
     console.log(JSON.stringify({ asker, request, same_load: sameLoad, nodes, reloaded_nodes: reloadedNodes, rows,
-      list_status_before: listStatusBefore, list_same_load: listSameLoad, screenshots: [tree, list] }));
+      list_status_before: listStatusBefore, list_same_load: listSameLoad, schedule,
+      screenshots: [tree, list, schedule.screenshot] }));
   } finally {
     await browser.close();
   }
+}
+
+// The schedules page, as the header says; answers what it saw.
+async function schedulesPage(browser, errors) {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 700 } });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  await page.goto(`${base}/schedules`);
+  await page.waitForFunction(() => document.getElementById("live").textContent.startsWith("updated"),
+    null, { timeout: PATIENCE });
+
+  const name = `browser-${Date.now()}`;
+  const created = await page.evaluate((spec) => tw.post("/v1/schedules", spec),
+    { name, every: "1h", task: { agent: "general", prompt: "scheduled from the browser" } });
+  if (created.name !== name || created.every !== "1h" || created.paused || !created.next_fires.length) {
+    throw new Error("POST /v1/schedules answered " + JSON.stringify(created));
+  }
+
+  await page.reload();
+  await page.evaluate(() => { window.__taskwireLoad = "first"; });
+  const row = `#schedules tr[data-schedule="${name}"]`;
+  await page.waitForSelector(`${row} .state[data-state="active"]`, { timeout: PATIENCE });
+  const nextFire = await page.getAttribute(`${row} .next-first`, "data-next");
+  const nextFireText = (await page.textContent(`${row} .next-first`)).trim();
+  // The first next fire time the API gave (or a later one, had the hour turned since).
+  if (!(Date.parse(nextFire) >= Date.parse(created.next_fires[0])) || !nextFireText) {
+    throw new Error(`the next fire shown is ${nextFire} (${nextFireText}), not ${created.next_fires[0]}`);
+  }
+  const cadence = (await page.textContent(`${row} td.cadence`)).trim();
+  if (!cadence.includes("every 1h")) throw new Error("the cadence shown: " + cadence);
+  if ((await page.$('header nav a[href="/"]')) === null) throw new Error("the schedules page has no link to /");
+
+  await page.click(`${row} button[data-action="pause"]`);
+  await page.waitForSelector(`${row} .state[data-state="paused"]`, { timeout: PATIENCE });
+  await page.waitForSelector(`${row} button[data-action="resume"]`, { timeout: PATIENCE });
+  const pausedNext = (await page.textContent(`${row} td.next`)).trim();
+
+  await page.click(`${row} button[data-action="trigger"]`);
+  const link = `${row} .run[data-outcome="triggered"] a[href^="/tasks/"]`;
+  await page.waitForSelector(link, { timeout: PATIENCE });
+  const triggeredTask = await page.getAttribute(link, "data-task");
+  const href = await page.getAttribute(link, "href");
+  if (href !== `/tasks/${triggeredTask}`) throw new Error(`the run links ${href}, not its task ${triggeredTask}`);
+  const sameLoad = await page.evaluate(() => window.__taskwireLoad === "first");
+  if (!sameLoad) throw new Error("the schedules page reloaded to show the pause and the trigger");
+  const screenshot = path.join(out, "dashboard-schedules.png");
+  await page.screenshot({ path: screenshot, fullPage: true });
+
+  // The link leads to the triggered task's tree.
+  const task = await browser.newPage({ viewport: { width: 1280, height: 700 } });
+  task.on("pageerror", (e) => errors.push(String(e)));
+  await task.goto(`${base}${href}`);
+  await task.waitForSelector(`.node[data-task="${triggeredTask}"]`, { timeout: PATIENCE });
+  await task.close();
+
+  await page.evaluate((n) => tw.api("/v1/schedules/" + encodeURIComponent(n), { method: "DELETE" }), name);
+  const left = await page.evaluate(() => tw.api("/v1/schedules").then((r) => r.schedules.map((s) => s.name)));
+  if (left.includes(name)) throw new Error("the schedule is still listed after DELETE");
+  await page.close();
+  return { name, next_fire: nextFire, next_fire_text: nextFireText, cadence, paused_next: pausedNext,
+    triggered_task: triggeredTask, same_load: sameLoad, screenshot };
 }
 
 main().catch((e) => { console.error(e && e.stack ? e.stack : String(e)); process.exit(1); });

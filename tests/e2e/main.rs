@@ -33,6 +33,7 @@ mod rate_limits;
 mod read_only;
 mod reflection;
 mod retries;
+mod schedules;
 mod secrets;
 mod security;
 mod sessions;

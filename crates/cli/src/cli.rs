@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::filter::LevelFilter;
 
 use crate::commands::{
-    agents, approve, cancel, coordinator, get, ls, mcp, replay, run_command, submit, watch, worker,
+    agents, approve, cancel, coordinator, get, ls, mcp, replay, run_command, schedule, submit,
+    watch, worker,
 };
 use crate::output::OutputFormat;
 use crate::telemetry::LogFormat;
@@ -54,6 +55,8 @@ pub enum Command {
     Ls(ls::ListArgs),
     /// List the agents tasks can be sent to
     Agents(agents::AgentsArgs),
+    /// Manage schedules: tasks the coordinator submits on a cron or interval cadence
+    Schedule(schedule::ScheduleArgs),
     /// Serve taskwire as an MCP server over stdio, for a local harness (Claude Code,
     /// OpenCode, Codex): submit tasks, read results, list agents, cancel, approve
     Mcp(mcp::McpArgs),

@@ -11,6 +11,7 @@ pub mod ls;
 pub mod mcp;
 pub mod replay;
 pub mod run_command;
+pub mod schedule;
 pub mod submit;
 pub mod watch;
 pub mod worker;

@@ -223,6 +223,9 @@ pub fn coordinator_config(
     if config.sweep_interval.is_zero() {
         bail!("invalid coordinator config: sweep_interval must be more than zero");
     }
+    if config.schedule_interval.is_zero() {
+        bail!("invalid coordinator config: schedule_interval must be more than zero");
+    }
     if config.patches_max_age.is_zero() {
         bail!("invalid coordinator config: patches_max_age must be more than zero");
     }

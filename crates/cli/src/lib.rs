@@ -78,6 +78,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => commands::run_command::run(args).await,
         Command::Ls(args) => commands::ls::run(args).await,
         Command::Agents(args) => commands::agents::run(args).await,
+        Command::Schedule(args) => commands::schedule::run(args).await,
         Command::Mcp(args) => commands::mcp::run(args).await,
     }
 }

@@ -79,6 +79,14 @@ pub fn timestamp(t: Option<&prost_types::Timestamp>) -> Option<String> {
     Some(t.to_rfc3339_opts(SecondsFormat::Millis, true))
 }
 
+/// A duration in the notation the flags take (`15m`, `1h30m`); `None` when unset or
+/// negative.
+pub fn duration(d: Option<&prost_types::Duration>) -> Option<String> {
+    std::time::Duration::try_from(*d?)
+        .ok()
+        .map(crate::duration::format_duration)
+}
+
 pub fn tool_call_state_name(state: i32) -> &'static str {
     match pb::ToolCallState::try_from(state) {
         Ok(pb::ToolCallState::Pending) => "pending",
@@ -106,6 +114,42 @@ pub fn permission_action_name(action: i32) -> &'static str {
         Ok(pb::PermissionAction::Ask) => "ask",
         Ok(pb::PermissionAction::Deny) => "deny",
         Ok(pb::PermissionAction::Unspecified) => "unspecified",
+        Err(_) => "unknown",
+    }
+}
+
+/// A schedule's overlap policy as `--overlap` takes it (`cancel_previous`); 0 means
+/// `skip`, as the API reads it.
+pub fn schedule_overlap_name(overlap: i32) -> &'static str {
+    match pb::ScheduleOverlap::try_from(overlap) {
+        Ok(pb::ScheduleOverlap::Allow) => "allow",
+        Ok(pb::ScheduleOverlap::Skip | pb::ScheduleOverlap::Unspecified) => "skip",
+        Ok(pb::ScheduleOverlap::CancelPrevious) => "cancel_previous",
+        Ok(pb::ScheduleOverlap::QueueOne) => "queue_one",
+        Err(_) => "unknown",
+    }
+}
+
+/// A schedule's catch-up policy as `--catch-up` takes it (`all`); 0 means `skip`, as
+/// the API reads it.
+pub fn schedule_catch_up_name(catch_up: i32) -> &'static str {
+    match pb::ScheduleCatchUp::try_from(catch_up) {
+        Ok(pb::ScheduleCatchUp::Skip | pb::ScheduleCatchUp::Unspecified) => "skip",
+        Ok(pb::ScheduleCatchUp::One) => "one",
+        Ok(pb::ScheduleCatchUp::All) => "all",
+        Err(_) => "unknown",
+    }
+}
+
+/// What a schedule did at a tick (`skipped_overlap`).
+pub fn schedule_run_outcome_name(outcome: i32) -> &'static str {
+    match pb::ScheduleRunOutcome::try_from(outcome) {
+        Ok(pb::ScheduleRunOutcome::Started) => "started",
+        Ok(pb::ScheduleRunOutcome::SkippedOverlap) => "skipped_overlap",
+        Ok(pb::ScheduleRunOutcome::Queued) => "queued",
+        Ok(pb::ScheduleRunOutcome::Triggered) => "triggered",
+        Ok(pb::ScheduleRunOutcome::Refused) => "refused",
+        Ok(pb::ScheduleRunOutcome::Unspecified) => "unspecified",
         Err(_) => "unknown",
     }
 }

@@ -13,6 +13,7 @@ use tracing::Instrument;
 use crate::auth::{Principal, principal};
 use crate::convert::task_with_subtree;
 use crate::ownership;
+use crate::schedules::service as schedules;
 use crate::spans;
 use crate::submit::{Origin, submit_task};
 use crate::watch::{WatchItem, stream_task};
@@ -330,6 +331,93 @@ impl pb::task_service_server::TaskService for TaskApi {
         let req = request.into_inner();
         Ok(Response::new(
             crate::commands::run_command(&self.state, &caller, req).await?,
+        ))
+    }
+
+    async fn create_schedule(
+        &self,
+        request: Request<pb::CreateScheduleRequest>,
+    ) -> Result<Response<pb::Schedule>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::create(&self.state, &caller, req.spec).await?,
+        ))
+    }
+
+    async fn get_schedule(
+        &self,
+        request: Request<pb::GetScheduleRequest>,
+    ) -> Result<Response<pb::Schedule>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::get(&self.state, &caller, &req.name, &req.tenant).await?,
+        ))
+    }
+
+    async fn list_schedules(
+        &self,
+        request: Request<pb::ListSchedulesRequest>,
+    ) -> Result<Response<pb::ListSchedulesResponse>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::list(&self.state, &caller, &req.tenant).await?,
+        ))
+    }
+
+    async fn update_schedule(
+        &self,
+        request: Request<pb::UpdateScheduleRequest>,
+    ) -> Result<Response<pb::Schedule>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::update(&self.state, &caller, req.spec).await?,
+        ))
+    }
+
+    async fn pause_schedule(
+        &self,
+        request: Request<pb::PauseScheduleRequest>,
+    ) -> Result<Response<pb::Schedule>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::set_paused(&self.state, &caller, &req.name, &req.tenant, true).await?,
+        ))
+    }
+
+    async fn resume_schedule(
+        &self,
+        request: Request<pb::ResumeScheduleRequest>,
+    ) -> Result<Response<pb::Schedule>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::set_paused(&self.state, &caller, &req.name, &req.tenant, false).await?,
+        ))
+    }
+
+    async fn delete_schedule(
+        &self,
+        request: Request<pb::DeleteScheduleRequest>,
+    ) -> Result<Response<pb::DeleteScheduleResponse>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        schedules::delete(&self.state, &caller, &req.name, &req.tenant).await?;
+        Ok(Response::new(pb::DeleteScheduleResponse {}))
+    }
+
+    async fn trigger_schedule(
+        &self,
+        request: Request<pb::TriggerScheduleRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let caller = principal(&request);
+        let req = request.into_inner();
+        Ok(Response::new(
+            schedules::trigger(&self.state, &caller, &req.name, &req.tenant).await?,
         ))
     }
 

@@ -87,6 +87,12 @@ pub struct CoordinatorConfig {
     pub webhook_max_attempts: u32,
     /// How long one webhook POST may take. Default 10 s.
     pub webhook_timeout: Duration,
+    /// How often the scheduler looks for schedules whose tick came. Default 250 ms.
+    pub schedule_interval: Duration,
+    /// How late a schedule's tick may be acted on and still count as on time; a tick
+    /// later than this was missed (no coordinator ran) and follows the schedule's
+    /// catch-up policy. Default 60 s.
+    pub schedule_grace: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -123,6 +129,8 @@ impl Default for CoordinatorConfig {
             webhook_allow_private: false,
             webhook_max_attempts: 10,
             webhook_timeout: Duration::from_secs(10),
+            schedule_interval: Duration::from_millis(250),
+            schedule_grace: Duration::from_secs(60),
         }
     }
 }

@@ -52,6 +52,7 @@ pub mod metrics;
 pub mod ownership;
 pub mod relay;
 pub mod rest;
+pub mod schedules;
 pub mod server;
 pub mod spans;
 pub mod submit;
@@ -274,6 +275,7 @@ pub async fn serve_with_http(
         loops.clone(),
     ));
     tasks.spawn(sweeper::run(state.clone(), loops.clone()));
+    tasks.spawn(schedules::scheduler::run(state.clone(), loops.clone()));
     if !config_dirs.is_empty() {
         tasks.spawn(commands::watch(state.clone(), config_dirs, loops.clone()));
     }

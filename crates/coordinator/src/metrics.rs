@@ -66,6 +66,45 @@ impl WebhookOutcome {
     }
 }
 
+/// What a schedule did at a tick (the `outcome` label of the fires metric).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleOutcome {
+    /// A tick (or a queued tick) submitted its task.
+    Started,
+    /// TriggerSchedule submitted a task.
+    Triggered,
+    /// The previous run was still going (overlap `skip`, or `queue_one` with one waiting).
+    SkippedOverlap,
+    /// The tick waits for the previous run (overlap `queue_one`).
+    Queued,
+    /// The tick was missed while no coordinator ran and the catch-up policy dropped it.
+    SkippedMissed,
+    /// The task was refused at submit (its agent gone, a full queue).
+    Refused,
+}
+
+impl ScheduleOutcome {
+    const ALL: [Self; 6] = [
+        Self::Started,
+        Self::Triggered,
+        Self::SkippedOverlap,
+        Self::Queued,
+        Self::SkippedMissed,
+        Self::Refused,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Triggered => "triggered",
+            Self::SkippedOverlap => "skipped_overlap",
+            Self::Queued => "queued",
+            Self::SkippedMissed => "skipped_missed",
+            Self::Refused => "refused",
+        }
+    }
+}
+
 /// Why a dead letter was recorded (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeadLetterReason {
@@ -104,6 +143,8 @@ struct Inner {
     retries: Family<AgentLabels, Counter>,
     dead_letters: Family<ReasonLabels, Counter>,
     webhook_deliveries: Family<OutcomeLabels, Counter>,
+    schedule_ticks: Family<OutcomeLabels, Counter>,
+    schedule_lag: Histogram,
     queued: Gauge,
     running: Gauge,
     approvals_pending: Gauge,
@@ -168,6 +209,24 @@ impl Metrics {
             "Result-webhook POSTs, by outcome",
             webhook_deliveries.clone(),
         );
+        let schedule_ticks = Family::<OutcomeLabels, Counter>::default();
+        for outcome in ScheduleOutcome::ALL {
+            drop(schedule_ticks.get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            }));
+        }
+        r.register(
+            "taskwire_coordinator_schedule_ticks",
+            "Schedule ticks acted on, by outcome (started, triggered, skipped_overlap, queued, skipped_missed, refused)",
+            schedule_ticks.clone(),
+        );
+        let schedule_lag = Histogram::new(buckets::SCHEDULE_LAG_SECONDS);
+        r.register_with_unit(
+            "taskwire_coordinator_schedule_lag",
+            "Time from a schedule's tick to the dispatch of its task (the commit that writes its outbox row), by the database's clock",
+            Unit::Seconds,
+            schedule_lag.clone(),
+        );
         let queued = Gauge::default();
         r.register(
             "taskwire_coordinator_tasks_queued",
@@ -220,6 +279,8 @@ impl Metrics {
             retries,
             dead_letters,
             webhook_deliveries,
+            schedule_ticks,
+            schedule_lag,
             queued,
             running,
             approvals_pending,
@@ -237,6 +298,23 @@ impl Metrics {
                 outcome: outcome.label(),
             })
             .inc();
+    }
+
+    /// `count` schedule ticks acted on with `outcome`.
+    pub fn schedule_ticks(&self, outcome: ScheduleOutcome, count: u64) {
+        if count > 0 {
+            self.0
+                .schedule_ticks
+                .get_or_create(&OutcomeLabels {
+                    outcome: outcome.label(),
+                })
+                .inc_by(count);
+        }
+    }
+
+    /// A tick's task dispatched `lag` after its tick.
+    pub fn schedule_lag(&self, lag: Duration) {
+        self.0.schedule_lag.observe(lag.as_secs_f64());
     }
 
     /// The registry `/metrics` encodes.

@@ -13,9 +13,11 @@
 //! - [`model`]: the request bodies and the API's messages as JSON.
 //! - [`tasks`]: the task, agent and info endpoints.
 //! - [`events`]: the server-sent-event feeds.
+//! - [`schedules`]: the schedule endpoints.
 
 pub mod events;
 pub mod model;
+pub mod schedules;
 pub mod tasks;
 
 use std::sync::{Arc, OnceLock};
@@ -168,7 +170,7 @@ where
     ),
     modifiers(&BearerScheme),
     components(schemas(model::TreeEvent, model::StatusChange, tasks::StatusFilter)),
-    tags((name = "tasks"), (name = "agents"))
+    tags((name = "tasks"), (name = "agents"), (name = "schedules"))
 )]
 struct Frame;
 
@@ -201,6 +203,10 @@ impl Modify for BearerScheme {
 /// | `POST /v1/commands/{name}` | run a slash command |
 /// | `GET /v1/agents` | the agents |
 /// | `GET /v1/info` | whether a token is needed; the version |
+/// | `GET /v1/schedules?tenant`, `POST /v1/schedules` | the schedules; create one (201) |
+/// | `GET`, `PUT`, `DELETE /v1/schedules/{name}?tenant` | read, replace the spec, delete (204) |
+/// | `POST /v1/schedules/{name}/pause`, `/resume` | pause, resume |
+/// | `POST /v1/schedules/{name}/trigger` | fire it now (201, the task as submit answers it) |
 pub fn routes(state: HttpApi) -> Router {
     let (router, document) = api().split_for_parts();
     let document = Arc::new(document_json(document));
@@ -237,6 +243,15 @@ fn api() -> OpenApiRouter<HttpApi> {
         .routes(routes!(tasks::run_command))
         .routes(routes!(tasks::agents))
         .routes(routes!(tasks::info))
+        .routes(routes!(schedules::create, schedules::list))
+        .routes(routes!(
+            schedules::get,
+            schedules::update,
+            schedules::delete
+        ))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
+        .routes(routes!(schedules::trigger))
 }
 
 /// The document as served: the crate's version in `info`.
@@ -271,6 +286,14 @@ mod tests {
             ("/v1/tasks/{id}/events", "get"),
             ("/v1/commands/{name}", "post"),
             ("/v1/agents", "get"),
+            ("/v1/schedules", "get"),
+            ("/v1/schedules", "post"),
+            ("/v1/schedules/{name}", "get"),
+            ("/v1/schedules/{name}", "put"),
+            ("/v1/schedules/{name}", "delete"),
+            ("/v1/schedules/{name}/pause", "post"),
+            ("/v1/schedules/{name}/resume", "post"),
+            ("/v1/schedules/{name}/trigger", "post"),
         ] {
             let op = &paths[path][method];
             assert!(op.is_object(), "{method} {path} is documented");
@@ -278,7 +301,51 @@ mod tests {
                 op["responses"]["401"].is_object(),
                 "{method} {path} documents 401"
             );
+            assert_eq!(
+                op["security"],
+                serde_json::json!([{"bearer": []}]),
+                "{method} {path} names the bearer scheme"
+            );
         }
+        // The schedule routes: their success statuses, and a name as the service
+        // checks it (so that a fuzzer's name outside it is a documented 400).
+        for (path, method, ok) in [
+            ("/v1/schedules", "post", "201"),
+            ("/v1/schedules/{name}", "delete", "204"),
+            ("/v1/schedules/{name}/trigger", "post", "201"),
+            ("/v1/schedules/{name}/pause", "post", "200"),
+        ] {
+            assert!(
+                paths[path][method]["responses"][ok].is_object(),
+                "{method} {path} answers {ok}"
+            );
+        }
+        for (path, method) in [
+            ("/v1/schedules/{name}", "get"),
+            ("/v1/schedules/{name}", "put"),
+            ("/v1/schedules/{name}/trigger", "post"),
+        ] {
+            let name = paths[path][method]["parameters"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["name"] == "name"))
+                .unwrap_or_else(|| panic!("{method} {path} names its schedule"));
+            assert_eq!(name["schema"]["pattern"], "^[A-Za-z0-9._-]{1,128}$");
+        }
+        for schema in [
+            "ScheduleSpecBody",
+            "Schedule",
+            "ScheduleRun",
+            "ScheduleList",
+        ] {
+            assert!(
+                doc["components"]["schemas"][schema].is_object(),
+                "{schema} is in the components"
+            );
+        }
+        assert_eq!(
+            doc["components"]["schemas"]["ScheduleSpecBody"]["additionalProperties"],
+            false
+        );
         assert_eq!(
             doc["components"]["securitySchemes"]["bearer"]["scheme"],
             "bearer"

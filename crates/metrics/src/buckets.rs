@@ -37,3 +37,9 @@ pub const TOKENS: [f64; 14] = [
 pub const TOOL_CALL_SECONDS: [f64; 13] = [
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0,
 ];
+
+/// A schedule's lag from tick to dispatch: from milliseconds (a scheduler pass) to the
+/// minutes of a catch-up.
+pub const SCHEDULE_LAG_SECONDS: [f64; 14] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0,
+];

@@ -33,6 +33,7 @@ pub mod outbox;
 pub mod ownership;
 pub mod record;
 pub mod results;
+pub mod schedules;
 pub mod sessions;
 pub mod specs;
 pub mod subtrees;

@@ -389,14 +389,15 @@ impl Store {
              dispatched AS ( \
                  INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
                  SELECT q.task_id, q.trace_id, $2, q.task_id::text, q.request, q.priority, q.tenant, \
-                        COALESCE((SELECT max(o.turn) FROM outbox o \
-                                  WHERE o.priority = q.priority AND o.tenant = q.tenant), \
-                                 (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = q.priority), 0) \
-                        + row_number() OVER (PARTITION BY q.priority, q.tenant ORDER BY q.task_id) \
+                        {turn} \
                  FROM queued q) \
              SELECT count(*) FROM queued",
             from = from(EventKind::Due),
             to = lit(TaskStatus::Queued),
+            turn = crate::outbox::turn_sql(
+                "q",
+                "row_number() OVER (PARTITION BY q.priority, q.tenant ORDER BY q.task_id)"
+            ),
         )))
         .bind(limit)
         .bind(subject)

@@ -2,6 +2,21 @@
 
 use crate::{Store, StoreError};
 
+/// The SQL expression for a new outbox row's turn: the last turn its tenant holds at
+/// its priority, else just before the earliest turn waiting at that priority (a tenant
+/// with nothing waiting goes first), else 0; plus `offset`. `row` is the alias of the
+/// row being dispatched (with `priority` and `tenant` columns) and `offset` numbers the
+/// rows of one statement (`1`, or a `row_number()` over the tenant and priority). See
+/// `migrations/0013_outbox_order.sql`.
+pub(crate) fn turn_sql(row: &str, offset: &str) -> String {
+    format!(
+        "COALESCE((SELECT max(o.turn) FROM outbox o \
+                   WHERE o.priority = {row}.priority AND o.tenant = {row}.tenant), \
+                  (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = {row}.priority), 0) \
+         + {offset}"
+    )
+}
+
 /// One message waiting to be published.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct OutboxMessage {

@@ -23,67 +23,81 @@ impl Store {
         if tasks.is_empty() {
             return Ok(Vec::new());
         }
-        let n = tasks.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut parents = Vec::with_capacity(n);
-        let mut traces = Vec::with_capacity(n);
-        let mut tenants = Vec::with_capacity(n);
-        let mut agents = Vec::with_capacity(n);
-        let mut prompts = Vec::with_capacity(n);
-        let mut depths = Vec::with_capacity(n);
-        let mut keys = Vec::with_capacity(n);
-        let mut digests = Vec::with_capacity(n);
-        let mut deadlines = Vec::with_capacity(n);
-        let mut requests = Vec::with_capacity(n);
-        let mut created = Vec::with_capacity(n);
-        let mut max_attempts = Vec::with_capacity(n);
-        let mut sessions = Vec::with_capacity(n);
-        let mut max_tokens: Vec<Option<i64>> = Vec::with_capacity(n);
-        let mut max_costs: Vec<Option<i64>> = Vec::with_capacity(n);
-        let mut spec_digests: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
-        let mut priorities: Vec<i16> = Vec::with_capacity(n);
-        // The batch's distinct spec bundles (usually one), stored once each.
-        let mut specs: HashMap<AgentSpecDigest, Vec<u8>> = HashMap::new();
-        for t in tasks {
-            let r = &t.request;
-            ids.push(r.task_id.as_uuid());
-            parents.push(r.parent_task_id.map(|p| p.as_uuid()));
-            traces.push(r.trace_id.to_string());
-            tenants.push(r.tenant.clone());
-            agents.push(r.agent.clone());
-            prompts.push(r.prompt.clone());
-            depths.push(i32::try_from(r.depth).unwrap_or(i32::MAX));
-            keys.push(r.idempotency_key.clone());
-            digests.push(t.digest.clone());
-            deadlines.push(r.deadline);
-            let (request, spec) = t.encoded();
-            requests.push(request);
-            spec_digests.push(spec.as_ref().map(|(d, _)| d.as_bytes().to_vec()));
-            if let Some((digest, spec)) = spec {
-                specs.entry(digest).or_insert(spec);
-            }
-            created.push(r.created_at);
-            max_attempts.push(i32::try_from(r.max_attempts.max(1)).unwrap_or(i32::MAX));
-            sessions.push(r.resume_token.map(|s| s.as_uuid()));
-            let limit = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
-            max_tokens.push(limit(r.budget.max_tokens));
-            max_costs.push(limit(r.budget.max_cost_picousd));
-            priorities.push(i16::from(r.priority.get()));
-        }
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
+        insert_tasks_on(&mut conn, tasks).await
+    }
+}
 
-        let (spec_keys, spec_values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = specs
-            .into_iter()
-            .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
-            .unzip();
-        let subjects: Vec<&str> = tasks.iter().map(|t| t.subject.as_str()).collect();
-        let not_before: Vec<Option<chrono::DateTime<chrono::Utc>>> =
-            tasks.iter().map(|t| t.not_before).collect();
-        let callbacks: Vec<Option<&str>> =
-            tasks.iter().map(|t| t.callback_url.as_deref()).collect();
-        // One statement, so one round trip and its own transaction: the bundles (an
-        // existing one is left as it is: a digest names one bundle), the tasks, and the
-        // outbox rows of the tasks actually inserted, in the batch's order.
-        let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(
+/// [`Store::insert_tasks`] on `conn`: in its own statement's transaction, or as part of
+/// the caller's (a schedule's fire).
+pub(crate) async fn insert_tasks_on(
+    conn: &mut sqlx::PgConnection,
+    tasks: &[NewTask],
+) -> Result<Vec<InsertOutcome>, StoreError> {
+    let n = tasks.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut parents = Vec::with_capacity(n);
+    let mut traces = Vec::with_capacity(n);
+    let mut tenants = Vec::with_capacity(n);
+    let mut agents = Vec::with_capacity(n);
+    let mut prompts = Vec::with_capacity(n);
+    let mut depths = Vec::with_capacity(n);
+    let mut keys = Vec::with_capacity(n);
+    let mut digests = Vec::with_capacity(n);
+    let mut deadlines = Vec::with_capacity(n);
+    let mut requests = Vec::with_capacity(n);
+    let mut created = Vec::with_capacity(n);
+    let mut max_attempts = Vec::with_capacity(n);
+    let mut sessions = Vec::with_capacity(n);
+    let mut max_tokens: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut max_costs: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut spec_digests: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+    let mut priorities: Vec<i16> = Vec::with_capacity(n);
+    // The batch's distinct spec bundles (usually one), stored once each.
+    let mut specs: HashMap<AgentSpecDigest, Vec<u8>> = HashMap::new();
+    for t in tasks {
+        let r = &t.request;
+        ids.push(r.task_id.as_uuid());
+        parents.push(r.parent_task_id.map(|p| p.as_uuid()));
+        traces.push(r.trace_id.to_string());
+        tenants.push(r.tenant.clone());
+        agents.push(r.agent.clone());
+        prompts.push(r.prompt.clone());
+        depths.push(i32::try_from(r.depth).unwrap_or(i32::MAX));
+        keys.push(r.idempotency_key.clone());
+        digests.push(t.digest.clone());
+        deadlines.push(r.deadline);
+        let (request, spec) = t.encoded();
+        requests.push(request);
+        spec_digests.push(spec.as_ref().map(|(d, _)| d.as_bytes().to_vec()));
+        if let Some((digest, spec)) = spec {
+            specs.entry(digest).or_insert(spec);
+        }
+        created.push(r.created_at);
+        max_attempts.push(i32::try_from(r.max_attempts.max(1)).unwrap_or(i32::MAX));
+        sessions.push(r.resume_token.map(|s| s.as_uuid()));
+        let limit = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+        max_tokens.push(limit(r.budget.max_tokens));
+        max_costs.push(limit(r.budget.max_cost_picousd));
+        priorities.push(i16::from(r.priority.get()));
+    }
+
+    let (spec_keys, spec_values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = specs
+        .into_iter()
+        .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
+        .unzip();
+    let subjects: Vec<&str> = tasks.iter().map(|t| t.subject.as_str()).collect();
+    let not_before: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+        tasks.iter().map(|t| t.not_before).collect();
+    let callbacks: Vec<Option<&str>> = tasks.iter().map(|t| t.callback_url.as_deref()).collect();
+    // One statement, so one round trip and its own transaction: the bundles (an
+    // existing one is left as it is: a digest names one bundle), the tasks, and the
+    // outbox rows of the tasks actually inserted, in the batch's order.
+    let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
             "WITH t AS ( \
                  SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
@@ -112,10 +126,7 @@ impl Store {
              dispatched AS ( \
                  INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
                  SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.request, t.priority, t.tenant, \
-                        COALESCE((SELECT max(o.turn) FROM outbox o \
-                                  WHERE o.priority = t.priority AND o.tenant = t.tenant), \
-                                 (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = t.priority), 0) \
-                        + row_number() OVER (PARTITION BY t.priority, t.tenant ORDER BY t.ord) \
+                        {turn} \
                  FROM t JOIN inserted USING (task_id) \
                  WHERE t.not_before IS NULL OR t.not_before <= now() ORDER BY t.ord), \
              hooks AS ( \
@@ -123,7 +134,11 @@ impl Store {
                  SELECT t.task_id, t.tenant, t.callback_url \
                  FROM t JOIN inserted USING (task_id) WHERE t.callback_url IS NOT NULL) \
              SELECT task_id FROM inserted",
-        )
+            turn = crate::outbox::turn_sql(
+                "t",
+                "row_number() OVER (PARTITION BY t.priority, t.tenant ORDER BY t.ord)"
+            ),
+        )))
         .bind(&ids)
         .bind(&parents)
         .bind(&traces)
@@ -147,64 +162,65 @@ impl Store {
         .bind(&priorities)
         .bind(&callbacks)
         .bind(&not_before)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *conn)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
-        let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
+    let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
 
-        // Tasks not inserted lost an idempotency-key race: look up the winners.
-        let mut existing: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
-        let losers: Vec<usize> = (0..n).filter(|i| !inserted.contains(&ids[*i])).collect();
-        if !losers.is_empty() {
-            let l_tenants: Vec<String> = losers.iter().map(|i| tenants[*i].clone()).collect();
-            let l_keys: Vec<Option<String>> = losers.iter().map(|i| keys[*i].clone()).collect();
-            let rows = sqlx::query(
-                "SELECT t.tenant, t.idempotency_key, t.task_id, t.request_digest FROM tasks t \
+    // Tasks not inserted lost an idempotency-key race: look up the winners.
+    let mut existing: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
+    let losers: Vec<usize> = (0..n).filter(|i| !inserted.contains(&ids[*i])).collect();
+    if !losers.is_empty() {
+        let l_tenants: Vec<String> = losers.iter().map(|i| tenants[*i].clone()).collect();
+        let l_keys: Vec<Option<String>> = losers.iter().map(|i| keys[*i].clone()).collect();
+        let rows = sqlx::query(
+            "SELECT t.tenant, t.idempotency_key, t.task_id, t.request_digest FROM tasks t \
                  JOIN UNNEST($1::text[], $2::text[]) AS k(tenant, idempotency_key) \
                    ON t.tenant = k.tenant AND t.idempotency_key = k.idempotency_key",
-            )
-            .bind(&l_tenants)
-            .bind(&l_keys)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| StoreError::from_sqlx("look up idempotency keys", e))?;
-            for row in rows {
-                existing.insert((row.get(0), row.get(1)), (row.get(2), row.get(3)));
-            }
+        )
+        .bind(&l_tenants)
+        .bind(&l_keys)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| StoreError::from_sqlx("look up idempotency keys", e))?;
+        for row in rows {
+            existing.insert((row.get(0), row.get(1)), (row.get(2), row.get(3)));
         }
-
-        let mut outcomes = Vec::with_capacity(n);
-        // Within one batch two requests may share a key; the first one inserted wins.
-        let mut batch_winner: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
-        for i in 0..n {
-            let key = keys[i].clone().map(|k| (tenants[i].clone(), k));
-            if inserted.contains(&ids[i]) {
-                if let Some(k) = key {
-                    batch_winner.insert(k, (ids[i], digests[i].clone()));
-                }
-                outcomes.push(InsertOutcome::Created(TaskId::from_uuid(ids[i])));
-                continue;
-            }
-            let found = key
-                .as_ref()
-                .and_then(|k| existing.get(k).or_else(|| batch_winner.get(k)));
-            match found {
-                Some((id, digest)) if *digest == digests[i] => {
-                    outcomes.push(InsertOutcome::Existing(TaskId::from_uuid(*id)))
-                }
-                Some((id, _)) => outcomes.push(InsertOutcome::Conflict(TaskId::from_uuid(*id))),
-                None => {
-                    return Err(StoreError::Corrupt {
-                        task_id: ids[i].to_string(),
-                        column: "idempotency_key",
-                        reason: "insert skipped but no task holds the key".to_owned(),
-                    });
-                }
-            }
-        }
-        Ok(outcomes)
     }
 
+    let mut outcomes = Vec::with_capacity(n);
+    // Within one batch two requests may share a key; the first one inserted wins.
+    let mut batch_winner: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
+    for i in 0..n {
+        let key = keys[i].clone().map(|k| (tenants[i].clone(), k));
+        if inserted.contains(&ids[i]) {
+            if let Some(k) = key {
+                batch_winner.insert(k, (ids[i], digests[i].clone()));
+            }
+            outcomes.push(InsertOutcome::Created(TaskId::from_uuid(ids[i])));
+            continue;
+        }
+        let found = key
+            .as_ref()
+            .and_then(|k| existing.get(k).or_else(|| batch_winner.get(k)));
+        match found {
+            Some((id, digest)) if *digest == digests[i] => {
+                outcomes.push(InsertOutcome::Existing(TaskId::from_uuid(*id)))
+            }
+            Some((id, _)) => outcomes.push(InsertOutcome::Conflict(TaskId::from_uuid(*id))),
+            None => {
+                return Err(StoreError::Corrupt {
+                    task_id: ids[i].to_string(),
+                    column: "idempotency_key",
+                    reason: "insert skipped but no task holds the key".to_owned(),
+                });
+            }
+        }
+    }
+    Ok(outcomes)
+}
+
+impl Store {
     /// The request a task was submitted with (as dispatched), whatever its tenant.
     pub async fn task_request(
         &self,
@@ -268,14 +284,12 @@ impl Store {
                 },
             );
         };
-        sqlx::query(
+        sqlx::query(sql(format!(
             "INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
-             SELECT $1, $2, $3, $4, $5, t.priority, t.tenant, \
-                    COALESCE((SELECT max(o.turn) FROM outbox o \
-                              WHERE o.priority = t.priority AND o.tenant = t.tenant), \
-                             (SELECT min(o.turn) - 1 FROM outbox o WHERE o.priority = t.priority), 0) + 1 \
+             SELECT $1, $2, $3, $4, $5, t.priority, t.tenant, {turn} \
              FROM tasks t WHERE t.task_id = $1",
-        )
+            turn = crate::outbox::turn_sql("t", "1"),
+        )))
         .bind(task_id.as_uuid())
         .bind(trace_id)
         .bind(subject)

@@ -21,66 +21,98 @@ use crate::output::{OutputFormat, json, write_json};
 pub struct SubmitArgs {
     #[command(flatten)]
     pub client: ClientArgs,
-    /// Agent that runs the task
-    #[arg(long, value_name = "NAME")]
-    pub agent: String,
+    #[command(flatten)]
+    pub task: TaskOptions,
     /// Tenant the task belongs to [default: default]
-    #[arg(long)]
+    #[arg(long, display_order = 101)]
     pub tenant: Option<String>,
     /// Submitting again with the same key returns the first task instead of a new one
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", display_order = 102)]
     pub idempotency_key: Option<String>,
     /// Finish by: a duration from now (30s, 5m, 1h30m) or an RFC 3339 time
-    #[arg(long, value_name = "WHEN")]
+    #[arg(long, value_name = "WHEN", display_order = 103)]
     pub deadline: Option<Deadline>,
-    /// Most model steps the session may take [default: the agent's]
-    #[arg(long, value_name = "N")]
-    pub max_steps: Option<u32>,
-    /// Most the task and all its descendants may spend, in US dollars at the workers' catalogue prices; when spent, running sessions end `budget_exceeded` (resumable) and no new child starts [default: the parent's, else no limit]
-    #[arg(long, value_name = "USD")]
-    pub max_cost_usd: Option<f64>,
-    /// Most tokens (input and output) the task and all its descendants may use; as --max-cost-usd [default: the parent's, else no limit]
-    #[arg(long, value_name = "N")]
-    pub max_tokens: Option<u64>,
-    /// Priority, 1 (highest) to 5 (lowest): orders the task's model calls waiting for a rate-limit slot; a child keeps or lowers its parent's [default: 3, or the parent's]
-    #[arg(long, value_name = "1-5", value_parser = clap::value_parser!(u32).range(1..=5))]
-    pub priority: Option<u32>,
-    /// Model to use [default: the agent's, else the worker's]
-    #[arg(long)]
-    pub model: Option<String>,
     /// Make the task a subtask of this one (it joins the parent's trace)
-    #[arg(long, value_name = "TASK_ID")]
+    #[arg(long, value_name = "TASK_ID", display_order = 109)]
     pub parent: Option<String>,
     /// Continue this session: the task sees its earlier conversation
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", display_order = 110)]
     pub session: Option<String>,
-    /// Most attempts (first run and retries) before the task is dead-lettered [default: the coordinator's, 3]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_attempts: Option<u32>,
-    /// Capability (such as a tool name) the task is granted; repeatable, within the token's and the parent's [default: the parent's, else the token's]
-    #[arg(long = "scope", value_name = "CAP")]
-    pub scopes: Vec<String>,
-    /// Structured input: a JSON object, or @FILE to read one from a file
-    #[arg(long, value_name = "JSON", value_parser = parse_input)]
-    pub input: Option<serde_json::Value>,
-    /// JSON Schema file the final answer must satisfy; the answer is returned as JSON (`structured`)
-    #[arg(long, value_name = "FILE", value_parser = read_output_schema)]
-    pub output_schema: Option<String>,
     /// Start at this time (RFC 3339, e.g. 2026-12-01T03:00:00Z): the task waits `scheduled` until then and may be cancelled before it [default: at once]
-    #[arg(long, value_name = "TIME", value_parser = parse_start_at, conflicts_with = "start_in")]
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, conflicts_with = "start_in", display_order = 115)]
     pub at: Option<DateTime<Utc>>,
     /// Start this long from now (30m, 2h): as --at
-    #[arg(long = "in", value_name = "DURATION")]
+    #[arg(long = "in", value_name = "DURATION", display_order = 116)]
     pub start_in: Option<crate::duration::HumanDuration>,
-    /// POST the result to this URL when the task ends, signed with the tenant's webhook secret (https, public addresses, unless the coordinator allows others)
-    #[arg(long, value_name = "URL")]
-    pub callback_url: Option<String>,
     /// Follow the task until it finishes and print its result; exits 1 unless it completed
-    #[arg(long)]
+    #[arg(long, display_order = 118)]
     pub wait: bool,
     /// The prompt; its words are joined with spaces, and `-` reads it from stdin
     #[arg(required = true, value_name = "PROMPT")]
     pub prompt: Vec<String>,
+}
+
+/// The flags of the task itself, shared by `taskwire submit` and by `taskwire schedule
+/// create|update` (the task each tick submits), so that both take them alike.
+///
+/// The display orders (100 and up) keep `taskwire submit --help` in the order it always
+/// had: submit's own flags take the numbers in between.
+#[derive(Debug, Args)]
+pub struct TaskOptions {
+    /// Agent that runs the task
+    #[arg(long, value_name = "NAME", display_order = 100)]
+    pub agent: String,
+    /// Most model steps the session may take [default: the agent's]
+    #[arg(long, value_name = "N", display_order = 104)]
+    pub max_steps: Option<u32>,
+    /// Most the task and all its descendants may spend, in US dollars at the workers' catalogue prices; when spent, running sessions end `budget_exceeded` (resumable) and no new child starts [default: the parent's, else no limit]
+    #[arg(long, value_name = "USD", display_order = 105)]
+    pub max_cost_usd: Option<f64>,
+    /// Most tokens (input and output) the task and all its descendants may use; as --max-cost-usd [default: the parent's, else no limit]
+    #[arg(long, value_name = "N", display_order = 106)]
+    pub max_tokens: Option<u64>,
+    /// Priority, 1 (highest) to 5 (lowest): orders the task's model calls waiting for a rate-limit slot; a child keeps or lowers its parent's [default: 3, or the parent's]
+    #[arg(long, value_name = "1-5", value_parser = clap::value_parser!(u32).range(1..=5), display_order = 107)]
+    pub priority: Option<u32>,
+    /// Model to use [default: the agent's, else the worker's]
+    #[arg(long, display_order = 108)]
+    pub model: Option<String>,
+    /// Most attempts (first run and retries) before the task is dead-lettered [default: the coordinator's, 3]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), display_order = 111)]
+    pub max_attempts: Option<u32>,
+    /// Capability (such as a tool name) the task is granted; repeatable, within the token's and the parent's [default: the parent's, else the token's]
+    #[arg(long = "scope", value_name = "CAP", display_order = 112)]
+    pub scopes: Vec<String>,
+    /// Structured input: a JSON object, or @FILE to read one from a file
+    #[arg(long, value_name = "JSON", value_parser = parse_input, display_order = 113)]
+    pub input: Option<serde_json::Value>,
+    /// JSON Schema file the final answer must satisfy; the answer is returned as JSON (`structured`)
+    #[arg(long, value_name = "FILE", value_parser = read_output_schema, display_order = 114)]
+    pub output_schema: Option<String>,
+    /// POST the result to this URL when the task ends, signed with the tenant's webhook secret (https, public addresses, unless the coordinator allows others)
+    #[arg(long, value_name = "URL", display_order = 117)]
+    pub callback_url: Option<String>,
+}
+
+impl TaskOptions {
+    /// A request with `prompt` and these options; every other field is left unset.
+    pub fn request(&self, prompt: String) -> pb::SubmitRequest {
+        pb::SubmitRequest {
+            agent: self.agent.clone(),
+            prompt,
+            model: self.model.clone(),
+            max_steps: self.max_steps,
+            max_cost_usd: self.max_cost_usd,
+            max_tokens: self.max_tokens,
+            priority: self.priority.unwrap_or(0),
+            max_attempts: self.max_attempts,
+            auth_scope: self.scopes.clone(),
+            input: self.input.as_ref().map(json_to_struct),
+            output_schema: self.output_schema.clone().unwrap_or_default(),
+            callback_url: self.callback_url.clone().unwrap_or_default(),
+            ..Default::default()
+        }
+    }
 }
 
 pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
@@ -91,7 +123,7 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     print_or_follow(&mut client, submitted, args.client.output, args.wait).await
 }
 
-/// What `submit` and `run` do once the task is accepted: print its id, or with `wait`
+/// What `submit`, `run` and `schedule trigger` do once the task is accepted: print its id, or with `wait`
 /// follow it (progress on stderr) and print its result, exiting 1 unless it completed.
 pub async fn print_or_follow(
     client: &mut Client,
@@ -166,25 +198,13 @@ fn build_request(
         (None, None) => None,
     };
     Ok(pb::SubmitRequest {
-        agent: args.agent.clone(),
-        prompt,
         tenant: args.tenant.clone().unwrap_or_default(),
         idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
         deadline: deadline.map(time::to_wire),
-        model: args.model.clone(),
-        max_steps: args.max_steps,
-        max_cost_usd: args.max_cost_usd,
-        max_tokens: args.max_tokens,
-        priority: args.priority.unwrap_or(0),
         parent_task_id: args.parent.clone().unwrap_or_default(),
         resume_token: args.session.clone().unwrap_or_default(),
-        max_attempts: args.max_attempts,
-        auth_scope: args.scopes.clone(),
-        input: args.input.as_ref().map(json_to_struct),
-        output_schema: args.output_schema.clone().unwrap_or_default(),
-        callback_url: args.callback_url.clone().unwrap_or_default(),
         not_before: not_before.map(time::to_wire),
-        ..Default::default()
+        ..args.task.request(prompt)
     })
 }
 
@@ -210,7 +230,7 @@ pub fn read_output_schema(path: &str) -> Result<String, ArgError> {
 }
 
 /// The prompt words joined with spaces, or stdin for a lone `-`.
-fn read_prompt(words: &[String]) -> anyhow::Result<String> {
+pub fn read_prompt(words: &[String]) -> anyhow::Result<String> {
     let prompt = if words == ["-"] {
         let mut s = String::new();
         std::io::stdin()
@@ -379,6 +399,53 @@ mod tests {
                 .expect_err("missing")
                 .to_string()
                 .contains("failed to read")
+        );
+    }
+
+    #[test]
+    fn help_lists_the_flags_in_their_usual_order() {
+        // The task's flags are shared with `schedule create` (`TaskOptions`); their
+        // display orders keep submit's own flags where they always were.
+        let mut cli = <crate::Cli as clap::CommandFactory>::command();
+        cli.build();
+        let help = cli
+            .find_subcommand_mut("submit")
+            .expect("submit")
+            .render_long_help()
+            .to_string();
+        let flags: Vec<&str> = help
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("--"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                "addr",
+                "output",
+                "token",
+                "tls-ca",
+                "agent",
+                "tenant",
+                "idempotency-key",
+                "deadline",
+                "max-steps",
+                "max-cost-usd",
+                "max-tokens",
+                "priority",
+                "model",
+                "parent",
+                "session",
+                "max-attempts",
+                "scope",
+                "input",
+                "output-schema",
+                "at",
+                "in",
+                "callback-url",
+                "wait",
+                "log-format",
+            ]
         );
     }
 

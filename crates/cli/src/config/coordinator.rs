@@ -124,5 +124,11 @@ settings! {
         /// How long one webhook POST may take, e.g. 10s [default: 10s]
         #[arg(long, env = "TASKWIRE_WEBHOOK_TIMEOUT", value_name = "DURATION")]
         pub webhook_timeout: Option<HumanDuration> => webhook_timeout,
+        /// How often the scheduler looks for schedules whose tick came, e.g. 250ms [default: 250ms]
+        #[arg(long, env = "TASKWIRE_SCHEDULE_INTERVAL", value_name = "DURATION")]
+        pub schedule_interval: Option<HumanDuration> => schedule_interval,
+        /// How late a schedule's tick may fire and still be on time; later ticks were missed and follow the schedule's catch-up policy [default: 60s]
+        #[arg(long, env = "TASKWIRE_SCHEDULE_GRACE", value_name = "DURATION")]
+        pub schedule_grace: Option<HumanDuration> => schedule_grace,
     }
 }

@@ -481,6 +481,8 @@ fn every_setting_lands_in_its_own_slot_and_prints_back() {
         webhook_allow_private: Some(true),
         webhook_max_attempts: Some(23),
         webhook_timeout: secs(24),
+        schedule_interval: secs(25),
+        schedule_grace: secs(26),
     };
     let printed =
         CoordinatorSettings::printable(&coordinator.clone().apply(CoordinatorConfig::default()));

@@ -12,6 +12,10 @@ use super::{
     tool_call_state_name,
 };
 
+mod schedules;
+
+pub use schedules::{schedule, schedule_run, schedule_spec, schedule_task};
+
 /// `taskwire get`, `taskwire replay` and each element of `taskwire ls`: `usage` (and
 /// `cost_usd`) is the task's own, `subtree` its own and its descendants' ([`TaskUsage`]).
 /// `attempts` lists every attempt (`List` answers them too): empty only for a task no

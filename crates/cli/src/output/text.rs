@@ -10,6 +10,10 @@ use super::{
     agent_mode_name, result_text, status_name, timestamp, tool_call_state_name, usage_line,
 };
 
+mod schedules;
+
+pub use schedules::{relative, schedule_summary, schedule_table};
+
 /// Prints progress events one line each. Text deltas, when shown, are written inline as
 /// they arrive (so the answer appears as it is generated), and the next line starts on a
 /// fresh line.

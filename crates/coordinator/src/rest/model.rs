@@ -350,7 +350,7 @@ pub struct RunCommandBody {
 }
 
 /// Something the task draws on.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRef {
     #[serde(rename = "type")]
@@ -624,6 +624,324 @@ pub enum TreeEvent {
 pub struct StatusChange {
     pub task_id: String,
     pub status: String,
+}
+
+/// What a schedule does at a tick while its previous run is still going.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleOverlap {
+    /// Start anyway.
+    Allow,
+    /// Do not start this tick (the default).
+    #[default]
+    Skip,
+    /// Cancel the previous run, then start.
+    CancelPrevious,
+    /// Start this tick when the previous run ends; at most one waits.
+    QueueOne,
+}
+
+impl From<ScheduleOverlap> for pb::ScheduleOverlap {
+    fn from(o: ScheduleOverlap) -> Self {
+        match o {
+            ScheduleOverlap::Allow => pb::ScheduleOverlap::Allow,
+            ScheduleOverlap::Skip => pb::ScheduleOverlap::Skip,
+            ScheduleOverlap::CancelPrevious => pb::ScheduleOverlap::CancelPrevious,
+            ScheduleOverlap::QueueOne => pb::ScheduleOverlap::QueueOne,
+        }
+    }
+}
+
+impl ScheduleOverlap {
+    /// A wire value (unspecified: the default, `skip`).
+    pub fn from_wire(value: i32) -> Self {
+        match pb::ScheduleOverlap::try_from(value) {
+            Ok(pb::ScheduleOverlap::Allow) => Self::Allow,
+            Ok(pb::ScheduleOverlap::CancelPrevious) => Self::CancelPrevious,
+            Ok(pb::ScheduleOverlap::QueueOne) => Self::QueueOne,
+            _ => Self::Skip,
+        }
+    }
+}
+
+/// What a schedule does with ticks missed while no coordinator ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleCatchUp {
+    /// Missed ticks never run (the default).
+    #[default]
+    Skip,
+    /// The latest missed tick runs once.
+    One,
+    /// Every missed tick within `catch_up_window` runs, oldest first.
+    All,
+}
+
+impl From<ScheduleCatchUp> for pb::ScheduleCatchUp {
+    fn from(c: ScheduleCatchUp) -> Self {
+        match c {
+            ScheduleCatchUp::Skip => pb::ScheduleCatchUp::Skip,
+            ScheduleCatchUp::One => pb::ScheduleCatchUp::One,
+            ScheduleCatchUp::All => pb::ScheduleCatchUp::All,
+        }
+    }
+}
+
+impl ScheduleCatchUp {
+    /// A wire value (unspecified: the default, `skip`).
+    pub fn from_wire(value: i32) -> Self {
+        match pb::ScheduleCatchUp::try_from(value) {
+            Ok(pb::ScheduleCatchUp::One) => Self::One,
+            Ok(pb::ScheduleCatchUp::All) => Self::All,
+            _ => Self::Skip,
+        }
+    }
+}
+
+/// `POST /v1/schedules` and `PUT /v1/schedules/{name}`: a schedule's spec. One of `cron`
+/// and `every` is required; durations are written as `15m`, `1h 30m`, `2days`. Unknown
+/// fields are refused.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpecBody {
+    /// Unique within the tenant: letters, digits, `-`, `_` and `.`, at most 128.
+    /// Required by `POST`; a `PUT` may leave it out (empty) for the path's, and
+    /// another one is refused.
+    #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._-]{0,128}$", example = "nightly-report")]
+    pub name: String,
+    /// A cron expression: 5 fields (minute granularity) or 6 (seconds first), or an
+    /// alias such as `@hourly`.
+    #[serde(default)]
+    #[schema(example = "0 3 * * *")]
+    pub cron: Option<String>,
+    /// An interval (`15m`), at least one second: ticks at multiples of it since the
+    /// Unix epoch.
+    #[serde(default)]
+    pub every: Option<String>,
+    /// An IANA time zone the cron expression is read in; none: UTC.
+    #[serde(default)]
+    #[schema(example = "Europe/Berlin")]
+    pub time_zone: Option<String>,
+    /// At a tick while the previous run still goes; none: `skip`.
+    #[serde(default)]
+    pub overlap: Option<ScheduleOverlap>,
+    /// Ticks missed while no coordinator ran; none: `skip`.
+    #[serde(default)]
+    pub catch_up: Option<ScheduleCatchUp>,
+    /// With `catch_up: all`, how far back a missed tick still runs; none: one hour.
+    #[serde(default)]
+    #[schema(example = "1h")]
+    pub catch_up_window: Option<String>,
+    /// Each task's deadline is its tick plus this (at least 1s); none: no deadline.
+    #[serde(default)]
+    #[schema(example = "30m")]
+    pub task_timeout: Option<String>,
+    /// Create it paused.
+    #[serde(default)]
+    pub paused: Option<bool>,
+    /// The tenant the schedule and its tasks belong to; none: the caller's.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// What each tick submits, as `POST /v1/tasks` takes it, except `deadline` (use
+    /// `task_timeout`), `not_before`, `idempotency_key`, `parent_task_id`,
+    /// `resume_token` and `trace_id`, which a schedule refuses.
+    pub task: SubmitBody,
+}
+
+/// The task a schedule submits at each tick, as stored.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ScheduleTask {
+    pub agent: String,
+    pub prompt: String,
+    pub input: Option<serde_json::Map<String, Value>>,
+    pub model: Option<String>,
+    pub max_steps: Option<u32>,
+    pub max_attempts: Option<u32>,
+    pub max_cost_usd: Option<f64>,
+    pub max_tokens: Option<u64>,
+    /// 1 (highest) to 5 (lowest); 0: the default 3.
+    pub priority: u32,
+    /// The JSON Schema the final answer must satisfy; null when none.
+    pub output_schema: Option<Value>,
+    pub tenant: String,
+    pub sender: String,
+    pub intent: String,
+    pub auth_scope: Vec<String>,
+    pub context_refs: Vec<ContextRef>,
+    pub workspace_patch: String,
+    pub callback_url: String,
+}
+
+impl From<&pb::SubmitRequest> for ScheduleTask {
+    fn from(t: &pb::SubmitRequest) -> Self {
+        let input = t
+            .input
+            .as_ref()
+            .map(taskwire_protocol::value::struct_to_json)
+            .and_then(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            });
+        let output_schema = (!t.output_schema.is_empty()).then(|| {
+            serde_json::from_str(&t.output_schema)
+                .unwrap_or_else(|_| Value::String(t.output_schema.clone()))
+        });
+        Self {
+            agent: t.agent.clone(),
+            prompt: t.prompt.clone(),
+            input,
+            model: t.model.clone(),
+            max_steps: t.max_steps,
+            max_attempts: t.max_attempts,
+            max_cost_usd: t.max_cost_usd,
+            max_tokens: t.max_tokens,
+            priority: t.priority,
+            output_schema,
+            tenant: t.tenant.clone(),
+            sender: t.sender.clone(),
+            intent: t.intent.clone(),
+            auth_scope: t.auth_scope.clone(),
+            context_refs: t
+                .context_refs
+                .iter()
+                .map(|c| ContextRef {
+                    kind: c.r#type.clone(),
+                    id: c.id.clone(),
+                    uri: c.uri.clone(),
+                })
+                .collect(),
+            workspace_patch: t.workspace_patch.clone(),
+            callback_url: t.callback_url.clone(),
+        }
+    }
+}
+
+/// What happened at one tick of a schedule.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ScheduleRun {
+    /// The tick (RFC 3339); a trigger's is when it was triggered.
+    pub tick: Option<String>,
+    /// `started` (a task was submitted), `skipped_overlap` (the previous run still
+    /// went), `queued` (waits for the previous run), `triggered` (by
+    /// `POST /v1/schedules/{name}/trigger`) or `refused` (the submit was refused:
+    /// `reason`).
+    #[schema(example = "started")]
+    pub outcome: String,
+    /// The task submitted; null when none.
+    pub task_id: Option<String>,
+    /// That task's status now, as the tasks API names it; null when no task.
+    pub status: Option<String>,
+    /// When the tick was acted on.
+    pub fired_at: Option<String>,
+    pub reason: String,
+}
+
+impl From<&pb::ScheduleRun> for ScheduleRun {
+    fn from(r: &pb::ScheduleRun) -> Self {
+        let outcome = match pb::ScheduleRunOutcome::try_from(r.outcome) {
+            Ok(pb::ScheduleRunOutcome::Started) => "started",
+            Ok(pb::ScheduleRunOutcome::SkippedOverlap) => "skipped_overlap",
+            Ok(pb::ScheduleRunOutcome::Queued) => "queued",
+            Ok(pb::ScheduleRunOutcome::Triggered) => "triggered",
+            Ok(pb::ScheduleRunOutcome::Refused) => "refused",
+            _ => "unknown",
+        };
+        Self {
+            tick: time(r.tick.as_ref()),
+            outcome: outcome.to_owned(),
+            task_id: (!r.task_id.is_empty()).then(|| r.task_id.clone()),
+            status: (r.status != pb::TaskStatus::Unspecified as i32)
+                .then(|| status(r.status).to_owned()),
+            fired_at: time(r.fired_at.as_ref()),
+            reason: r.reason.clone(),
+        }
+    }
+}
+
+/// A wire duration as humantime writes it (`15m`, `1h 30m`).
+pub fn duration(d: Option<&prost_types::Duration>) -> Option<String> {
+    d.and_then(|d| std::time::Duration::try_from(*d).ok())
+        .map(|d| humantime::format_duration(d).to_string())
+}
+
+/// A schedule: its spec (`name` … `task`), its cadence in words, its next fire times
+/// (none while paused), its most recent runs (newest first: 20 from
+/// `GET /v1/schedules/{name}`, 3 per schedule from the list) and its counters.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Schedule {
+    pub schedule_id: String,
+    pub name: String,
+    /// The cron expression; null for an interval schedule.
+    pub cron: Option<String>,
+    /// The interval (`15m`); null for a cron schedule.
+    pub every: Option<String>,
+    /// The IANA time zone cron ticks are read in (`UTC` when none was given).
+    pub time_zone: String,
+    pub overlap: ScheduleOverlap,
+    pub catch_up: ScheduleCatchUp,
+    pub catch_up_window: Option<String>,
+    /// Each task's deadline after its tick; null: none.
+    pub task_timeout: Option<String>,
+    pub paused: bool,
+    pub tenant: String,
+    /// What each tick submits.
+    pub task: ScheduleTask,
+    /// The cadence in words (`every 15m`, `At 03:00 (Europe/Berlin)`).
+    pub description: String,
+    /// The next fire times (RFC 3339, up to 5); none while paused.
+    pub next_fires: Vec<String>,
+    pub recent_runs: Vec<ScheduleRun>,
+    /// Tasks started by ticks and triggers.
+    pub fires: u64,
+    /// Ticks not started because the previous run still went.
+    pub skipped_overlap: u64,
+    /// Ticks dropped by the catch-up policy.
+    pub skipped_missed: u64,
+    /// A tick waiting for the previous run to end (`queue_one`).
+    pub queued_tick: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+impl From<&pb::Schedule> for Schedule {
+    fn from(s: &pb::Schedule) -> Self {
+        let spec = s.spec.clone().unwrap_or_default();
+        let (cron, every) = match &spec.cadence {
+            Some(pb::schedule_spec::Cadence::Cron(c)) => (Some(c.clone()), None),
+            Some(pb::schedule_spec::Cadence::Every(d)) => (None, duration(Some(d))),
+            None => (None, None),
+        };
+        Self {
+            schedule_id: s.schedule_id.clone(),
+            name: spec.name,
+            cron,
+            every,
+            time_zone: spec.time_zone,
+            overlap: ScheduleOverlap::from_wire(spec.overlap),
+            catch_up: ScheduleCatchUp::from_wire(spec.catch_up),
+            catch_up_window: duration(spec.catch_up_window.as_ref()),
+            task_timeout: duration(spec.task_timeout.as_ref()),
+            paused: spec.paused,
+            tenant: spec.tenant,
+            task: ScheduleTask::from(&spec.task.unwrap_or_default()),
+            description: s.description.clone(),
+            next_fires: s.next_fires.iter().filter_map(|t| time(Some(t))).collect(),
+            recent_runs: s.recent_runs.iter().map(ScheduleRun::from).collect(),
+            fires: s.fires,
+            skipped_overlap: s.skipped_overlap,
+            skipped_missed: s.skipped_missed,
+            queued_tick: time(s.queued_tick.as_ref()),
+            created_at: time(s.created_at.as_ref()),
+            updated_at: time(s.updated_at.as_ref()),
+        }
+    }
+}
+
+/// The schedules, by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleList {
+    pub schedules: Vec<Schedule>,
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ fn schema_text(schema: Option<serde_json::Value>) -> String {
 }
 
 /// The body as the gRPC request.
-fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
+pub(super) fn submit_request(b: SubmitBody) -> Result<pb::SubmitRequest, ApiError> {
     let deadline = rfc3339("deadline", b.deadline.as_deref())?;
     let not_before = rfc3339("not_before", b.not_before.as_deref())?;
     let output_schema = schema_text(b.output_schema);
