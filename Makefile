@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test lint fmt build release setup bench bench-sandbox bench-mcp bench-limits check-deploy
+.PHONY: demo test lint fmt build release setup bench bench-scaling bench-sandbox bench-mcp bench-limits check-deploy
 
 demo: ## a coordinator, a worker and one task, with live progress
 	scripts/demo.sh
@@ -38,6 +38,10 @@ setup: ## system packages and Rust for a fresh Debian machine
 bench: ## taskwire processes end to end against raw JetStream and Postgres; writes docs/performance.md (release build)
 	$(CARGO) build --release --locked -p taskwire-cli
 	$(CARGO) run --release --locked -p taskwire-bench --bin taskwire-bench -- $(BENCH_ARGS)
+
+bench-scaling: ## throughput and CPU per task for 1, 2, 4 coordinators and 1, 2, 4, 8 workers on real processes; writes its section of docs/performance.md (release build)
+	$(CARGO) build --release --locked -p taskwire-cli
+	$(CARGO) run --release --locked -p taskwire-bench --bin taskwire-bench -- --only scaling $(BENCH_ARGS)
 
 bench-sandbox: ## the command sandbox's cost per command and per running command (release build)
 	$(CARGO) run --release --locked -p taskwire-bench --bin sandbox -- --runs 200 --concurrent 100

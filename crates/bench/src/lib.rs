@@ -18,6 +18,7 @@
 //! - [`repo_script`]: what the scripted model answers in those runs.
 //! - [`repos`]: the repositories they run in, made once in the benchmark's cache.
 //! - [`report`]: the machine and the table, as a Markdown section.
+//! - [`scaling`]: `--only scaling`, the table by number of coordinators and workers.
 //! - [`statements`]: `--statements`, Postgres's statements per task.
 //! - [`timeline`]: `--timeline`, where one task's time goes, from its spans.
 //! - [`traffic`]: `--statements`, nats-server's messages per task.
@@ -32,6 +33,7 @@ pub mod repo_runs;
 pub mod repo_script;
 pub mod report;
 pub mod repos;
+pub mod scaling;
 pub mod statements;
 pub mod timeline;
 pub mod traffic;

@@ -137,7 +137,7 @@ impl Events {
     /// concurrent callers, and waits for all their results.
     pub async fn batch(
         &self,
-        client: &Client,
+        client: &[Client],
         prompt: &str,
         n: usize,
         submitters: usize,
@@ -176,7 +176,7 @@ impl Events {
 
     /// Submits `n` tasks without waiting for their results: for sessions that wait.
     pub async fn submit_only(
-        client: &Client,
+        client: &[Client],
         prompt: &str,
         n: usize,
         submitters: usize,
@@ -194,9 +194,10 @@ fn patience(n: usize) -> Duration {
     Duration::from_secs(60) + Duration::from_millis(n as u64 * 10)
 }
 
-/// Submits `n` tasks; the first error, if any.
+/// Submits `n` tasks, the `i`th to `clients[i % clients.len()]`; the first error, if
+/// any.
 async fn submit_all(
-    client: &Client,
+    clients: &[Client],
     prompt: &str,
     n: usize,
     submitters: usize,
@@ -205,11 +206,18 @@ async fn submit_all(
     let errors: Arc<Mutex<Option<tonic::Status>>> = Arc::default();
     futures::stream::iter(0..n)
         .for_each_concurrent(submitters.max(1), |i| {
-            let mut client = client.clone();
+            // Spread over the coordinators, as a load balancer would.
+            let mut client = clients[i % clients.len()].clone();
             let (submitted, errors) = (submitted.clone(), errors.clone());
             async move {
                 let t = Instant::now();
-                match client.submit(request(format!("{prompt} {i}"))).await {
+                // Pushed back (the fleet is behind): retry, as a client should.
+                let mut answer = client.submit(request(format!("{prompt} {i}"))).await;
+                while matches!(&answer, Err(e) if e.code() == tonic::Code::ResourceExhausted) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    answer = client.submit(request(format!("{prompt} {i}"))).await;
+                }
+                match answer {
                     Ok(r) => {
                         let id = r.into_inner().task_id;
                         let mut map = submitted.lock().unwrap_or_else(PoisonError::into_inner);

@@ -8,7 +8,9 @@
 //! export on to an OTLP receiver in this process; (5) a worker's resident set with
 //! `--waiting-sessions` sessions waiting on a model that does not answer yet; (6) real
 //! tasks: `--repo-runs` parent + `explore` child runs that grep and read a real git
-//! repository, in a section of their own (`--only repos` runs this phase alone).
+//! repository, in a section of their own (`--only repos` runs this phase alone); (7)
+//! `--only scaling`: the throughput pass for 1, 2 and 4 coordinators and 1, 2, 4 and 8
+//! workers (`--coordinators N` and `--workers N` set them for phases 2 to 4).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,7 +25,7 @@ use taskwire_bench::raw;
 use taskwire_bench::report;
 use taskwire_bench::repos::{self, Repo};
 use taskwire_bench::timeline;
-use taskwire_bench::{repo_figures, repo_runs, repo_script};
+use taskwire_bench::{repo_figures, repo_runs, repo_script, scaling};
 use taskwire_bench::{statements, traffic};
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
@@ -48,6 +50,9 @@ struct Args {
     /// Worker processes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     workers: u32,
+    /// Coordinator processes; submitters spread their calls over them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    coordinators: u32,
     /// Sessions each worker runs at once (`taskwire worker --concurrency`).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     worker_concurrency: u32,
@@ -109,6 +114,9 @@ struct Args {
 enum Only {
     /// The real-task phase (6).
     Repos,
+    /// The scaling phase (7): the throughput pass for 1, 2 and 4 coordinators and 1,
+    /// 2, 4 and 8 workers, each setup on fresh processes.
+    Scaling,
 }
 
 /// The servers and the model, shared by every phase.
@@ -120,26 +128,37 @@ struct Servers {
     taskwire: Taskwire,
 }
 
-/// A coordinator and its workers.
+/// Coordinators and their workers.
 struct Stack {
-    coordinator: Process,
+    coordinators: Vec<Process>,
     workers: Vec<Process>,
-    client: Client,
+    /// One client per coordinator; load is spread over them.
+    clients: Vec<Client>,
 }
 
 impl Stack {
     async fn start(
         s: &Servers,
+        coordinators: u32,
         workers: u32,
         concurrency: u32,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let addr = cluster::free_addr()?;
         let db = s.pg.url_for("taskwire");
-        let mut coordinator =
-            s.taskwire
-                .coordinator("coordinator", &db, &s.nats.url(), addr, env)?;
-        let client = cluster::wait_serving(&mut coordinator, addr).await?;
+        let mut started = Vec::new();
+        let mut clients = Vec::new();
+        for i in 0..coordinators.max(1) {
+            let addr = cluster::free_addr()?;
+            let mut coordinator = s.taskwire.coordinator(
+                &format!("coordinator-{i}"),
+                &db,
+                &s.nats.url(),
+                addr,
+                env,
+            )?;
+            clients.push(cluster::wait_serving(&mut coordinator, addr).await?);
+            started.push(coordinator);
+        }
         let workers = (0..workers)
             .map(|i| {
                 s.taskwire.worker(
@@ -152,24 +171,38 @@ impl Stack {
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
-            coordinator,
+            coordinators: started,
             workers,
-            client,
+            clients,
         })
+    }
+
+    /// The first coordinator's client alone: for tasks one at a time.
+    fn one(&self) -> &[Client] {
+        &self.clients[..1]
     }
 
     fn meters(&self) -> [Meter; 2] {
         [
-            Meter::Pids(vec![self.coordinator.pid()]),
+            Meter::Pids(self.coordinators.iter().map(Process::pid).collect()),
             Meter::Pids(self.workers.iter().map(Process::pid).collect()),
         ]
+    }
+
+    fn check_running(&mut self) -> anyhow::Result<()> {
+        for p in self.coordinators.iter_mut().chain(self.workers.iter_mut()) {
+            p.check_running()?;
+        }
+        Ok(())
     }
 
     fn stop(self) {
         for w in self.workers {
             w.stop();
         }
-        self.coordinator.stop();
+        for c in self.coordinators {
+            c.stop();
+        }
     }
 }
 
@@ -185,7 +218,7 @@ async fn pass(
     let warm = args.tasks.min(500) as usize;
     events
         .batch(
-            &stack.client,
+            &stack.clients,
             &format!("{label} warm-up"),
             warm,
             args.submitters as usize,
@@ -205,7 +238,7 @@ async fn pass(
     let n = args.tasks as usize;
     let batch = events
         .batch(
-            &stack.client,
+            &stack.clients,
             &format!("{label} no-op"),
             n,
             args.submitters as usize,
@@ -216,10 +249,7 @@ async fn pass(
         let after = traffic::Counters::read(client, url).await?;
         println!("{}", traffic::report(before, after, n));
     }
-    stack.coordinator.check_running()?;
-    for w in &mut stack.workers {
-        w.check_running()?;
-    }
+    stack.check_running()?;
     Ok(Pass { batch, cpu })
 }
 
@@ -296,6 +326,15 @@ async fn main() -> anyhow::Result<()> {
             eprintln!("wrote {}", args.docs.display());
         }
     }
+    if args.only == Some(Only::Scaling) {
+        let section = scaling(&s, &events, &args, &command).await?;
+        println!("{section}");
+        if !args.no_docs {
+            report::write_region(&args.docs, (scaling::BEGIN, scaling::END), &section)?;
+            eprintln!("wrote {}", args.docs.display());
+        }
+        return Ok(());
+    }
     if args.repo_runs > 0 && !args.repos.is_empty() {
         let section = real_tasks(&s, &events, &args, &command).await?;
         println!("{section}");
@@ -309,6 +348,56 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Phase 7: the throughput pass for each setup of [`scaling::SETUPS`], after the raw
+/// rates.
+async fn scaling(
+    s: &Servers,
+    events: &Events,
+    args: &Args,
+    command: &str,
+) -> anyhow::Result<String> {
+    let n = args.tasks as usize;
+    let mut loads = vec![("at the start".to_owned(), report::load_average())];
+    eprintln!("phase 7: raw jetstream and postgres");
+    let js_time = raw::jetstream_rate(&s.nats.url(), n).await?;
+    let pg_time = raw::postgres_commits(&s.pg.url(), n, args.pg_connections as usize).await?;
+    let raw_rates = scaling::RawRates {
+        jetstream: n as f64 / js_time.as_secs_f64(),
+        commits: n as f64 / pg_time.as_secs_f64(),
+    };
+    let mut rows = Vec::new();
+    for (coordinators, workers) in scaling::SETUPS {
+        eprintln!("phase 7: {n} tasks, {coordinators} coordinator(s), {workers} worker(s)");
+        let mut stack =
+            Stack::start(s, coordinators, workers, args.worker_concurrency, &[]).await?;
+        let label = format!("{coordinators}c{workers}w");
+        let pass = pass(s, &mut stack, events, args, &label, None).await?;
+        stack.stop();
+        let cpu: [f64; 4] = pass
+            .cpu
+            .get(..4)
+            .and_then(|c| c.try_into().ok())
+            .context("four CPU meters")?;
+        rows.push(scaling::Row {
+            coordinators,
+            workers,
+            tasks: n,
+            elapsed: pass.batch.elapsed,
+            submit_to_result: pass.batch.submit_to_result,
+            cpu,
+        });
+    }
+    loads.push(("at the end".to_owned(), report::load_average()));
+    Ok(scaling::section(
+        command,
+        &report::machine(),
+        &loads,
+        raw_rates,
+        &mut rows,
+        args.worker_concurrency,
+    ))
 }
 
 /// Phases 1 to 5: the section of the end-to-end figures.
@@ -335,7 +424,14 @@ async fn end_to_end(
     let pg_rate = n as f64 / pg_time.as_secs_f64();
 
     eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
-    let mut stack = Stack::start(s, args.workers, args.worker_concurrency, &[]).await?;
+    let mut stack = Stack::start(
+        s,
+        args.coordinators,
+        args.workers,
+        args.worker_concurrency,
+        &[],
+    )
+    .await?;
     let monitoring = if args.statements {
         Some(
             s.nats
@@ -362,12 +458,12 @@ async fn end_to_end(
     for _ in 0..samples {
         one.extend(
             events
-                .batch(&stack.client, "single", 1, 1)
+                .batch(stack.one(), "single", 1, 1)
                 .await?
                 .submit_to_result,
         );
     }
-    let mut watched = load::watch_latency(&stack.client, samples).await?;
+    let mut watched = load::watch_latency(&stack.clients[0], samples).await?;
     stack.stop();
 
     eprintln!("phase 4: {n} tasks with trace export");
@@ -377,7 +473,14 @@ async fn end_to_end(
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ];
-    let mut stack = Stack::start(s, args.workers, args.worker_concurrency, &otel).await?;
+    let mut stack = Stack::start(
+        s,
+        args.coordinators,
+        args.workers,
+        args.worker_concurrency,
+        &otel,
+    )
+    .await?;
     let exported = pass(s, &mut stack, events, args, "exported", None).await?;
     let spans = collector.span_count();
     let mut where_time_goes = None;
@@ -386,7 +489,7 @@ async fn end_to_end(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         for _ in 0..samples {
-            events.batch(&stack.client, "single", 1, 1).await?;
+            events.batch(stack.one(), "single", 1, 1).await?;
         }
         // The processes export every few seconds: wait for every task's spans.
         let until = Instant::now() + Duration::from_secs(20);
@@ -501,13 +604,13 @@ async fn create_database(pg: &PrivatePostgres) -> anyhow::Result<()> {
 
 async fn waiting_sessions(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<Memory> {
     let sessions = args.waiting_sessions as usize;
-    let mut stack = Stack::start(s, 1, args.waiting_sessions, &[]).await?;
-    events.batch(&stack.client, "memory warm-up", 50, 8).await?;
+    let mut stack = Stack::start(s, 1, 1, args.waiting_sessions, &[]).await?;
+    events.batch(stack.one(), "memory warm-up", 50, 8).await?;
     let worker = Meter::Pids(vec![stack.workers[0].pid()]);
     let idle = worker.rss()?;
     let target = s.model.request_count() + sessions;
     let finished = events.finished_count();
-    Events::submit_only(&stack.client, WAITING, sessions, args.submitters as usize).await?;
+    Events::submit_only(stack.one(), WAITING, sessions, args.submitters as usize).await?;
     let deadline =
         Instant::now() + Duration::from_secs(120) + Duration::from_millis(sessions as u64 * 10);
     while s.model.request_count() < target {

@@ -29,6 +29,13 @@ pub struct CoordinatorConfig {
     /// Most tasks waiting in the tasks stream (and, with a dispatch window, in the
     /// outbox). Default 1,000,000.
     pub max_queued_tasks: i64,
+    /// Most tasks the fleet may be behind on: dispatches in the outbox, task messages
+    /// in the tasks stream (waiting or running) and results not yet recorded, all
+    /// together. A submit beyond it is refused `RESOURCE_EXHAUSTED` (retry later), so
+    /// that the backlog, and with it the time from submit to result, stays bounded: set
+    /// it to the fleet's throughput times the latency you accept. 0: no limit. Default
+    /// 100,000.
+    pub max_backlog: u64,
     /// Most tasks in the tasks stream that no worker has taken yet; the rest wait in
     /// the outbox and are dispatched by priority, the tenants of a priority taking
     /// turns. 0: no window, every task is published at once (first in, first out).
@@ -87,7 +94,9 @@ pub struct CoordinatorConfig {
     pub webhook_max_attempts: u32,
     /// How long one webhook POST may take. Default 10 s.
     pub webhook_timeout: Duration,
-    /// How often the scheduler looks for schedules whose tick came. Default 250 ms.
+    /// Longest the scheduler waits between passes: it wakes at the earliest tick of
+    /// any active schedule, and at least this often (for queued ticks whose previous run
+    /// ended, and schedules created meanwhile). Default 250 ms.
     pub schedule_interval: Duration,
     /// How late a schedule's tick may be acted on and still count as on time; a tick
     /// later than this was missed (no coordinator ran) and follows the schedule's
@@ -107,6 +116,7 @@ impl Default for CoordinatorConfig {
             max_prompt_bytes: 256 * 1024,
             max_request_bytes: 768 * 1024,
             max_queued_tasks: 1_000_000,
+            max_backlog: 100_000,
             dispatch_window: 0,
             ack_wait: Duration::from_secs(6),
             db_max_connections: 16,

@@ -293,9 +293,21 @@ pub async fn serve_with_http(
     )?;
     tasks.spawn(deliverer.run(loops.clone()));
     tasks.spawn(backpressure::run(
-        bus.clone(),
-        subjects.tasks_stream(),
-        (dispatch_window > 0).then(|| store.clone()),
+        backpressure::Sources {
+            bus: bus.clone(),
+            tasks_stream: subjects.tasks_stream(),
+            results_stream: subjects.results_stream(),
+            store: store.clone(),
+            window: dispatch_window > 0,
+            outbox_cap: i64::try_from(
+                state
+                    .config
+                    .max_backlog
+                    .max(u64::try_from(state.config.max_queued_tasks).unwrap_or(0)),
+            )
+            .unwrap_or(i64::MAX)
+            .saturating_add(1),
+        },
         state.queue_depth.clone(),
         loops.clone(),
     ));

@@ -19,6 +19,9 @@ use prometheus_client::registry::{Registry, Unit};
 use taskwire_metrics::buckets;
 use tokio_util::sync::CancellationToken;
 
+/// The `stage` labels of the backlog gauge.
+const BACKLOG_STAGES: [&str; 3] = ["outbox", "tasks", "results"];
+
 /// How often the gauges are refreshed.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -105,6 +108,31 @@ impl ScheduleOutcome {
     }
 }
 
+/// Why a submit was refused for backpressure (the `reason` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The tasks stream held `--max-queued-tasks`.
+    QueueFull,
+    /// The fleet was `--max-backlog` tasks behind.
+    Backlog,
+}
+
+impl Refusal {
+    const ALL: [Self; 2] = [Self::QueueFull, Self::Backlog];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::QueueFull => "queue_full",
+            Self::Backlog => "backlog",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    pub stage: &'static str,
+}
+
 /// Why a dead letter was recorded (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeadLetterReason {
@@ -144,6 +172,8 @@ struct Inner {
     dead_letters: Family<ReasonLabels, Counter>,
     webhook_deliveries: Family<OutcomeLabels, Counter>,
     schedule_ticks: Family<OutcomeLabels, Counter>,
+    refused: Family<ReasonLabels, Counter>,
+    backlog: Family<StageLabels, Gauge>,
     schedule_lag: Histogram,
     queued: Gauge,
     running: Gauge,
@@ -208,6 +238,26 @@ impl Metrics {
             "taskwire_coordinator_webhook_deliveries",
             "Result-webhook POSTs, by outcome",
             webhook_deliveries.clone(),
+        );
+        let refused = Family::<ReasonLabels, Counter>::default();
+        for reason in Refusal::ALL {
+            drop(refused.get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            }));
+        }
+        r.register(
+            "taskwire_coordinator_submits_refused",
+            "Submits (and schedule ticks) refused RESOURCE_EXHAUSTED for backpressure, by reason: queue_full (--max-queued-tasks), backlog (--max-backlog)",
+            refused.clone(),
+        );
+        let backlog = Family::<StageLabels, Gauge>::default();
+        for stage in BACKLOG_STAGES {
+            drop(backlog.get_or_create(&StageLabels { stage }));
+        }
+        r.register(
+            "taskwire_coordinator_backlog",
+            "Tasks the fleet is behind on, by stage, as this coordinator's backpressure last sampled them: outbox (dispatches not yet published), tasks (task messages in the tasks stream, waiting or running), results (results not yet recorded); --max-backlog bounds their sum",
+            backlog.clone(),
         );
         let schedule_ticks = Family::<OutcomeLabels, Counter>::default();
         for outcome in ScheduleOutcome::ALL {
@@ -280,6 +330,8 @@ impl Metrics {
             dead_letters,
             webhook_deliveries,
             schedule_ticks,
+            refused,
+            backlog,
             schedule_lag,
             queued,
             running,
@@ -298,6 +350,30 @@ impl Metrics {
                 outcome: outcome.label(),
             })
             .inc();
+    }
+
+    /// A submit refused for backpressure.
+    pub fn submit_refused(&self, reason: Refusal) {
+        self.0
+            .refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            })
+            .inc();
+    }
+
+    /// The backlog as last sampled, by stage.
+    pub fn set_backlog(&self, backlog: crate::backpressure::Backlog) {
+        for (stage, value) in
+            BACKLOG_STAGES
+                .into_iter()
+                .zip([backlog.outbox, backlog.tasks, backlog.results])
+        {
+            self.0
+                .backlog
+                .get_or_create(&StageLabels { stage })
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
     }
 
     /// `count` schedule ticks acted on with `outcome`.
@@ -406,6 +482,7 @@ pub async fn refresh(state: Arc<crate::State>, shutdown: CancellationToken) {
             }
             Err(error) => tracing::debug!(%error, "failed to refresh the task gauges"),
         }
+        metrics.set_backlog(state.queue_depth.backlog());
         let pending = match state
             .bus
             .consumer_pending(&state.subjects.tasks_stream(), &consumer)

@@ -523,13 +523,7 @@ pub async fn submit_task(
     parent: Option<ParentInfo>,
     origin: Origin,
 ) -> Result<pb::SubmitResponse, CoordinatorError> {
-    let depth = state.queue_depth.get();
-    if depth >= u64::try_from(state.config.max_queued_tasks).unwrap_or(u64::MAX) {
-        return Err(CoordinatorError::ResourceExhausted(format!(
-            "the task queue is full ({depth} tasks waiting, limit {}); retry later",
-            state.config.max_queued_tasks
-        )));
-    }
+    crate::backpressure::admit(state)?;
     req.tenant = caller.tenant_for_submit(&req.tenant)?;
     // Ids the submit names belong to its tenant, or they do not exist for it.
     if let Some(p) = &parent

@@ -76,9 +76,10 @@ impl Store {
         Ok(read)
     }
 
-    /// How many messages wait to be published.
-    pub async fn outbox_count(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
+    /// The outbox's rows, counted up to `cap` (a bounded scan however large it grew).
+    pub async fn outbox_count_up_to(&self, cap: i64) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) o")
+            .bind(cap)
             .fetch_one(&self.pool)
             .await
             .map_err(|e| StoreError::from_sqlx("count the outbox", e))?;

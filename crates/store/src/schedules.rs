@@ -466,6 +466,19 @@ impl Store {
         .map_err(|e| StoreError::from_sqlx("scan due schedules", e))
     }
 
+    /// How long until the earliest tick of any active schedule, by the database's clock
+    /// (zero when one is due); `None` when no schedule is active.
+    pub async fn until_next_tick(&self) -> Result<Option<std::time::Duration>, StoreError> {
+        let micros: Option<i64> = sqlx::query_scalar(
+            "SELECT (EXTRACT(EPOCH FROM min(next_fire_at) - clock_timestamp()) * 1000000)::int8 \
+             FROM schedules WHERE NOT paused",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("read the next tick", e))?;
+        Ok(micros.map(|m| std::time::Duration::from_micros(u64::try_from(m).unwrap_or(0))))
+    }
+
     /// Locks a schedule for one fire. `None` when it is gone, no longer due, or (for
     /// [`FireOf::Due`]) another coordinator holds it.
     pub async fn begin_fire(&self, of: FireOf<'_>) -> Result<Option<FireTx>, StoreError> {

@@ -40,6 +40,9 @@ settings! {
         /// Most tasks waiting in the tasks stream [default: 1000000]
         #[arg(long, env = "TASKWIRE_MAX_QUEUED_TASKS", value_name = "N")]
         pub max_queued_tasks: Option<i64> => max_queued_tasks,
+        /// Most tasks the fleet may be behind on (in the outbox, the tasks stream, and results not yet recorded); a submit beyond it is refused RESOURCE_EXHAUSTED, retry later; 0: no limit [default: 100000]
+        #[arg(long, env = "TASKWIRE_MAX_BACKLOG", value_name = "N")]
+        pub max_backlog: Option<u64> => max_backlog,
         /// Most tasks in the tasks stream no worker has taken yet; the rest wait in Postgres and are dispatched by priority, tenants taking turns within a priority; 0 publishes every task at once, first in first out [default: 0]
         #[arg(long, env = "TASKWIRE_DISPATCH_WINDOW", value_name = "N")]
         pub dispatch_window: Option<u64> => dispatch_window,
@@ -124,7 +127,7 @@ settings! {
         /// How long one webhook POST may take, e.g. 10s [default: 10s]
         #[arg(long, env = "TASKWIRE_WEBHOOK_TIMEOUT", value_name = "DURATION")]
         pub webhook_timeout: Option<HumanDuration> => webhook_timeout,
-        /// How often the scheduler looks for schedules whose tick came, e.g. 250ms [default: 250ms]
+        /// Longest the scheduler waits between passes (it wakes at each tick, and at least this often for queued ticks and new schedules), e.g. 250ms [default: 250ms]
         #[arg(long, env = "TASKWIRE_SCHEDULE_INTERVAL", value_name = "DURATION")]
         pub schedule_interval: Option<HumanDuration> => schedule_interval,
         /// How late a schedule's tick may fire and still be on time; later ticks were missed and follow the schedule's catch-up policy [default: 60s]

@@ -457,6 +457,7 @@ fn every_setting_lands_in_its_own_slot_and_prints_back() {
         max_prompt_bytes: Some(11),
         max_request_bytes: Some(12),
         max_queued_tasks: Some(13),
+        max_backlog: Some(27),
         dispatch_window: Some(14),
         ack_wait: secs(15),
         db_max_connections: Some(16),

@@ -21,34 +21,62 @@ use crate::{CoordinatorError, State};
 
 /// Most schedules one pass looks at.
 const SCAN_LIMIT: i64 = 256;
+/// Shortest wait between passes.
+const MIN_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 /// Most ticks one schedule fires in one pass (a catch-up of `all` continues next pass).
 const MAX_FIRES: usize = 100;
 
-/// Runs passes every `schedule_interval` until `shutdown`.
+/// Runs passes until `shutdown`: each at the earliest tick of any active schedule (by
+/// the database's clock, so every coordinator wakes at the tick and the first to lock a
+/// schedule fires it), and at least every `schedule_interval` (for queued ticks whose
+/// previous run ended, and schedules created or resumed meanwhile).
 pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(state.config.schedule_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let interval = state.config.schedule_interval;
+    let mut wait = interval;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep(wait) => {}
         }
-        let ids = match state.store.due_schedules(SCAN_LIMIT).await {
-            Ok(ids) => ids,
+        if !pass(&state, &shutdown).await {
+            // A failed fire stays due: look again at the usual pace, not at once.
+            wait = interval;
+            continue;
+        }
+        wait = match state.store.until_next_tick().await {
+            // A schedule still due is another coordinator's, being fired: it moves on
+            // within milliseconds.
+            Ok(Some(until)) => until.clamp(MIN_WAIT, interval.max(MIN_WAIT)),
+            Ok(None) => interval,
             Err(e) => {
-                tracing::warn!(error = %e, "scan for due schedules failed");
-                continue;
+                tracing::debug!(error = %e, "failed to read the next tick");
+                interval
             }
         };
-        for id in ids {
-            if shutdown.is_cancelled() {
-                return;
-            }
-            if let Err(e) = fire_due(&state, id).await {
-                tracing::warn!(schedule.id = %id, error = %e, "schedule fire failed");
-            }
+    }
+}
+
+/// One pass: every due schedule fired, if no other coordinator holds it; whether
+/// nothing failed.
+async fn pass(state: &State, shutdown: &CancellationToken) -> bool {
+    let ids = match state.store.due_schedules(SCAN_LIMIT).await {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::warn!(error = %e, "scan for due schedules failed");
+            return false;
+        }
+    };
+    let mut ok = true;
+    for id in ids {
+        if shutdown.is_cancelled() {
+            break;
+        }
+        if let Err(e) = fire_due(state, id).await {
+            tracing::warn!(schedule.id = %id, error = %e, "schedule fire failed");
+            ok = false;
         }
     }
+    ok
 }
 
 /// What one fire did, acted on after its commit.
@@ -188,12 +216,8 @@ async fn start(
         task_id: None,
         reason,
     };
-    let depth = state.queue_depth.get();
-    if depth >= u64::try_from(state.config.max_queued_tasks).unwrap_or(u64::MAX) {
-        fire.record(refused(format!(
-            "the task queue is full ({depth} tasks waiting, limit {})",
-            state.config.max_queued_tasks
-        )));
+    if let Err(e) = crate::backpressure::admit(state) {
+        fire.record(refused(e.to_string()));
         fired.counts.push((ScheduleOutcome::Refused, 1));
         return Ok(false);
     }
@@ -313,15 +337,17 @@ pub async fn trigger(
     .await?
     {
         // The task was refused: say why, and keep nothing.
-        let task = build(state, &stored.task, stored.task_timeout, now, None);
-        return Err(match task {
-            Err(e) => e,
-            Ok(_) => CoordinatorError::ResourceExhausted(
-                "the task queue is full; retry later".to_owned(),
-            ),
-        });
+        crate::backpressure::admit(state)?;
+        build(state, &stored.task, stored.task_timeout, now, None)?;
+        return Err(CoordinatorError::Internal(
+            "the triggered task was refused".to_owned(),
+        ));
     }
-    let (_, task_id, _) = fired.started[0];
+    let Some(&(_, task_id, _)) = fired.started.first() else {
+        return Err(CoordinatorError::Internal(
+            "a started trigger recorded no task".to_owned(),
+        ));
+    };
     fire.commit(advance).await?;
     after_commit(state, name, now, fired).await;
     let trace_id = state

@@ -1,0 +1,166 @@
+//! `--only scaling`: the throughput pass for each number of coordinators and workers,
+//! and the scaling table written to its own section of `docs/performance.md`.
+//!
+//! Each row is a fresh set of processes on the same servers and the same database,
+//! loaded by the same submitters spread over the coordinators. Its throughput is shown
+//! beside the raw JetStream and Postgres rates measured in the same run, and its CPU
+//! per task beside the one-coordinator, one-worker row's: where the machine has fewer
+//! cores than processes want, throughput cannot grow, and what the table shows is
+//! whether a task costs the same whatever the number of processes.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::load::quantile_ms;
+
+/// Marks the start of the scaling section.
+pub const BEGIN: &str = "<!-- taskwire-bench scaling: begin -->";
+/// Marks its end.
+pub const END: &str = "<!-- taskwire-bench scaling: end -->";
+
+/// The process counts measured: coordinators, then workers.
+pub const SETUPS: [(u32, u32); 7] = [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (1, 8), (2, 2)];
+
+/// One row: a setup and what its pass measured.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub coordinators: u32,
+    pub workers: u32,
+    pub tasks: usize,
+    pub elapsed: Duration,
+    pub submit_to_result: Vec<Duration>,
+    /// CPU per task in µs: coordinators, workers, nats-server, Postgres.
+    pub cpu: [f64; 4],
+}
+
+impl Row {
+    fn rate(&self) -> f64 {
+        self.tasks as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
+    }
+
+    fn orchestration(&self) -> f64 {
+        self.cpu[0] + self.cpu[1]
+    }
+}
+
+/// The raw rates of the same run.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRates {
+    pub jetstream: f64,
+    pub commits: f64,
+}
+
+fn ratio(value: f64, base: f64) -> String {
+    if base <= 0.0 {
+        return "-".to_owned();
+    }
+    format!("{:.2}", value / base)
+}
+
+/// The section: machine, command, loads, the table and what it says.
+pub fn section(
+    command: &str,
+    machine: &str,
+    loads: &[(String, String)],
+    raw: RawRates,
+    rows: &mut [Row],
+    concurrency: u32,
+) -> String {
+    let mut s = String::new();
+    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
+    let _ = writeln!(s, "{BEGIN}");
+    let _ = writeln!(s, "### Scaling run of {date}\n");
+    let _ = writeln!(s, "- machine: {machine}");
+    let _ = writeln!(s, "- command: `{command}`");
+    for (when, load) in loads {
+        let _ = writeln!(s, "- load average {when}: {load}");
+    }
+    let _ = writeln!(
+        s,
+        "- raw JetStream publish→pull→ack {:.0} msgs/s, raw Postgres commits {:.0}/s (same run)\n",
+        raw.jetstream, raw.commits
+    );
+    let base = rows.first().map(|r| (r.rate(), r.orchestration()));
+    let _ = writeln!(
+        s,
+        "| coordinators | workers | tasks/s | of raw JetStream | of raw commits | × 1+1 | submit→result p50 / p99 | CPU/task coordinators | workers | orchestration | × 1+1 | nats-server | Postgres |"
+    );
+    let _ = writeln!(
+        s,
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+    );
+    for row in rows.iter_mut() {
+        let (base_rate, base_cpu) = base.unwrap_or((0.0, 0.0));
+        let p50 = quantile_ms(&mut row.submit_to_result, 0.5);
+        let p99 = quantile_ms(&mut row.submit_to_result, 0.99);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {} | {} | {} | {p50:.1} / {p99:.1} ms | {:.0} µs | {:.0} µs | {:.0} µs | {} | {:.0} µs | {:.0} µs |",
+            row.coordinators,
+            row.workers,
+            row.rate(),
+            ratio(row.rate(), raw.jetstream),
+            ratio(row.rate(), raw.commits),
+            ratio(row.rate(), base_rate),
+            row.cpu[0],
+            row.cpu[1],
+            row.orchestration(),
+            ratio(row.orchestration(), base_cpu),
+            row.cpu[2],
+            row.cpu[3],
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nEach row: fresh processes (logs at `warn`, no titles, workers with `--concurrency {concurrency}`), \
+         a warm-up, then the measured pass; submitters spread their calls over the coordinators. \
+         CPU is user+system time from `/proc/<pid>/stat` over the measured pass, divided by its tasks; \
+         orchestration is coordinators + workers. \"× 1+1\" compares with the first row."
+    );
+    let _ = writeln!(s, "{END}");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(coordinators: u32, workers: u32, secs: u64, cpu: [f64; 4]) -> Row {
+        Row {
+            coordinators,
+            workers,
+            tasks: 1000,
+            elapsed: Duration::from_secs(secs),
+            submit_to_result: vec![Duration::from_millis(10), Duration::from_millis(30)],
+            cpu,
+        }
+    }
+
+    #[test]
+    fn each_row_is_compared_with_the_raw_rates_and_the_first_row() {
+        let mut rows = vec![
+            row(1, 1, 1, [100.0, 200.0, 50.0, 80.0]),
+            row(2, 1, 1, [110.0, 220.0, 50.0, 80.0]),
+        ];
+        let section = section(
+            "taskwire-bench --only scaling",
+            "2 cores",
+            &[],
+            RawRates {
+                jetstream: 10_000.0,
+                commits: 4_000.0,
+            },
+            &mut rows,
+            256,
+        );
+        assert!(section.starts_with(BEGIN) && section.trim_end().ends_with(END));
+        assert!(
+            section.contains("| 1 | 1 | 1000 | 0.10 | 0.25 | 1.00 |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| 110 µs | 220 µs | 330 µs | 1.10 | 50 µs | 80 µs |"),
+            "{section}"
+        );
+    }
+}
