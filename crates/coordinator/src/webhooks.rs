@@ -45,6 +45,8 @@ use crate::error::CoordinatorError;
 
 /// How often the deliverer looks for due webhooks when no task ended meanwhile.
 const TICK: Duration = Duration::from_millis(500);
+/// How long the deliverer gathers finished notices before it scans for due webhooks.
+const COALESCE: Duration = Duration::from_millis(50);
 /// Most deliveries one tick starts.
 const BATCH: u32 = 32;
 /// A lease outlives the request timeout by this much.
@@ -295,7 +297,14 @@ impl Deliverer {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(TICK) => {}
-                _ = notice => {}
+                _ = notice => {
+                    // Tasks end in bursts under load: one scan for the notices of a
+                    // short window, not one per notice.
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = tokio::time::sleep(COALESCE) => {}
+                    }
+                }
             }
         }
     }

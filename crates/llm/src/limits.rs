@@ -386,6 +386,12 @@ impl Provider for LimitedProvider {
                         backoff_ms = millis(backoff),
                         "model throttled the call; the fleet waits, then retries"
                     );
+                    // The call is queued again, not slow: whoever waits on it (a title
+                    // beside its session) hears how long.
+                    on_delta(StreamDelta::RateLimited {
+                        model: model.to_owned(),
+                        wait: backoff.max(wait),
+                    });
                     tokio::time::sleep(backoff).await;
                 }
                 Err(error) => {
