@@ -161,25 +161,6 @@ async fn wait_all_finished(client: &mut TaskServiceClient<Channel>) -> Vec<pb::T
     }
 }
 
-fn tree_script(req: &SeenRequest) -> ScriptedReply {
-    let user = req.first_user_message().unwrap_or_default().to_owned();
-    if user == "parent" && req.assistant_turns() == 0 {
-        return ScriptedReply::tool_calls([
-            (
-                "c1",
-                "task",
-                serde_json::json!({"description": "one", "prompt": "child one", "subagent_type": "explore"}),
-            ),
-            (
-                "c2",
-                "task",
-                serde_json::json!({"description": "two", "prompt": "child two", "subagent_type": "explore"}),
-            ),
-        ]);
-    }
-    ScriptedReply::text(format!("done: {user}"))
-}
-
 struct Fleet {
     taskwire: Taskwire,
     nats: NatsServer,
@@ -224,7 +205,7 @@ async fn fleet(env: &[(&'static str, &str)]) -> Fleet {
 async fn fires_once_across_two_coordinators(tree: bool) {
     let f = fleet(&[]).await;
     let model = if tree {
-        ScriptedModel::start(tree_script).await
+        ScriptedModel::start(taskwire_test_support::scripts::parent_and_two_explorers).await
     } else {
         ScriptedModel::echo().await
     };

@@ -20,7 +20,7 @@ use sha2::Sha256;
 use taskwire_e2e::process::{Taskwire, WorkerOptions, free_addr, wait_serving};
 use taskwire_e2e::{PATIENCE, start_with};
 use taskwire_protocol::pb;
-use taskwire_test_support::{NatsServer, ScriptedModel, ScriptedReply, SeenRequest, TestDatabase};
+use taskwire_test_support::{NatsServer, ScriptedModel, TestDatabase};
 use tokio::sync::Notify;
 
 const SECRET: &str = "whsec-test-1";
@@ -292,26 +292,6 @@ async fn a_webhook_is_refused_at_submit_when_its_url_or_tenant_may_not_have_one(
     assert!(listed.tasks.is_empty(), "{:?}", listed.tasks);
 }
 
-/// `parent` starts two `explore` children in one step; everything else is echoed.
-fn tree_script(req: &SeenRequest) -> ScriptedReply {
-    let user = req.first_user_message().unwrap_or_default().to_owned();
-    if user == "parent" && req.assistant_turns() == 0 {
-        return ScriptedReply::tool_calls([
-            (
-                "c1",
-                "task",
-                serde_json::json!({"description": "one", "prompt": "child one", "subagent_type": "explore"}),
-            ),
-            (
-                "c2",
-                "task",
-                serde_json::json!({"description": "two", "prompt": "child two", "subagent_type": "explore"}),
-            ),
-        ]);
-    }
-    ScriptedReply::text(format!("done: {user}"))
-}
-
 async fn a_webhook_cut_off_by_a_coordinator_kill(tree: bool) {
     taskwire_test_support::init_tracing();
     let (receiver, url) = Receiver::start(vec![Answer::Hang, Answer::Status(200)]).await;
@@ -319,7 +299,8 @@ async fn a_webhook_cut_off_by_a_coordinator_kill(tree: bool) {
     let taskwire = Taskwire::locate().expect("taskwire binary");
     let nats = NatsServer::start().expect("nats");
     let db = TestDatabase::create().await.expect("database");
-    let model = ScriptedModel::start(tree_script).await;
+    let model =
+        ScriptedModel::start(taskwire_test_support::scripts::parent_and_two_explorers).await;
     let workspace = tempfile::tempdir().expect("workspace");
     let secrets_path = secrets.path().display().to_string();
     let env = [

@@ -39,3 +39,25 @@ fn answer(req: &SeenRequest) -> ScriptedReply {
         _ => ScriptedReply::text(format!("done: {user}")),
     }
 }
+
+/// A parent and two `explore` children: the prompt `parent` starts the children
+/// `child one` and `child two` in one step; every other turn answers
+/// `done: <first user message>`.
+pub fn parent_and_two_explorers(req: &SeenRequest) -> ScriptedReply {
+    let user = req.first_user_message().unwrap_or_default().to_owned();
+    if user == "parent" && req.assistant_turns() == 0 {
+        return ScriptedReply::tool_calls([
+            (
+                "c1",
+                "task",
+                serde_json::json!({"description": "one", "prompt": "child one", "subagent_type": "explore"}),
+            ),
+            (
+                "c2",
+                "task",
+                serde_json::json!({"description": "two", "prompt": "child two", "subagent_type": "explore"}),
+            ),
+        ]);
+    }
+    ScriptedReply::text(format!("done: {user}"))
+}

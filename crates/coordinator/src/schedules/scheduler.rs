@@ -136,22 +136,12 @@ async fn fire_due(state: &State, id: uuid::Uuid) -> Result<(), CoordinatorError>
         }
         for tick in d.fire {
             match at_tick(stored.overlap, running, queued.is_some()) {
-                AtTick::Start => {
-                    running |= start(
-                        state,
-                        &mut fire,
-                        &stored,
-                        tick,
-                        RunOutcome::Started,
-                        &mut advance,
-                        &mut fired,
-                    )
-                    .await?;
-                }
-                AtTick::CancelPreviousThenStart => {
-                    fired.cancel = advance
-                        .last_task_id
-                        .or(fire.schedule.last_task_id.map(TaskId::from_uuid));
+                verdict @ (AtTick::Start | AtTick::CancelPreviousThenStart) => {
+                    if verdict == AtTick::CancelPreviousThenStart {
+                        fired.cancel = advance
+                            .last_task_id
+                            .or(fire.schedule.last_task_id.map(TaskId::from_uuid));
+                    }
                     running |= start(
                         state,
                         &mut fire,
