@@ -16,7 +16,8 @@ use crate::error::{BusError, RpcError};
 use crate::headers::{self, Outgoing};
 use crate::messages::{
     AgentSpecLookup, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
-    ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
+    ClaimBatch, ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup,
+    TaskState,
 };
 use crate::methods::{Method, Retry};
 use crate::replies;
@@ -29,6 +30,9 @@ pub struct Bus {
     subjects: Subjects,
     /// Per-method timeouts that replace the table's (a configured claim timeout).
     timeouts: Vec<(Method, Duration)>,
+    /// Given a permit each time this process sends a finished notice
+    /// ([`Bus::finished_here`]).
+    finished_here: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Bus {
@@ -48,7 +52,16 @@ impl Bus {
             js,
             subjects,
             timeouts: Vec::new(),
+            finished_here: std::sync::Arc::default(),
         }
+    }
+
+    /// Wakes (one permit, kept until taken) whenever this process, on this bus or a
+    /// clone of it, sends a finished notice: a hint, costing no message, for a loop
+    /// that acts on tasks this process ended. A task another process ended is that
+    /// process's to act on.
+    pub fn finished_here(&self) -> &tokio::sync::Notify {
+        &self.finished_here
     }
 
     /// Connects to NATS as `name` ([`connect_with`](crate::connect_with)) and makes the
@@ -119,6 +132,22 @@ impl Bus {
     pub async fn claim(&self, claim: &ClaimRequest) -> Result<ClaimVerdict, RpcError> {
         let reply = self.request(Method::Claim, None, encode(claim)).await?;
         replies::decode_claim_reply(&reply)
+    }
+
+    /// Asks to run several tasks in one request: an answer per claim, in order (each
+    /// a verdict, or that claim's refusal); the batch's refusal, or `UNAVAILABLE` when
+    /// no coordinator answered. `Ok(None)` when no coordinator serves batches (every
+    /// one is of an earlier version): ask one claim at a time.
+    pub async fn claim_batch(
+        &self,
+        claims: &[ClaimRequest],
+    ) -> Result<Option<Vec<Result<ClaimVerdict, RpcError>>>, RpcError> {
+        let body = encode(&ClaimBatch(claims.to_vec()));
+        match self.request(Method::ClaimBatch, None, body).await {
+            Ok(reply) => replies::decode_claim_batch_reply(&reply, claims.len()).map(Some),
+            Err(Unanswered::NoResponders) => Ok(None),
+            Err(Unanswered::Refused(e)) => Err(e),
+        }
     }
 
     /// Submits a child task. Repeated when unanswered only when the request has an
@@ -205,17 +234,19 @@ impl Bus {
     }
 
     /// Sends one request as the table says (or with `retry` instead of its policy);
-    /// returns the reply's bytes, or `UNAVAILABLE` when no try was answered.
+    /// returns the reply's bytes, or `UNAVAILABLE` when no try was answered
+    /// ([`Unanswered::NoResponders`] when no coordinator listened to the last).
     async fn request(
         &self,
         method: Method,
         retry: Option<Retry>,
         payload: Bytes,
-    ) -> Result<Bytes, RpcError> {
+    ) -> Result<Bytes, Unanswered> {
         let subject = method.subject(&self.subjects);
         let timeout = self.timeout(method);
         let retry = retry.unwrap_or_else(|| method.retry());
         let mut last = String::new();
+        let mut no_responders = false;
         let mut delays = retry.delays();
         for attempt in 0..retry.tries() {
             if attempt > 0 {
@@ -231,15 +262,16 @@ impl Bus {
                 Ok(reply) => return Ok(reply.payload),
                 Err(e) => {
                     use async_nats::RequestErrorKind as K;
+                    no_responders = e.kind() == K::NoResponders;
                     last = match e.kind() {
                         K::TimedOut => format!("no answer within {timeout:?}"),
                         K::NoResponders => "no coordinator is listening".to_owned(),
                         // Sending it again cannot help.
                         K::MaxPayloadExceeded | K::InvalidSubject => {
-                            return Err(RpcError::new(
+                            return Err(Unanswered::Refused(RpcError::new(
                                 ErrorCode::InvalidArgument,
                                 format!("{method} on {subject} cannot be sent: {e}"),
-                            ));
+                            )));
                         }
                         _ => e.to_string(),
                     };
@@ -247,12 +279,36 @@ impl Bus {
                 }
             }
         }
-        Err(RpcError::new(
+        if no_responders && method == Method::ClaimBatch {
+            return Err(Unanswered::NoResponders);
+        }
+        Err(Unanswered::Refused(RpcError::new(
             ErrorCode::Unavailable,
             format!(
                 "{method} on {subject} failed after {} tries: {last}",
                 retry.tries()
             ),
-        ))
+        )))
+    }
+}
+
+/// Why a request got no reply.
+enum Unanswered {
+    /// No coordinator listens to its subject (told apart only for claim batches, which
+    /// coordinators of an earlier version do not serve).
+    NoResponders,
+    /// Refused before it was sent, or unanswered (`UNAVAILABLE`).
+    Refused(RpcError),
+}
+
+impl From<Unanswered> for RpcError {
+    fn from(u: Unanswered) -> Self {
+        match u {
+            Unanswered::NoResponders => RpcError::new(
+                ErrorCode::Unavailable,
+                "no coordinator is listening".to_owned(),
+            ),
+            Unanswered::Refused(e) => e,
+        }
     }
 }

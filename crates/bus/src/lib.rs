@@ -27,9 +27,13 @@
 //! - [`replies`]: worker replies on the wire: a status and the value.
 //! - [`methods`]: the table of worker requests: subject, timeout, retry.
 //! - [`client`]: [`Bus`], one connection (its state, flush, the server's largest
-//!   message), with the typed worker requests (`claim`, `child_submit`, `task_lookup`,
-//!   `agent_spec`, `session_load`, `session_save`, `approval_ask`, `approval_check`,
-//!   `approval_timeout`).
+//!   message), with the typed worker requests (`claim`, `claim_batch`, `child_submit`,
+//!   `task_lookup`, `agent_spec`, `session_load`, `session_save`, `approval_ask`,
+//!   `approval_check`, `approval_timeout`).
+//! - [`claims`]: [`Claimer`](claims::Claimer), a worker's claims batched into one
+//!   request (`claim_batch`) when several are asked for at once.
+//! - [`batch`]: [`Batcher`](batch::Batcher), the group-commit loop behind batched
+//!   claims and the coordinator's submits.
 //! - [`publish`]: typed publishes of every envelope and notice.
 //! - [`progress`]: progress events coalesced into one message, and read back one by one.
 //! - [`specs`]: [`AgentSpecs`], a worker's agent specs by digest, and the decode of a
@@ -64,6 +68,8 @@
 //! is `UNAVAILABLE`; a malformed one `INVALID_ARGUMENT`.
 
 pub mod advisories;
+pub mod batch;
+pub mod claims;
 pub mod client;
 pub mod codec;
 pub mod consumer;

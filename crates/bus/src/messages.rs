@@ -21,6 +21,11 @@ pub struct ClaimRequest {
     pub delivery: u64,
 }
 
+/// The claims one worker had waiting at once, sent as one request. The coordinator
+/// reads each claim on its own (a malformed one is refused alone) and answers each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimBatch(pub Vec<ClaimRequest>);
+
 /// The claim that lets a worker run one attempt, fenced by its epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
@@ -182,6 +187,23 @@ impl Envelope for ClaimRequest {
             worker: WorkerId::new(w.worker_id),
             delivery: w.delivery,
         })
+    }
+}
+
+impl Envelope for ClaimBatch {
+    const NAME: &'static str = "claim batch";
+    type Wire = pb::ClaimBatch;
+    fn to_wire(&self) -> pb::ClaimBatch {
+        pb::ClaimBatch {
+            claims: self.0.iter().map(Envelope::to_wire).collect(),
+        }
+    }
+    fn from_wire(w: pb::ClaimBatch) -> Result<Self, ProtocolError> {
+        w.claims
+            .into_iter()
+            .map(ClaimRequest::from_wire)
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 }
 

@@ -4,6 +4,7 @@
 //! | method | subject | timeout per try | retry when unanswered |
 //! |---|---|---|---|
 //! | `claim` | `<P>.rpc.claim` | 10 s (the worker's `claim_timeout`) | never: the message is offered again later |
+//! | `claim_batch` | `<P>.rpc.claims` | 10 s (the worker's `claim_timeout`) | never: each message is offered again later |
 //! | `child_submit` | `<P>.worker.child` | 3 s | 3 tries: idempotent by its key `child:<parent>:<call id>` |
 //! | `task_lookup` | `<P>.worker.task` | 3 s | 3 tries: a read |
 //! | `agent_spec` | `<P>.worker.spec` | 3 s | 3 tries: a read |
@@ -27,6 +28,8 @@ use crate::Subjects;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
     Claim,
+    /// The claims one worker had waiting at once, in one request.
+    ClaimBatch,
     ChildSubmit,
     TaskLookup,
     AgentSpec,
@@ -77,8 +80,9 @@ const IDEMPOTENT: Retry = Retry::Idempotent {
 };
 
 impl Method {
-    pub const ALL: [Method; 9] = [
+    pub const ALL: [Method; 10] = [
         Self::Claim,
+        Self::ClaimBatch,
         Self::ChildSubmit,
         Self::TaskLookup,
         Self::AgentSpec,
@@ -93,6 +97,7 @@ impl Method {
     pub fn name(self) -> &'static str {
         match self {
             Self::Claim => "claim",
+            Self::ClaimBatch => "claim_batch",
             Self::ChildSubmit => "child_submit",
             Self::TaskLookup => "task_lookup",
             Self::AgentSpec => "agent_spec",
@@ -104,11 +109,11 @@ impl Method {
         }
     }
 
-    /// The last subject token(s) after `<prefix>.worker.`; `None` for a claim, which has
-    /// its own subject (its responder batches).
+    /// The last subject token(s) after `<prefix>.worker.`; `None` for claims, which have
+    /// their own subjects (their responder batches).
     pub fn worker_token(self) -> Option<&'static str> {
         match self {
-            Self::Claim => None,
+            Self::Claim | Self::ClaimBatch => None,
             Self::ChildSubmit => Some("child"),
             Self::TaskLookup => Some("task"),
             Self::AgentSpec => Some("spec"),
@@ -120,16 +125,17 @@ impl Method {
 
     /// Where it is sent.
     pub fn subject(self, subjects: &Subjects) -> String {
-        match self.worker_token() {
-            None => subjects.claim(),
-            Some(token) => subjects.rpc(token),
+        match (self, self.worker_token()) {
+            (Self::ClaimBatch, _) => subjects.claims(),
+            (_, None) => subjects.claim(),
+            (_, Some(token)) => subjects.rpc(token),
         }
     }
 
     /// How long one try waits for an answer.
     pub fn timeout(self) -> Duration {
         match self {
-            Self::Claim => Duration::from_secs(10),
+            Self::Claim | Self::ClaimBatch => Duration::from_secs(10),
             _ => TRY_TIMEOUT,
         }
     }
@@ -137,7 +143,7 @@ impl Method {
     /// Whether an unanswered try is repeated.
     pub fn retry(self) -> Retry {
         match self {
-            Self::Claim => Retry::Never,
+            Self::Claim | Self::ClaimBatch => Retry::Never,
             _ => IDEMPOTENT,
         }
     }
@@ -169,6 +175,7 @@ mod tests {
             let subject = m.subject(&s);
             match m {
                 Method::Claim => assert_eq!(subject, "tw.rpc.claim"),
+                Method::ClaimBatch => assert_eq!(subject, "tw.rpc.claims"),
                 _ => assert!(subject.starts_with("tw.worker."), "{m}: {subject}"),
             }
         }
@@ -179,7 +186,10 @@ mod tests {
 
     #[test]
     fn a_worker_subject_token_finds_its_method() {
-        for m in Method::ALL.into_iter().filter(|m| *m != Method::Claim) {
+        for m in Method::ALL
+            .into_iter()
+            .filter(|m| !matches!(m, Method::Claim | Method::ClaimBatch))
+        {
             let found = of_worker_token(m.worker_token().expect("a worker request"));
             let expected = match m {
                 Method::ApprovalCheck | Method::ApprovalTimeout => Method::ApprovalAsk,
@@ -194,7 +204,7 @@ mod tests {
     fn only_a_claim_is_never_repeated() {
         for m in Method::ALL {
             match m {
-                Method::Claim => assert_eq!(m.retry().tries(), 1),
+                Method::Claim | Method::ClaimBatch => assert_eq!(m.retry().tries(), 1),
                 _ => assert_eq!(m.retry().tries(), 3, "{m}"),
             }
             assert!(m.timeout() >= Duration::from_secs(3), "{m}");

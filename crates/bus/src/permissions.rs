@@ -186,7 +186,8 @@ pub fn coordinator(s: &Subjects) -> Permissions {
     );
     subscribe.allow(
         "serve claims and worker requests, only in the coordinators' queue group",
-        [s.claim(), s.rpc_all()].map(|subject| format!("{subject} {COORDINATORS_GROUP}")),
+        [s.claim(), s.claims(), s.rpc_all()]
+            .map(|subject| format!("{subject} {COORDINATORS_GROUP}")),
     );
     subscribe.allow("end a Watch when its task is finished", [s.finished_all()]);
     Permissions {
@@ -230,8 +231,8 @@ pub fn worker(s: &Subjects, queue: &str) -> Permissions {
         [format!("$JS.ACK.{tasks}.{consumer}.>")],
     );
     publish.allow(
-        "claim a pulled task (a request to the coordinators)",
-        [s.claim()],
+        "claim pulled tasks (a request to the coordinators, one claim or a batch)",
+        [s.claim(), s.claims()],
     );
     publish.allow(
         "worker requests: child submits, task lookups, session load and save, approvals",

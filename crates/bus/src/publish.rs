@@ -78,6 +78,7 @@ impl Bus {
     /// is recorded).
     pub async fn notify_finished(&self, task: TaskId) -> Result<(), BusError> {
         let subject = self.subjects().finished(task);
+        self.finished_here().notify_one();
         self.publish_core(subject, &Outgoing::default(), Bytes::new())
             .await
     }

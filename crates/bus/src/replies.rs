@@ -58,8 +58,42 @@ fn reply_error(e: CodecError) -> RpcError {
 }
 
 pub(crate) fn encode_claim_reply(r: &Result<ClaimVerdict, RpcError>) -> Bytes {
+    claim_reply(r).encode_to_vec().into()
+}
+
+/// The reply to a claim batch: one claim reply per claim, in order.
+pub(crate) fn encode_claim_batch_reply(verdicts: &[Result<ClaimVerdict, RpcError>]) -> Bytes {
+    pb::ClaimBatchReply {
+        status: status_of(None),
+        replies: verdicts.iter().map(claim_reply).collect(),
+    }
+    .encode_to_vec()
+    .into()
+}
+
+/// The answers to a batch of `asked` claims, in order; the batch's refusal when it was
+/// refused as a whole.
+pub(crate) fn decode_claim_batch_reply(
+    bytes: &[u8],
+    asked: usize,
+) -> Result<Vec<Result<ClaimVerdict, RpcError>>, RpcError> {
+    let r = decode_wire::<pb::ClaimBatchReply>("claim batch reply", bytes).map_err(reply_error)?;
+    error_of(r.status)?;
+    if r.replies.len() != asked {
+        return Err(RpcError::new(
+            ErrorCode::Internal,
+            format!(
+                "a claim batch of {asked} was answered with {} replies",
+                r.replies.len()
+            ),
+        ));
+    }
+    Ok(r.replies.into_iter().map(verdict_of).collect())
+}
+
+fn claim_reply(r: &Result<ClaimVerdict, RpcError>) -> pb::ClaimReply {
     use pb::claim_reply::Verdict;
-    let reply = match r {
+    match r {
         Ok(ClaimVerdict::Granted(c)) => pb::ClaimReply {
             verdict: Verdict::Granted as i32,
             claim_epoch: c.epoch.0,
@@ -84,13 +118,15 @@ pub(crate) fn encode_claim_reply(r: &Result<ClaimVerdict, RpcError>) -> Bytes {
             status: status_of(Some(e)),
             ..Default::default()
         },
-    };
-    reply.encode_to_vec().into()
+    }
 }
 
 pub(crate) fn decode_claim_reply(bytes: &[u8]) -> Result<ClaimVerdict, RpcError> {
+    verdict_of(decode_wire::<pb::ClaimReply>("claim reply", bytes).map_err(reply_error)?)
+}
+
+fn verdict_of(r: pb::ClaimReply) -> Result<ClaimVerdict, RpcError> {
     use pb::claim_reply::Verdict;
-    let r = decode_wire::<pb::ClaimReply>("claim reply", bytes).map_err(reply_error)?;
     error_of(r.status)?;
     match Verdict::try_from(r.verdict) {
         Ok(Verdict::Granted) => Ok(ClaimVerdict::Granted(Claim {
@@ -342,9 +378,23 @@ mod tests {
             reason: "busy".into(),
         });
         let gone = Err(RpcError::new(ErrorCode::NotFound, "task x does not exist"));
-        for r in [granted, busy, gone] {
+        for r in [granted.clone(), busy.clone(), gone.clone()] {
             assert_eq!(decode_claim_reply(&encode_claim_reply(&r)), r);
         }
+        let batch = [granted, busy, gone];
+        let bytes = encode_claim_batch_reply(&batch);
+        assert_eq!(decode_claim_batch_reply(&bytes, 3), Ok(batch.to_vec()));
+        // A reply that does not answer every claim is refused whole.
+        assert_eq!(
+            decode_claim_batch_reply(&bytes, 4).map_err(|e| e.code),
+            Err(ErrorCode::Internal)
+        );
+        // A batch refused as a whole: the status-only reply.
+        let refused = RpcError::new(ErrorCode::InvalidArgument, "malformed claim batch");
+        assert_eq!(
+            decode_claim_batch_reply(&status_reply(&refused), 1),
+            Err(refused)
+        );
         // An earlier coordinator's refusal: the verdict alone.
         let old = pb::ClaimReply {
             verdict: pb::claim_reply::Verdict::Unknown as i32,

@@ -2,8 +2,10 @@
 //! implements with domain types, and [`serve`], the one loop that receives, decodes,
 //! dispatches, encodes and answers.
 //!
-//! Claims (`<P>.rpc.claim`) are answered in batches: whatever claims are waiting go to
-//! the handler together (so it can make one database round trip). Other requests
+//! Claims (`<P>.rpc.claim`, one per request, and `<P>.rpc.claims`, a worker's batch
+//! per request) are answered in batches: whatever claims are waiting, from every
+//! request, go to the handler together (so it can make one database round trip); each
+//! request gets one reply. Other requests
 //! (`<P>.worker.>`) are answered concurrently. Both subscriptions are in the queue
 //! group `taskwire-coordinators`, so each request reaches one coordinator.
 //!
@@ -16,11 +18,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use taskwire_protocol::{AgentSpecBundle, ErrorCode, TaskId};
+use taskwire_protocol::{AgentSpecBundle, ErrorCode, TaskId, pb};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Bus;
-use crate::codec::decode;
+use crate::codec::{Envelope as _, decode};
+use crate::error::CodecError;
 use crate::error::{BusError, RpcError};
 use crate::messages::{
     AgentSpecLookup, ApprovalAsk, ApprovalDecision, ApprovalRequest, ChildSubmit, ChildSubmitted,
@@ -34,8 +37,9 @@ use crate::subjects::COORDINATORS_GROUP;
 const CONCURRENCY: usize = 64;
 /// Most claims in one batch.
 const MAX_CLAIM_BATCH: usize = 512;
-/// Claim batches answered concurrently.
-const CONCURRENT_CLAIM_BATCHES: usize = 4;
+/// Claim batches answered at once: one, so that claims arriving while its statement
+/// runs gather into the next.
+const CONCURRENT_CLAIM_BATCHES: usize = 1;
 
 /// What a coordinator answers workers with.
 #[async_trait]
@@ -70,7 +74,9 @@ pub async fn serve<H: WorkerRequests>(
     shutdown: CancellationToken,
 ) -> Result<(), BusError> {
     let requests = subscribe(&bus, bus.subjects().rpc_all()).await?;
-    let claims = subscribe(&bus, bus.subjects().claim()).await?;
+    let one = subscribe(&bus, bus.subjects().claim()).await?;
+    let batches = subscribe(&bus, bus.subjects().claims()).await?;
+    let claims = futures::stream::select(one.map(ClaimAsk::One), batches.map(ClaimAsk::Batch));
     let requests = requests
         .take_until(shutdown.clone().cancelled_owned())
         .for_each_concurrent(CONCURRENCY, |msg| {
@@ -158,38 +164,89 @@ async fn answer<H: WorkerRequests>(handler: &H, token: &str, payload: &[u8]) -> 
             replies::encode_approval_reply(&answered)
         }
         // Never a `worker.` token: claims have a subject of their own.
-        Method::Claim => replies::status_reply(&RpcError::new(
+        Method::Claim | Method::ClaimBatch => replies::status_reply(&RpcError::new(
             ErrorCode::Unimplemented,
             "claims are sent to the claim subject",
         )),
     }
 }
 
-/// Answers a batch of claims: malformed ones at once, the others as the handler says.
-async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<async_nats::Message>) {
-    let mut claims = Vec::with_capacity(batch.len());
-    let mut replies = Vec::with_capacity(batch.len());
-    for msg in batch {
-        let Some(reply) = msg.reply.clone() else {
-            continue;
-        };
-        match decode::<ClaimRequest>(&msg.payload) {
-            Ok(claim) => {
-                claims.push(claim);
-                replies.push(reply);
-            }
+/// A request for claims: one claim, or a worker's batch.
+enum ClaimAsk {
+    One(async_nats::Message),
+    Batch(async_nats::Message),
+}
+
+/// A request's claims as read: each one's claim, or why it is malformed.
+struct Asked {
+    reply: async_nats::Subject,
+    batch: bool,
+    claims: Vec<Result<ClaimRequest, RpcError>>,
+}
+
+/// Reads one request; `None` for one without a reply subject (or a batch that cannot
+/// be read, which is refused here).
+async fn read_ask(bus: &Bus, ask: ClaimAsk) -> Option<Asked> {
+    let (msg, batch) = match ask {
+        ClaimAsk::One(msg) => (msg, false),
+        ClaimAsk::Batch(msg) => (msg, true),
+    };
+    let reply = msg.reply.clone()?;
+    let claims = if batch {
+        match crate::codec::decode_wire::<pb::ClaimBatch>("claim batch", &msg.payload) {
+            Ok(wire) => wire
+                .claims
+                .into_iter()
+                .map(|c| {
+                    ClaimRequest::from_wire(c)
+                        .map_err(|e| RpcError::from(CodecError::new("claim request", e)))
+                })
+                .collect(),
             Err(e) => {
-                tracing::warn!(error = %e, "malformed claim request");
-                let body = replies::encode_claim_reply(&Err(RpcError::from(e)));
+                tracing::warn!(error = %e, "malformed claim batch");
+                let body = replies::status_reply(&RpcError::from(e));
                 let _ = bus.client().publish(reply, body).await;
+                return None;
             }
         }
+    } else {
+        vec![decode::<ClaimRequest>(&msg.payload).map_err(RpcError::from)]
+    };
+    Some(Asked {
+        reply,
+        batch,
+        claims,
+    })
+}
+
+/// Answers a batch of claim requests: malformed claims at once, the others as the
+/// handler says, all of them in one call; one reply per request. A claim the handler
+/// leaves unanswered is, in a worker's batch, answered `UNAVAILABLE` (its message is
+/// offered again later, as after a timeout).
+async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<ClaimAsk>) {
+    let mut asks = Vec::with_capacity(batch.len());
+    for ask in batch {
+        if let Some(asked) = read_ask(bus, ask).await {
+            asks.push(asked);
+        }
     }
-    if claims.is_empty() {
-        return;
+    let claims: Vec<ClaimRequest> = asks
+        .iter()
+        .flat_map(|a| a.claims.iter().filter_map(|c| c.as_ref().ok().cloned()))
+        .collect();
+    for e in asks
+        .iter()
+        .flat_map(|a| &a.claims)
+        .filter_map(|c| c.as_ref().err())
+    {
+        tracing::warn!(error = %e, "malformed claim request");
     }
     let asked = claims.len();
-    let verdicts = handler.claim(claims).await;
+    let verdicts = if claims.is_empty() {
+        Vec::new()
+    } else {
+        handler.claim(claims).await
+    };
     if verdicts.len() != asked {
         tracing::error!(
             asked,
@@ -197,10 +254,36 @@ async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<asy
             "claim handler answered a different number of claims"
         );
     }
-    for (reply, verdict) in replies.into_iter().zip(verdicts) {
-        let Some(verdict) = verdict else { continue };
-        let body = replies::encode_claim_reply(&verdict);
-        if let Err(e) = bus.client().publish(reply, body).await {
+    let mut verdicts = verdicts.into_iter();
+    for ask in asks {
+        let answers: Vec<Option<Result<ClaimVerdict, RpcError>>> = ask
+            .claims
+            .into_iter()
+            .map(|c| match c {
+                Ok(_) => verdicts.next().flatten(),
+                Err(e) => Some(Err(e)),
+            })
+            .collect();
+        let body = if ask.batch {
+            let answers: Vec<_> = answers
+                .into_iter()
+                .map(|a| {
+                    a.unwrap_or_else(|| {
+                        Err(RpcError::new(
+                            ErrorCode::Unavailable,
+                            "the task was claimed twice at once: offer it again later",
+                        ))
+                    })
+                })
+                .collect();
+            replies::encode_claim_batch_reply(&answers)
+        } else {
+            match answers.into_iter().next().flatten() {
+                Some(verdict) => replies::encode_claim_reply(&verdict),
+                None => continue,
+            }
+        };
+        if let Err(e) = bus.client().publish(ask.reply, body).await {
             tracing::warn!(error = %e, "failed to answer a claim");
         }
     }

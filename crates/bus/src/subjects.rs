@@ -70,6 +70,10 @@ impl Subjects {
     pub fn claim(&self) -> String {
         format!("{}.rpc.claim", self.prefix)
     }
+    /// Batches of one worker's claims (request/reply to the coordinators' queue group).
+    pub fn claims(&self) -> String {
+        format!("{}.rpc.claims", self.prefix)
+    }
     /// Worker requests to the coordinators (request/reply, queue group): `child`,
     /// `task`, `session.load`, `session.save`, `approval`. Claims have their own subject
     /// and responder (they are batched).

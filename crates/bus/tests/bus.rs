@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt;
 use prost::Message as _;
+use taskwire_bus::claims::Claimer;
 use taskwire_bus::messages::{
     AgentSpecLookup, Answer, ApprovalAsk, ApprovalDecision, ChildSubmit, ChildSubmitted, Claim,
     ClaimRequest, ClaimVerdict, SessionLoad, SessionSave, StoredSession, TaskLookup, TaskState,
@@ -27,6 +28,8 @@ use tokio_util::sync::CancellationToken;
 struct Fixed {
     served: AtomicUsize,
     spec_lookups: AtomicUsize,
+    /// The size of each batch of claims the handler was given.
+    claim_batches: std::sync::Mutex<Vec<usize>>,
 }
 
 fn known_spec() -> AgentSpecBundle {
@@ -66,6 +69,10 @@ impl WorkerRequests for Fixed {
         claims: Vec<ClaimRequest>,
     ) -> Vec<Option<Result<ClaimVerdict, RpcError>>> {
         self.served.fetch_add(claims.len(), Ordering::SeqCst);
+        self.claim_batches
+            .lock()
+            .expect("not poisoned")
+            .push(claims.len());
         claims
             .iter()
             .map(|c| {
@@ -522,4 +529,143 @@ async fn the_tasks_consumer_takes_the_ack_wait_of_the_worker_that_starts_with_an
         info.name,
         Subjects::new("bustest").workers_consumer("default")
     );
+}
+
+fn claim(delivery: u64) -> ClaimRequest {
+    ClaimRequest {
+        task: TaskId::generate(),
+        worker: WorkerId::new("w1"),
+        delivery,
+    }
+}
+
+#[tokio::test]
+async fn claims_asked_at_once_go_as_one_batch_and_each_gets_its_own_answer() {
+    let s = served().await;
+    let claimer = Claimer::start(s.bus.clone(), CancellationToken::new());
+    let asked: Vec<ClaimRequest> = (1..=20).map(claim).collect();
+    let answers = futures::future::join_all(asked.iter().map(|c| claimer.claim(c.clone()))).await;
+    for (c, answer) in asked.iter().zip(answers) {
+        match answer {
+            Ok(ClaimVerdict::Granted(g)) => assert_eq!(u64::from(g.attempt), c.delivery),
+            other => panic!("claim {} answered {other:?}", c.delivery),
+        }
+    }
+    let batches = s
+        .handler
+        .claim_batches
+        .lock()
+        .expect("not poisoned")
+        .clone();
+    assert_eq!(batches.iter().sum::<usize>(), 20, "{batches:?}");
+    assert!(
+        batches.len() <= 2,
+        "20 claims asked at once took {} handler calls: {batches:?}",
+        batches.len()
+    );
+
+    // One claim alone is a plain claim, answered as before.
+    let alone = claimer.claim(claim(3)).await.expect("answered");
+    assert!(matches!(alone, ClaimVerdict::Granted(g) if g.attempt == 3));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_malformed_claim_in_a_batch_is_refused_alone_and_a_malformed_batch_whole() {
+    let s = served().await;
+    let client = s.bus.client().clone();
+    let subject = s.bus.subjects().claims();
+    let good = pb::ClaimRequest {
+        task_id: TaskId::generate().to_string(),
+        worker_id: "w1".into(),
+        delivery: 4,
+    };
+    let bad = pb::ClaimRequest {
+        task_id: "not-a-task".into(),
+        ..good.clone()
+    };
+    let batch = pb::ClaimBatch {
+        claims: vec![good, bad],
+    };
+    let reply = client
+        .request(subject.clone(), batch.encode_to_vec().into())
+        .await
+        .expect("answered");
+    let reply = pb::ClaimBatchReply::decode(reply.payload).expect("a batch reply");
+    assert!(reply.status.unwrap_or_default().code.is_empty());
+    assert_eq!(reply.replies.len(), 2);
+    assert_eq!(
+        reply.replies[0].verdict,
+        pb::claim_reply::Verdict::Granted as i32
+    );
+    assert_eq!(reply.replies[0].attempt, 4);
+    let refused = reply.replies[1].status.clone().expect("a status");
+    assert_eq!(refused.code, "INVALID_ARGUMENT");
+    assert!(refused.message.contains("`task_id`"), "{refused:?}");
+
+    let garbage = client
+        .request(subject, b"\xff\xff".to_vec().into())
+        .await
+        .expect("answered");
+    let reply = pb::ClaimBatchReply::decode(garbage.payload).expect("a batch reply");
+    assert_eq!(reply.status.expect("a status").code, "INVALID_ARGUMENT");
+    assert!(reply.replies.is_empty());
+    // Only the good claim reached the handler; the server still serves.
+    assert_eq!(
+        s.handler
+            .claim_batches
+            .lock()
+            .expect("not poisoned")
+            .clone(),
+        vec![1]
+    );
+    assert!(s.bus.claim(&claim(1)).await.is_ok());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn claims_are_asked_one_at_a_time_of_coordinators_that_serve_no_batches() {
+    let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+    let client = async_nats::connect(nats.url()).await.expect("connects");
+    let bus = Bus::new(client, Subjects::new("bustest"));
+    // A coordinator of an earlier version: single claims only, each granted at the
+    // attempt of its delivery.
+    let mut single = bus
+        .client()
+        .queue_subscribe(bus.subjects().claim(), "taskwire-coordinators".into())
+        .await
+        .expect("subscribes");
+    bus.client().flush().await.expect("flushed");
+    let answered = Arc::new(AtomicUsize::new(0));
+    tokio::spawn({
+        let (client, answered) = (bus.client().clone(), answered.clone());
+        async move {
+            while let Some(msg) = single.next().await {
+                let asked = pb::ClaimRequest::decode(msg.payload).expect("a claim");
+                let reply = pb::ClaimReply {
+                    verdict: pb::claim_reply::Verdict::Granted as i32,
+                    claim_epoch: 1,
+                    attempt: u32::try_from(asked.delivery).expect("small"),
+                    ..Default::default()
+                };
+                answered.fetch_add(1, Ordering::SeqCst);
+                let to = msg.reply.expect("a request");
+                client
+                    .publish(to, reply.encode_to_vec().into())
+                    .await
+                    .expect("answers");
+            }
+        }
+    });
+    let claimer = Claimer::start(bus.clone(), CancellationToken::new());
+    let asked: Vec<ClaimRequest> = (1..=5).map(claim).collect();
+    let answers = futures::future::join_all(asked.iter().map(|c| claimer.claim(c.clone()))).await;
+    for (c, answer) in asked.iter().zip(answers) {
+        assert!(
+            matches!(answer, Ok(ClaimVerdict::Granted(g)) if u64::from(g.attempt) == c.delivery),
+            "claim {}",
+            c.delivery
+        );
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 5);
 }

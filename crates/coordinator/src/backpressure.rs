@@ -117,11 +117,20 @@ pub async fn run(sources: Sources, depth: QueueDepth, shutdown: CancellationToke
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
+        // Each stage is read before the stage a task comes to it from (results, the
+        // tasks stream, the outbox), so a task that moves on between two reads is
+        // counted at most once: a relay publishes a row before it deletes it, and read
+        // the other way round the task could be counted in both.
+        match sources.bus.stream_depth(&sources.results_stream).await {
+            Ok(messages) => depth.0.results.store(messages, Ordering::Relaxed),
+            Err(e) => tracing::debug!(error = %e, "failed to sample the results stream"),
+        }
+        let stream = sources.bus.stream_depth(&sources.tasks_stream).await;
         match sources.store.outbox_count_up_to(sources.outbox_cap).await {
             Ok(n) => depth.0.outbox.store(n, Ordering::Relaxed),
             Err(e) => tracing::debug!(error = %e, "failed to count the outbox"),
         }
-        match sources.bus.stream_depth(&sources.tasks_stream).await {
+        match stream {
             Ok(messages) => {
                 let waiting = if sources.window {
                     depth.0.outbox.load(Ordering::Relaxed)
@@ -134,10 +143,6 @@ pub async fn run(sources: Sources, depth: QueueDepth, shutdown: CancellationToke
                     .store(messages.saturating_add(waiting), Ordering::Relaxed);
             }
             Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
-        }
-        match sources.bus.stream_depth(&sources.results_stream).await {
-            Ok(messages) => depth.0.results.store(messages, Ordering::Relaxed),
-            Err(e) => tracing::debug!(error = %e, "failed to sample the results stream"),
         }
     }
 }

@@ -25,8 +25,11 @@ use crate::{CoordinatorConfig, CoordinatorError};
 
 /// Most submits written in one transaction.
 const MAX_BATCH: usize = 512;
-/// Transactions in flight at once.
-const CONCURRENT_BATCHES: usize = 4;
+/// Transactions in flight at once: one, so that submits arriving while it commits
+/// gather into the next (group commit). More in flight split a coordinator's load into
+/// more, smaller statements, each with its commit: with four, Postgres spent a quarter
+/// more CPU per task, and more still with several coordinators (docs/performance.md).
+const CONCURRENT_BATCHES: usize = 1;
 /// Largest attempt budget a submit may ask for.
 const MAX_ATTEMPTS_LIMIT: u32 = 20;
 /// Largest `workspace_patch` a request carries (inline, in the dispatched envelope);

@@ -45,7 +45,7 @@ use crate::error::CoordinatorError;
 
 /// How often the deliverer looks for due webhooks when no task ended meanwhile.
 const TICK: Duration = Duration::from_millis(500);
-/// How long the deliverer gathers finished notices before it scans for due webhooks.
+/// How long the deliverer gathers the tasks it ended before it scans for due webhooks.
 const COALESCE: Duration = Duration::from_millis(50);
 /// Most deliveries one tick starts.
 const BATCH: u32 = 32;
@@ -252,18 +252,13 @@ impl Deliverer {
         })
     }
 
-    /// Delivers what is due each tick, and at once when a task ended (its "finished"
-    /// notice), until `shutdown`.
+    /// Delivers what is due each tick, and at once when this coordinator ended a task
+    /// (it sent the task's finished notice), until `shutdown`. Every task ends in some
+    /// coordinator, whose deliverer wakes for it: no coordinator reads the notices of
+    /// all the others.
     pub async fn run(self, shutdown: CancellationToken) {
         let this = Arc::new(self);
         let bus = this.api.state().bus.clone();
-        let mut ended = match bus.all_finished_notices().await {
-            Ok(s) => Some(s),
-            Err(error) => {
-                tracing::warn!(%error, "webhooks: no finished notices; delivering on the tick alone");
-                None
-            }
-        };
         loop {
             let due = this
                 .api
@@ -285,21 +280,12 @@ impl Deliverer {
                 }
                 Err(error) => tracing::warn!(%error, "webhooks: failed to read due deliveries"),
             }
-            let notice = async {
-                match ended.as_mut() {
-                    Some(s) => {
-                        use futures::StreamExt;
-                        s.next().await
-                    }
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(TICK) => {}
-                _ = notice => {
-                    // Tasks end in bursts under load: one scan for the notices of a
-                    // short window, not one per notice.
+                () = bus.finished_here().notified() => {
+                    // Tasks end in bursts under load: one scan for the tasks ended in
+                    // a short window, not one per task.
                     tokio::select! {
                         () = shutdown.cancelled() => return,
                         () = tokio::time::sleep(COALESCE) => {}

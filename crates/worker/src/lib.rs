@@ -192,7 +192,8 @@ pub async fn run_with_provider(
         subjects.clone(),
     )
     .await?
-    .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout);
+    .with_timeout(taskwire_bus::Method::Claim, config.claim_timeout)
+    .with_timeout(taskwire_bus::Method::ClaimBatch, config.claim_timeout);
     readiness.set_bus(bus.clone());
     let streams = BusConfig {
         subjects: subjects.clone(),
@@ -258,6 +259,8 @@ pub async fn run_with_provider(
     .await?;
     let ctx = Arc::new(task::Context {
         specs: taskwire_bus::AgentSpecs::new(bus.clone()),
+        // Lives as long as the context: the loop ends when the last handle is dropped.
+        claims: taskwire_bus::claims::Claimer::start(bus.clone(), CancellationToken::new()),
         patches: bus.patches(),
         bus: bus.clone(),
         subjects,

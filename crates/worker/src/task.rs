@@ -35,6 +35,8 @@ pub struct Context {
     pub bus: Bus,
     /// The agent specs dispatched requests name by digest, fetched once each.
     pub specs: AgentSpecs,
+    /// Claims, batched with the other sessions' claims of the same moment.
+    pub claims: taskwire_bus::claims::Claimer,
     /// The patch bucket: changes too large for a message are handed over through it.
     pub patches: taskwire_bus::Patches,
     pub subjects: Subjects,
@@ -117,7 +119,7 @@ pub async fn handle(
         worker: ctx.worker_id.clone(),
         delivery: delivered,
     };
-    let claim = match Box::pin(ctx.bus.claim(&claim)).await {
+    let claim = match Box::pin(ctx.claims.claim(claim)).await {
         Ok(ClaimVerdict::Granted(claim)) => claim,
         Ok(ClaimVerdict::Busy { .. }) => {
             tracing::debug!(task.id = %task_id, "tenant at its running limit, retrying later");
