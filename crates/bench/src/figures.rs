@@ -30,6 +30,17 @@ pub struct Memory {
     pub sessions: usize,
 }
 
+/// Submit→result under an open-loop load at a share of the measured throughput.
+#[derive(Debug)]
+pub struct Paced {
+    /// Tasks per second submitted.
+    pub rate: f64,
+    /// Share of the throughput pass's rate.
+    pub share: f64,
+    pub secs: u64,
+    pub submit_to_result: Vec<Duration>,
+}
+
 /// The raw servers' figures.
 #[derive(Debug)]
 pub struct Raw {
@@ -56,6 +67,7 @@ pub fn rows(
     mut raw: Raw,
     spans: usize,
     memory: Option<Memory>,
+    paced: Option<Paced>,
 ) -> Vec<Row> {
     let n = args.tasks as f64;
     let rate = n / plain.batch.elapsed.as_secs_f64();
@@ -106,6 +118,19 @@ pub fn rows(
         format!("p50 {a:.1} ms, p99 {b:.1} ms"),
         format!("p50 {} raw delivery", x(a, js50)),
     ));
+    if let Some(mut p) = paced {
+        let (a, b) = lat(&mut p.submit_to_result);
+        rows.push(Row::new(
+            format!(
+                "submit→result at {:.0} % of that throughput ({:.0} tasks/s for {} s, open loop)",
+                p.share * 100.0,
+                p.rate,
+                p.secs
+            ),
+            format!("p50 {a:.1} ms, p99 {b:.1} ms"),
+            format!("p50 {} raw delivery; target p99 ≤ 100 ms", x(a, js50)),
+        ));
+    }
     let (a, b) = lat(one);
     rows.push(Row::new(
         "submit→result, one at a time",

@@ -174,6 +174,57 @@ impl Events {
         Ok(batch)
     }
 
+    /// Submits tasks at `rate` per second for `duration`, open loop (each submit is
+    /// sent on its schedule whether or not the earlier ones were answered, spread over
+    /// the coordinators), then waits for all their results; each task's
+    /// submit→result.
+    pub async fn paced(
+        &self,
+        clients: &[Client],
+        prompt: &str,
+        rate: f64,
+        duration: Duration,
+    ) -> anyhow::Result<Vec<Duration>> {
+        let n = (rate * duration.as_secs_f64()).round().max(1.0) as usize;
+        let target = self.finished_count() + n;
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(1.0)));
+        // Late ticks are sent at once: the load keeps its rate, as clients would.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut sent = tokio::task::JoinSet::new();
+        for i in 0..n {
+            tick.tick().await;
+            let mut client = clients[i % clients.len()].clone();
+            let prompt = format!("{prompt} {i}");
+            sent.spawn(async move {
+                let at = Instant::now();
+                client
+                    .submit(request(prompt))
+                    .await
+                    .map(|r| (r.into_inner().task_id, at))
+            });
+        }
+        let mut submitted = Vec::with_capacity(n);
+        while let Some(joined) = sent.join_next().await {
+            submitted.push(
+                joined
+                    .context("a submitter panicked")?
+                    .context("a submit failed")?,
+            );
+        }
+        self.until_finished(target, patience(n)).await?;
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        submitted
+            .into_iter()
+            .map(|(id, at)| {
+                let end = seen
+                    .finished
+                    .get(&id)
+                    .with_context(|| format!("task {id} has no finished notice"))?;
+                Ok(end.saturating_duration_since(at))
+            })
+            .collect()
+    }
+
     /// Submits `n` tasks without waiting for their results: for sessions that wait.
     pub async fn submit_only(
         client: &[Client],

@@ -59,6 +59,13 @@ struct Args {
     /// Concurrent gRPC submitters in the throughput passes.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     submitters: u32,
+    /// Seconds of open-loop load at `--paced-share` of the measured throughput, after
+    /// the throughput pass, for submit→result under a sustained load (0 skips it).
+    #[arg(long, default_value_t = 10)]
+    paced_secs: u64,
+    /// The share of the throughput pass's rate the open-loop load submits at.
+    #[arg(long, default_value_t = 0.8)]
+    paced_share: f64,
     /// Tasks in each one-at-a-time latency measurement.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     samples: u32,
@@ -104,6 +111,10 @@ struct Args {
     /// `~/.cache/taskwire/bench/repos`].
     #[arg(long)]
     repo_cache: Option<PathBuf>,
+    /// Rounds of the scaling phase: every setup runs once per round, and its row is
+    /// the round with the median orchestration CPU per task.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Run only this phase (and write only its section).
     #[arg(long, value_enum)]
     only: Option<Only>,
@@ -367,28 +378,39 @@ async fn scaling(
         jetstream: n as f64 / js_time.as_secs_f64(),
         commits: n as f64 / pg_time.as_secs_f64(),
     };
-    let mut rows = Vec::new();
-    for (coordinators, workers) in scaling::SETUPS {
-        eprintln!("phase 7: {n} tasks, {coordinators} coordinator(s), {workers} worker(s)");
-        let mut stack =
-            Stack::start(s, coordinators, workers, args.worker_concurrency, &[]).await?;
-        let label = format!("{coordinators}c{workers}w");
-        let pass = pass(s, &mut stack, events, args, &label, None).await?;
-        stack.stop();
-        let cpu: [f64; 4] = pass
-            .cpu
-            .get(..4)
-            .and_then(|c| c.try_into().ok())
-            .context("four CPU meters")?;
-        rows.push(scaling::Row {
-            coordinators,
-            workers,
-            tasks: n,
-            elapsed: pass.batch.elapsed,
-            submit_to_result: pass.batch.submit_to_result,
-            cpu,
-        });
+    // Rounds one after another, each over every setup: a drift of the machine's load
+    // falls on every setup alike.
+    let mut rounds: Vec<Vec<scaling::Row>> = vec![Vec::new(); scaling::SETUPS.len()];
+    for round in 1..=args.rounds {
+        for ((coordinators, workers), measured) in scaling::SETUPS.into_iter().zip(&mut rounds) {
+            eprintln!(
+                "phase 7, round {round}/{}: {n} tasks, {coordinators} coordinator(s), {workers} worker(s)",
+                args.rounds
+            );
+            let mut stack =
+                Stack::start(s, coordinators, workers, args.worker_concurrency, &[]).await?;
+            let label = format!("{coordinators}c{workers}w{round}");
+            let pass = pass(s, &mut stack, events, args, &label, None).await?;
+            stack.stop();
+            let cpu: [f64; 4] = pass
+                .cpu
+                .get(..4)
+                .and_then(|c| c.try_into().ok())
+                .context("four CPU meters")?;
+            measured.push(scaling::Row {
+                coordinators,
+                workers,
+                tasks: n,
+                elapsed: pass.batch.elapsed,
+                submit_to_result: pass.batch.submit_to_result,
+                cpu,
+            });
+        }
     }
+    let mut rows: Vec<scaling::Row> = rounds
+        .into_iter()
+        .filter_map(scaling::median_round)
+        .collect();
     loads.push(("at the end".to_owned(), report::load_average()));
     Ok(scaling::section(
         command,
@@ -397,6 +419,7 @@ async fn scaling(
         raw_rates,
         &mut rows,
         args.worker_concurrency,
+        args.rounds,
     ))
 }
 
@@ -452,6 +475,35 @@ async fn end_to_end(
         "after the throughput pass".to_owned(),
         report::load_average(),
     ));
+    let paced = if args.paced_secs > 0 {
+        anyhow::ensure!(
+            args.paced_share.is_finite() && args.paced_share > 0.0,
+            "--paced-share must be a share above 0 (0.8 is 80 %), not {}",
+            args.paced_share
+        );
+        let rate = args.paced_share * n as f64 / plain.batch.elapsed.as_secs_f64();
+        eprintln!(
+            "phase 2b: {rate:.0} tasks/s for {} s ({:.0} % of that throughput)",
+            args.paced_secs,
+            args.paced_share * 100.0
+        );
+        let submit_to_result = events
+            .paced(
+                &stack.clients,
+                "paced",
+                rate,
+                Duration::from_secs(args.paced_secs),
+            )
+            .await?;
+        Some(figures::Paced {
+            rate,
+            share: args.paced_share,
+            secs: args.paced_secs,
+            submit_to_result,
+        })
+    } else {
+        None
+    };
 
     eprintln!("phase 3: {samples} tasks one at a time");
     let mut one = Vec::with_capacity(samples);
@@ -534,6 +586,7 @@ async fn end_to_end(
         },
         spans,
         memory,
+        paced,
     );
     let mut notes = vec![format!(
         "Processes: {} worker(s) with `--concurrency {}`, logs at `warn`, no titles; the model answers at once; \

@@ -43,6 +43,14 @@ impl Row {
     }
 }
 
+/// Of one setup's rounds, the one with the median orchestration CPU per task (the
+/// lower middle of an even number): a row that was measured, not a mix of rounds.
+pub fn median_round(mut rounds: Vec<Row>) -> Option<Row> {
+    rounds.sort_by(|a, b| a.orchestration().total_cmp(&b.orchestration()));
+    let middle = rounds.len().saturating_sub(1) / 2;
+    (!rounds.is_empty()).then(|| rounds.swap_remove(middle))
+}
+
 /// The raw rates of the same run.
 #[derive(Debug, Clone, Copy)]
 pub struct RawRates {
@@ -65,6 +73,7 @@ pub fn section(
     raw: RawRates,
     rows: &mut [Row],
     concurrency: u32,
+    rounds: u32,
 ) -> String {
     let mut s = String::new();
     let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
@@ -114,7 +123,8 @@ pub fn section(
         s,
         "\nEach row: fresh processes (logs at `warn`, no titles, workers with `--concurrency {concurrency}`), \
          a warm-up, then the measured pass; submitters spread their calls over the coordinators. \
-         CPU is user+system time from `/proc/<pid>/stat` over the measured pass, divided by its tasks; \
+         Every setup ran in each of {rounds} round(s), one after another, and its row is the round with \
+         the median orchestration CPU per task. CPU is user+system time from `/proc/<pid>/stat` over the measured pass, divided by its tasks; \
          orchestration is coordinators + workers. \"× 1+1\" compares with the first row."
     );
     let _ = writeln!(s, "{END}");
@@ -152,6 +162,7 @@ mod tests {
             },
             &mut rows,
             256,
+            3,
         );
         assert!(section.starts_with(BEGIN) && section.trim_end().ends_with(END));
         assert!(
@@ -162,5 +173,24 @@ mod tests {
             section.contains("| 110 µs | 220 µs | 330 µs | 1.10 | 50 µs | 80 µs |"),
             "{section}"
         );
+        assert!(section.contains("in each of 3 round(s)"), "{section}");
+    }
+
+    #[test]
+    fn a_setup_shows_its_round_with_the_median_orchestration_cpu() {
+        let rounds = vec![
+            row(2, 1, 1, [150.0, 200.0, 1.0, 1.0]),
+            row(2, 1, 2, [100.0, 200.0, 2.0, 2.0]),
+            row(2, 1, 3, [120.0, 200.0, 3.0, 3.0]),
+        ];
+        let median = median_round(rounds).expect("a round");
+        assert_eq!(median.elapsed, Duration::from_secs(3));
+        assert_eq!(median.cpu[2], 3.0);
+        let two = vec![
+            row(1, 1, 1, [300.0, 0.0, 0.0, 0.0]),
+            row(1, 1, 2, [100.0, 0.0, 0.0, 0.0]),
+        ];
+        assert_eq!(median_round(two).map(|r| r.cpu[0]), Some(100.0));
+        assert!(median_round(Vec::new()).is_none());
     }
 }
