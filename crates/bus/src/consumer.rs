@@ -409,9 +409,11 @@ impl Bus {
             consumer: consumer.clone(),
             reason: e.to_string(),
         };
+        // Not the stream's info: creating the consumer is the one request a watch
+        // needs (and fails alike when the stream is missing).
         let stream = self
             .js()
-            .get_stream(&stream_name)
+            .get_stream_no_info(&stream_name)
             .await
             .map_err(|e| BusError::Request {
                 action: format!("read stream {stream_name}"),

@@ -252,9 +252,9 @@ impl Bus {
             action: format!("read stream {stream}"),
             reason: e.to_string(),
         };
-        let mut s = self.js().get_stream(stream).await.map_err(|e| fail(&e))?;
-        let info = s.info().await.map_err(|e| fail(&e))?;
-        Ok(info.state.messages)
+        // One request: looking the stream up reads its info, state included.
+        let s = self.js().get_stream(stream).await.map_err(|e| fail(&e))?;
+        Ok(s.cached_info().state.messages)
     }
 
     /// How many messages of `stream` the durable consumer `consumer` has yet to
@@ -265,9 +265,10 @@ impl Bus {
         stream: &str,
         consumer: &str,
     ) -> Result<Option<u64>, BusError> {
+        // The consumer's info is the one request: the stream's own is not read.
         let s = self
             .js()
-            .get_stream(stream)
+            .get_stream_no_info(stream)
             .await
             .map_err(|e| BusError::Request {
                 action: format!("read stream {stream}"),
