@@ -99,12 +99,23 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
                     })?;
             }
             Err(_) => {
-                js.create_stream(config)
-                    .await
-                    .map_err(|e| BusError::Stream {
-                        stream: name,
-                        reason: e.to_string(),
-                    })?;
+                if let Err(created) = js.create_stream(config.clone()).await {
+                    // Another coordinator starting at the same moment created it between
+                    // the look and the create: it is there now, and takes this config as
+                    // if it had been there before.
+                    if js.get_stream(&name).await.is_err() {
+                        return Err(BusError::Stream {
+                            stream: name,
+                            reason: created.to_string(),
+                        });
+                    }
+                    js.update_stream(config)
+                        .await
+                        .map_err(|e| BusError::Stream {
+                            stream: name,
+                            reason: e.to_string(),
+                        })?;
+                }
             }
         }
     }

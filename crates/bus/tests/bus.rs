@@ -669,3 +669,31 @@ async fn claims_are_asked_one_at_a_time_of_coordinators_that_serve_no_batches() 
     }
     assert_eq!(answered.load(Ordering::SeqCst), 5);
 }
+
+#[tokio::test]
+async fn coordinators_starting_together_both_set_up_the_streams() {
+    let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+    // The race is between two lookups and two creates: thirty rounds meet it often.
+    for round in 0..30 {
+        let subjects = Subjects::new(&format!("together{round}"));
+        let config = taskwire_bus::BusConfig {
+            subjects: subjects.clone(),
+            ..taskwire_bus::BusConfig::default()
+        };
+        let a = Bus::new(
+            async_nats::connect(nats.url()).await.expect("connects"),
+            subjects.clone(),
+        );
+        let b = Bus::new(
+            async_nats::connect(nats.url()).await.expect("connects"),
+            subjects.clone(),
+        );
+        let (set_a, set_b) = tokio::join!(a.ensure_streams(&config), b.ensure_streams(&config));
+        set_a.expect("the first coordinator sets up the streams");
+        set_b.expect("the second coordinator sets up the streams");
+        assert!(
+            a.js().get_stream(subjects.tasks_stream()).await.is_ok(),
+            "round {round}: the tasks stream exists"
+        );
+    }
+}
