@@ -177,22 +177,23 @@ enum ClaimAsk {
     Batch(async_nats::Message),
 }
 
-/// A request's claims as read: each one's claim, or why it is malformed.
+/// A request as read: for each of its claims, why it is malformed, or `None` for one
+/// handed to the handler (in order, with every request's claims).
 struct Asked {
     reply: async_nats::Subject,
     batch: bool,
-    claims: Vec<Result<ClaimRequest, RpcError>>,
+    refused: Vec<Option<RpcError>>,
 }
 
-/// Reads one request; `None` for one without a reply subject (or a batch that cannot
-/// be read, which is refused here).
-async fn read_ask(bus: &Bus, ask: ClaimAsk) -> Option<Asked> {
+/// Reads one request, moving its well-formed claims onto `claims`; `None` for one
+/// without a reply subject (or a batch that cannot be read, which is refused here).
+async fn read_ask(bus: &Bus, ask: ClaimAsk, claims: &mut Vec<ClaimRequest>) -> Option<Asked> {
     let (msg, batch) = match ask {
         ClaimAsk::One(msg) => (msg, false),
         ClaimAsk::Batch(msg) => (msg, true),
     };
     let reply = msg.reply.clone()?;
-    let claims = if batch {
+    let read: Vec<Result<ClaimRequest, RpcError>> = if batch {
         match crate::codec::decode_wire::<pb::ClaimBatch>("claim batch", &msg.payload) {
             Ok(wire) => wire
                 .claims
@@ -212,10 +213,23 @@ async fn read_ask(bus: &Bus, ask: ClaimAsk) -> Option<Asked> {
     } else {
         vec![decode::<ClaimRequest>(&msg.payload).map_err(RpcError::from)]
     };
+    let refused = read
+        .into_iter()
+        .map(|c| match c {
+            Ok(claim) => {
+                claims.push(claim);
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "malformed claim request");
+                Some(e)
+            }
+        })
+        .collect();
     Some(Asked {
         reply,
         batch,
-        claims,
+        refused,
     })
 }
 
@@ -225,21 +239,11 @@ async fn read_ask(bus: &Bus, ask: ClaimAsk) -> Option<Asked> {
 /// offered again later, as after a timeout).
 async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<ClaimAsk>) {
     let mut asks = Vec::with_capacity(batch.len());
+    let mut claims = Vec::new();
     for ask in batch {
-        if let Some(asked) = read_ask(bus, ask).await {
+        if let Some(asked) = read_ask(bus, ask, &mut claims).await {
             asks.push(asked);
         }
-    }
-    let claims: Vec<ClaimRequest> = asks
-        .iter()
-        .flat_map(|a| a.claims.iter().filter_map(|c| c.as_ref().ok().cloned()))
-        .collect();
-    for e in asks
-        .iter()
-        .flat_map(|a| &a.claims)
-        .filter_map(|c| c.as_ref().err())
-    {
-        tracing::warn!(error = %e, "malformed claim request");
     }
     let asked = claims.len();
     let verdicts = if claims.is_empty() {
@@ -257,11 +261,11 @@ async fn answer_claims<H: WorkerRequests>(bus: &Bus, handler: &H, batch: Vec<Cla
     let mut verdicts = verdicts.into_iter();
     for ask in asks {
         let answers: Vec<Option<Result<ClaimVerdict, RpcError>>> = ask
-            .claims
+            .refused
             .into_iter()
-            .map(|c| match c {
-                Ok(_) => verdicts.next().flatten(),
-                Err(e) => Some(Err(e)),
+            .map(|refused| match refused {
+                None => verdicts.next().flatten(),
+                Some(e) => Some(Err(e)),
             })
             .collect();
         let body = if ask.batch {

@@ -89,34 +89,23 @@ pub async fn ensure_streams(js: &jetstream::Context, cfg: &BusConfig) -> Result<
     ];
     for config in streams {
         let name = config.name.clone();
-        match js.get_stream(&name).await {
-            Ok(_) => {
-                js.update_stream(config)
-                    .await
-                    .map_err(|e| BusError::Stream {
-                        stream: name,
-                        reason: e.to_string(),
-                    })?;
-            }
-            Err(_) => {
-                if let Err(created) = js.create_stream(config.clone()).await {
-                    // Another coordinator starting at the same moment created it between
-                    // the look and the create: it is there now, and takes this config as
-                    // if it had been there before.
-                    if js.get_stream(&name).await.is_err() {
-                        return Err(BusError::Stream {
-                            stream: name,
-                            reason: created.to_string(),
-                        });
-                    }
-                    js.update_stream(config)
-                        .await
-                        .map_err(|e| BusError::Stream {
-                            stream: name,
-                            reason: e.to_string(),
-                        })?;
-                }
-            }
+        let fail = |e: &dyn std::fmt::Display| BusError::Stream {
+            stream: name.clone(),
+            reason: e.to_string(),
+        };
+        // A stream made here needs no update; one that was there takes this config. So
+        // does one another coordinator, starting at the same moment, created between
+        // the look and the create: it is there now.
+        let made = match js.get_stream(&name).await {
+            Ok(_) => false,
+            Err(_) => match js.create_stream(config.clone()).await {
+                Ok(_) => true,
+                Err(created) if js.get_stream(&name).await.is_err() => return Err(fail(&created)),
+                Err(_) => false,
+            },
+        };
+        if !made {
+            js.update_stream(config).await.map_err(|e| fail(&e))?;
         }
     }
     Ok(())
