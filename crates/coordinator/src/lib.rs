@@ -213,8 +213,10 @@ pub async fn serve_with_http(
     let (agents, command_registry) = commands::load(&config_dirs);
     let loops = CancellationToken::new();
     let relay_wake = Arc::new(Notify::new());
-    let submitter = submit::Submitter::start(store.clone(), relay_wake.clone(), loops.clone());
     let dispatch_window = config.dispatch_window;
+    let (handoff, own_rows) =
+        relay::Handoff::new(dispatch_window > 0, relay_wake.clone(), relay::OWN_GRACE);
+    let submitter = submit::Submitter::start(store.clone(), handoff, loops.clone());
     let state = Arc::new(State {
         config,
         store: store.clone(),
@@ -248,6 +250,7 @@ pub async fn serve_with_http(
         store.clone(),
         bus.clone(),
         relay_wake,
+        own_rows,
         window,
         loops.clone(),
     ));

@@ -1,19 +1,26 @@
 //! The outbox relay: publishes committed dispatch messages to JetStream.
 //!
-//! Woken by the submit batcher (and every `POLL` regardless, for rows left by another
-//! coordinator or a crash). Publishes a batch pipelined — all sends first, then all
-//! acks — and deletes only the rows JetStream acknowledged, in the transaction that
-//! locked them (`FOR UPDATE SKIP LOCKED`): several coordinators' relays each publish
-//! rows the others are not. A row published twice (a crash between publish and
-//! delete) carries the same `Nats-Msg-Id`, so JetStream stores it once. When traces are
-//! exported, each dispatch is a producer span under its submit's span. Failure policy:
-//! log, back off, retry forever.
+//! Each coordinator's relay publishes the dispatches of the submits its own coordinator
+//! wrote: the submit batcher hands them over from memory once committed ([`Handoff`]),
+//! and the relay publishes them and deletes their rows by id. The relays thus divide
+//! the work by writer (each task is written by one coordinator), with no scan and no
+//! lock between them. Rows nobody is publishing — written by another path (a replay, a
+//! schedule's fire, a delayed start; those wake the relay), or left by a coordinator
+//! that died or whose publish failed, `OWN_GRACE` after they were written — are found
+//! by a scan every `POLL`, each batch locked (`FOR UPDATE SKIP LOCKED`) in the
+//! transaction that deletes what JetStream acknowledged, so several relays' scans each
+//! take rows the others are not. Either way a batch is published pipelined (all sends
+//! first, then all acks) and only acknowledged rows are deleted. A row published twice
+//! (a crash between publish and delete) carries the same `Nats-Msg-Id`, so JetStream
+//! stores it once. When traces are exported, each dispatch is a producer span under its
+//! submit's span. Failure policy: log, back off, retry forever.
 //!
 //! With a dispatch window (`--dispatch-window N`), the relay keeps at most N tasks in
-//! the tasks stream that no worker has taken yet: the rest wait in the outbox, from
-//! where each batch is taken in priority order with the tenants of a priority taking
-//! turns (see `Store::relay_outbox`). Without one, every dispatch is published at once
-//! and the stream serves them first in, first out.
+//! the tasks stream that no worker has taken yet: every dispatch waits in the outbox,
+//! from where each batch is taken in priority order with the tenants of a priority
+//! taking turns (see `Store::relay_outbox`), so the submit batcher only wakes the
+//! relay's scan. Without one, every dispatch is published at once and the stream serves
+//! them first in, first out.
 
 use backon::BackoffBuilder as _;
 use std::sync::Arc;
@@ -24,14 +31,63 @@ use taskwire_bus::{Bus, trace_context};
 use taskwire_protocol::pb;
 use taskwire_store::Store;
 use taskwire_store::outbox::OutboxMessage;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 const POLL: Duration = Duration::from_millis(250);
+/// How long after its commit a row its writer is publishing itself is left to it: then
+/// any relay's scan takes it (the writer died, or its publish failed).
+pub const OWN_GRACE: Duration = Duration::from_secs(2);
+/// Committed batches waiting for the relay; a submit batch waits for room, so a relay
+/// that cannot keep up slows the submits instead of holding more in memory.
+const HANDOFF_BATCHES: usize = 64;
+
 const BATCH: i64 = 1024;
 /// How soon a relay whose window is full looks again.
 const WINDOW_POLL: Duration = Duration::from_millis(20);
+
+/// How the submit batcher hands its committed dispatches to the relay.
+#[derive(Clone)]
+pub enum Handoff {
+    /// The rows themselves, to publish from memory (no dispatch window); other relays'
+    /// scans leave them alone for `grace`.
+    Own {
+        rows: mpsc::Sender<Vec<OutboxMessage>>,
+        grace: Duration,
+    },
+    /// A wake-up for the relay's scan (a dispatch window orders what is published).
+    Scan(Arc<Notify>),
+}
+
+impl Handoff {
+    /// A handoff for a relay with a dispatch window (`window`) or none, and the
+    /// relay's end of it.
+    pub fn new(
+        window: bool,
+        wake: Arc<Notify>,
+        grace: Duration,
+    ) -> (Self, Option<mpsc::Receiver<Vec<OutboxMessage>>>) {
+        if window {
+            return (Self::Scan(wake), None);
+        }
+        let (rows, rx) = mpsc::channel(HANDOFF_BATCHES);
+        (Self::Own { rows, grace }, Some(rx))
+    }
+
+    /// Hands over a committed batch's rows (`None` or empty: there is nothing to
+    /// publish from memory, so the scan is woken instead).
+    pub async fn hand(&self, rows: Option<Vec<OutboxMessage>>) {
+        match (self, rows) {
+            (Self::Own { rows: tx, .. }, Some(rows)) if !rows.is_empty() => {
+                // A relay that stopped (shutdown) leaves them to a scan after the grace.
+                let _ = tx.send(rows).await;
+            }
+            (Self::Own { .. }, _) => {}
+            (Self::Scan(wake), _) => wake.notify_one(),
+        }
+    }
+}
 
 /// The dispatch window: at most `size` undelivered tasks in the stream.
 #[derive(Clone)]
@@ -75,11 +131,13 @@ const RETRY: backon::ExponentialBuilder = backon::ExponentialBuilder::new()
     .with_factor(2.0)
     .without_max_times();
 
-/// Runs the relay until `shutdown`.
+/// Runs the relay until `shutdown`: `own` brings the rows this coordinator's submits
+/// wrote (none with a dispatch window); `wake`, a reason to scan.
 pub async fn run(
     store: Store,
     bus: Bus,
     wake: Arc<Notify>,
+    mut own: Option<mpsc::Receiver<Vec<OutboxMessage>>>,
     window: Option<Window>,
     shutdown: CancellationToken,
 ) {
@@ -88,6 +146,9 @@ pub async fn run(
         window,
         published: std::collections::VecDeque::new(),
     });
+    // A scan every `POLL` however busy the own rows keep the relay.
+    let mut poll = tokio::time::interval(POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let limit = room.as_mut().map_or(BATCH, |r| r.left().min(BATCH));
         if limit <= 0 {
@@ -117,11 +178,54 @@ pub async fn run(
                 continue;
             }
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = wake.notified() => {}
-            _ = tokio::time::sleep(POLL) => {}
+        // Publish own rows as they come, until a scan is due.
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = wake.notified() => break,
+                _ = poll.tick() => break,
+                Some(rows) = recv(&mut own) => publish_own(&store, &bus, rows, &mut own).await,
+            }
         }
+    }
+}
+
+/// The next batch of own rows; pending forever without a channel (or once it closed).
+async fn recv(own: &mut Option<mpsc::Receiver<Vec<OutboxMessage>>>) -> Option<Vec<OutboxMessage>> {
+    match own {
+        Some(rx) => match rx.recv().await {
+            Some(rows) => Some(rows),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Publishes `rows` and whatever else was handed over meanwhile, then deletes the rows
+/// JetStream acknowledged. A failure leaves the rest to a scan after `OWN_GRACE`.
+async fn publish_own(
+    store: &Store,
+    bus: &Bus,
+    mut rows: Vec<OutboxMessage>,
+    own: &mut Option<mpsc::Receiver<Vec<OutboxMessage>>>,
+) {
+    if let Some(rx) = own.as_mut() {
+        while rows.len() < BATCH as usize {
+            match rx.try_recv() {
+                Ok(more) => rows.extend(more),
+                Err(_) => break,
+            }
+        }
+    }
+    let mut failure = None;
+    let done = publish(bus, rows, &mut failure).await;
+    if let Some(e) = failure {
+        tracing::warn!(error = %e, grace_ms = OWN_GRACE.as_millis() as u64, "publishing own dispatches failed, the outbox scan takes the rest");
+    }
+    if let Err(e) = store.outbox_delete(&done).await {
+        // Published but not deleted: a scan publishes them again after the grace, and
+        // JetStream stores each once (same `Nats-Msg-Id`).
+        tracing::warn!(error = %e, rows = done.len(), "deleting published outbox rows failed");
     }
 }
 
@@ -193,3 +297,6 @@ async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<Strin
     }
     done
 }
+
+#[cfg(test)]
+mod tests;

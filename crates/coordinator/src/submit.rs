@@ -2,10 +2,9 @@
 //!
 //! Every `Submit` is validated and turned into a [`NewTask`], then handed to the
 //! batcher, which writes whatever submits are waiting in one transaction (tasks and
-//! outbox rows together) and wakes the relay. Under load this is group commit; when idle
-//! a batch holds one submit and adds no delay.
-
-use std::sync::Arc;
+//! outbox rows together) and hands the committed dispatches to this coordinator's relay
+//! (see [`crate::relay::Handoff`]). Under load this is group commit; when idle a batch
+//! holds one submit and adds no delay.
 
 use chrono::Utc;
 use prost::Message;
@@ -17,10 +16,10 @@ use taskwire_protocol::{
     Attachment, Budget, ContextRef, SessionId, TaskId, TaskRequest, TraceId, Usage, pb, time, value,
 };
 use taskwire_store::{InsertOutcome, NewTask, Store};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::Batcher;
+use crate::relay::Handoff;
 use crate::{CoordinatorConfig, CoordinatorError};
 
 /// Most submits written in one transaction.
@@ -44,18 +43,25 @@ pub struct Submitter {
 
 impl Submitter {
     /// Starts the loop; it stops when `shutdown` fires.
-    pub fn start(store: Store, relay_wake: Arc<Notify>, shutdown: CancellationToken) -> Self {
+    pub fn start(store: Store, relay: Handoff, shutdown: CancellationToken) -> Self {
         let batcher = Batcher::start(
             "submit batcher",
             MAX_BATCH,
             CONCURRENT_BATCHES,
             shutdown,
             move |tasks: Vec<NewTask>| {
-                let (store, relay_wake) = (store.clone(), relay_wake.clone());
+                let (store, relay) = (store.clone(), relay.clone());
                 async move {
-                    match store.insert_tasks(&tasks).await {
-                        Ok(outcomes) => {
-                            relay_wake.notify_one();
+                    let written = match &relay {
+                        Handoff::Own { grace, .. } => store
+                            .insert_tasks_relaying(&tasks, *grace)
+                            .await
+                            .map(|(outcomes, rows)| (outcomes, Some(rows))),
+                        Handoff::Scan(_) => store.insert_tasks(&tasks).await.map(|o| (o, None)),
+                    };
+                    match written {
+                        Ok((outcomes, rows)) => {
+                            relay.hand(rows).await;
                             outcomes.into_iter().map(Ok).collect()
                         }
                         Err(e) => {

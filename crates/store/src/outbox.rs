@@ -39,7 +39,9 @@ impl Store {
     /// The rows are locked for the batch (`FOR UPDATE SKIP LOCKED`), so several relays
     /// (one per coordinator) each take rows the others are not publishing. A relay that
     /// dies mid-batch leaves its rows unlocked and undeleted: another publishes them
-    /// again, with the same `Nats-Msg-Id`, which JetStream stores once.
+    /// again, with the same `Nats-Msg-Id`, which JetStream stores once. Rows their
+    /// writer is publishing itself ([`Store::insert_tasks_relaying`]) are left alone
+    /// until their `relay_after`.
     pub async fn relay_outbox<F, Fut>(&self, limit: i64, publish: F) -> Result<usize, StoreError>
     where
         F: FnOnce(Vec<OutboxMessage>) -> Fut,
@@ -52,6 +54,7 @@ impl Store {
             .map_err(|e| StoreError::from_sqlx("begin an outbox batch", e))?;
         let rows = sqlx::query_as::<_, OutboxMessage>(
             "SELECT id, trace_id, subject, msg_id, payload FROM outbox \
+             WHERE relay_after IS NULL OR relay_after <= now() \
              ORDER BY priority, turn, id LIMIT $1 FOR UPDATE SKIP LOCKED",
         )
         .bind(limit)

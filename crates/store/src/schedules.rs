@@ -179,7 +179,9 @@ impl FireTx {
         if tasks.is_empty() {
             return Ok(Vec::new());
         }
-        crate::tasks::insert_tasks_on(&mut self.tx, tasks).await
+        Ok(crate::tasks::insert_tasks_on(&mut self.tx, tasks, None)
+            .await?
+            .0)
     }
 
     /// Records a tick acted on (written at commit; a tick already recorded as queued

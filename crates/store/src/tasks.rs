@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use sqlx::{Postgres, QueryBuilder, Row};
 use taskwire_protocol::{AgentSpecDigest, TaskId};
 
+use crate::outbox::OutboxMessage;
 use crate::record::{TASK_COLUMNS, TaskRow};
 use crate::{InsertOutcome, ListFilter, NewTask, ReplayOutcome, Store, StoreError, TaskRecord};
 
@@ -28,16 +29,39 @@ impl Store {
             .acquire()
             .await
             .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
-        insert_tasks_on(&mut conn, tasks).await
+        Ok(insert_tasks_on(&mut conn, tasks, None).await?.0)
+    }
+
+    /// [`Store::insert_tasks`] for a caller that publishes the dispatches itself once
+    /// they are committed: it gets their outbox rows back (built from `tasks`, not read
+    /// again), and no relay's scan takes them until `grace` has passed (see
+    /// `migrations/0017_outbox_own_relay.sql`). The caller deletes the rows it published
+    /// ([`Store::outbox_delete`]); what it could not publish, a scan takes after `grace`.
+    pub async fn insert_tasks_relaying(
+        &self,
+        tasks: &[NewTask],
+        grace: std::time::Duration,
+    ) -> Result<(Vec<InsertOutcome>, Vec<OutboxMessage>), StoreError> {
+        if tasks.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
+        insert_tasks_on(&mut conn, tasks, Some(grace)).await
     }
 }
 
 /// [`Store::insert_tasks`] on `conn`: in its own statement's transaction, or as part of
-/// the caller's (a schedule's fire).
+/// the caller's (a schedule's fire). With `relay_after`, the outbox rows are returned
+/// and kept from other relays' scans for that long.
 pub(crate) async fn insert_tasks_on(
     conn: &mut sqlx::PgConnection,
     tasks: &[NewTask],
-) -> Result<Vec<InsertOutcome>, StoreError> {
+    relay_after: Option<std::time::Duration>,
+) -> Result<(Vec<InsertOutcome>, Vec<OutboxMessage>), StoreError> {
     let n = tasks.len();
     let mut ids = Vec::with_capacity(n);
     let mut parents = Vec::with_capacity(n);
@@ -97,7 +121,7 @@ pub(crate) async fn insert_tasks_on(
     // One statement, so one round trip and its own transaction: the bundles (an
     // existing one is left as it is: a digest names one bundle), the tasks, and the
     // outbox rows of the tasks actually inserted, in the batch's order.
-    let inserted: Vec<uuid::Uuid> = sqlx::query_scalar(sql(format!(
+    let inserted: Vec<(uuid::Uuid, Option<i64>)> = sqlx::query_as(sql(format!(
             "WITH t AS ( \
                  SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
@@ -124,16 +148,18 @@ pub(crate) async fn insert_tasks_on(
                  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
                  RETURNING task_id), \
              dispatched AS ( \
-                 INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn) \
+                 INSERT INTO outbox (task_id, trace_id, subject, msg_id, payload, priority, tenant, turn, \
+                                     relay_after) \
                  SELECT t.task_id, t.trace_id, t.subject, t.task_id::text, t.request, t.priority, t.tenant, \
-                        {turn} \
+                        {turn}, now() + make_interval(secs => $24::float8) \
                  FROM t JOIN inserted USING (task_id) \
-                 WHERE t.not_before IS NULL OR t.not_before <= now() ORDER BY t.ord), \
+                 WHERE t.not_before IS NULL OR t.not_before <= now() ORDER BY t.ord \
+                 RETURNING id, task_id), \
              hooks AS ( \
                  INSERT INTO webhooks (task_id, tenant, url) \
                  SELECT t.task_id, t.tenant, t.callback_url \
                  FROM t JOIN inserted USING (task_id) WHERE t.callback_url IS NOT NULL) \
-             SELECT task_id FROM inserted",
+             SELECT i.task_id, d.id FROM inserted i LEFT JOIN dispatched d USING (task_id)",
             turn = crate::outbox::turn_sql(
                 "t",
                 "row_number() OVER (PARTITION BY t.priority, t.tenant ORDER BY t.ord)"
@@ -162,10 +188,28 @@ pub(crate) async fn insert_tasks_on(
         .bind(&priorities)
         .bind(&callbacks)
         .bind(&not_before)
+        .bind(relay_after.map(|d| d.as_secs_f64()))
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
-    let inserted: std::collections::HashSet<uuid::Uuid> = inserted.into_iter().collect();
+    // The dispatches to publish, in the batch's order, from what was just written.
+    let mut outbox: HashMap<uuid::Uuid, i64> = HashMap::new();
+    if relay_after.is_some() {
+        outbox.extend(inserted.iter().filter_map(|(t, o)| Some((*t, (*o)?))));
+    }
+    let inserted: std::collections::HashSet<uuid::Uuid> =
+        inserted.into_iter().map(|(t, _)| t).collect();
+    let messages: Vec<OutboxMessage> = (0..n)
+        .filter_map(|i| {
+            Some(OutboxMessage {
+                id: *outbox.get(&ids[i])?,
+                trace_id: traces[i].clone(),
+                subject: tasks[i].subject.clone(),
+                msg_id: ids[i].to_string(),
+                payload: requests[i].clone(),
+            })
+        })
+        .collect();
 
     // Tasks not inserted lost an idempotency-key race: look up the winners.
     let mut existing: HashMap<(String, String), (uuid::Uuid, String)> = HashMap::new();
@@ -217,7 +261,7 @@ pub(crate) async fn insert_tasks_on(
             }
         }
     }
-    Ok(outcomes)
+    Ok((outcomes, messages))
 }
 
 impl Store {

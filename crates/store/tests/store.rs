@@ -996,6 +996,95 @@ async fn concurrent_outbox_batches_take_disjoint_rows() {
     assert_eq!(left, second_ids, "published rows deleted, unpublished kept");
 }
 
+/// A coordinator that publishes its own submits' dispatches gets back exactly the rows
+/// a scan would have read (same ids, subjects, message ids and payloads), and no
+/// relay's scan takes them until the grace has passed; rows written without a grace are
+/// scanned at once.
+#[tokio::test]
+async fn rows_a_writer_relays_itself_are_left_to_it_until_the_grace_passes() {
+    let (_db, store) = store().await;
+    let own: Vec<NewTask> = (0..3).map(|_| task(None, "d")).collect();
+    let grace = std::time::Duration::from_millis(1500);
+    let (outcomes, rows) = store
+        .insert_tasks_relaying(&own, grace)
+        .await
+        .expect("insert");
+    assert_eq!(outcomes.len(), 3);
+    let stored = store.outbox_pending(10).await.expect("outbox");
+    let key = |r: &taskwire_store::outbox::OutboxMessage| {
+        (
+            r.id,
+            r.subject.clone(),
+            r.msg_id.clone(),
+            r.trace_id.clone(),
+            r.payload.clone(),
+        )
+    };
+    assert_eq!(
+        rows.iter().map(key).collect::<Vec<_>>(),
+        stored.iter().map(key).collect::<Vec<_>>(),
+        "the rows handed back are the rows written, in the batch's order"
+    );
+    let own_ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+
+    // A row another path wrote is scanned at once; the writer's own are skipped.
+    let other = task(None, "d");
+    store
+        .insert_tasks(std::slice::from_ref(&other))
+        .await
+        .expect("insert");
+    let mut scanned = Vec::new();
+    store
+        .relay_outbox(10, |rows| {
+            scanned = rows.iter().map(|r| r.msg_id.clone()).collect();
+            async { Vec::new() }
+        })
+        .await
+        .expect("scan");
+    assert_eq!(scanned, vec![other.request.task_id.to_string()]);
+
+    // Once the grace has passed (the writer died, or its publish failed), a scan takes them.
+    tokio::time::sleep(grace).await;
+    let mut scanned = Vec::new();
+    store
+        .relay_outbox(10, |rows| {
+            scanned = rows.iter().map(|r| r.id).collect();
+            async { Vec::new() }
+        })
+        .await
+        .expect("scan");
+    assert!(
+        own_ids.iter().all(|id| scanned.contains(id)) && scanned.len() == 4,
+        "{own_ids:?} {scanned:?}"
+    );
+
+    // What the writer published it deletes by id.
+    store.outbox_delete(&own_ids).await.expect("delete");
+    assert_eq!(store.outbox_pending(10).await.expect("outbox").len(), 1);
+}
+
+/// An idempotent resubmit writes no row, so none is handed back to publish.
+#[tokio::test]
+async fn a_resubmit_that_matches_an_existing_task_hands_back_no_row() {
+    let (_db, store) = store().await;
+    let first = task(Some("k"), "d");
+    let grace = std::time::Duration::from_secs(2);
+    let (_, rows) = store
+        .insert_tasks_relaying(std::slice::from_ref(&first), grace)
+        .await
+        .expect("insert");
+    assert_eq!(rows.len(), 1);
+    let (outcomes, rows) = store
+        .insert_tasks_relaying(&[task(Some("k"), "d")], grace)
+        .await
+        .expect("insert again");
+    assert_eq!(
+        outcomes,
+        vec![InsertOutcome::Existing(first.request.task_id)]
+    );
+    assert!(rows.is_empty(), "{rows:?}");
+}
+
 /// A rolling upgrade: a newer version migrated the schema (an additive change, recorded
 /// in `_sqlx_migrations`) while coordinators of this version still run and restart.
 #[tokio::test]
