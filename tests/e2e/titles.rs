@@ -1,6 +1,6 @@
 //! Session titles: the hidden `title` agent names a new root session from its first
 //! message, the title is stored with the result and shown by `taskwire get` and
-//! `taskwire ls`; a child task gets none.
+//! `taskwire ls`; a child task is titled `DESCRIPTION (@AGENT subagent)` at its submit.
 
 use serde_json::json;
 use taskwire_e2e::process::Taskwire;
@@ -17,7 +17,7 @@ fn is_title(req: &SeenRequest) -> bool {
 }
 
 #[tokio::test]
-async fn a_root_task_gets_a_title_shown_by_get_and_ls_and_its_child_none() {
+async fn a_root_task_gets_a_title_and_its_child_the_task_calls_description_shown_by_get_and_ls() {
     let taskwire = Taskwire::locate().expect("taskwire binary");
     let model = ScriptedModel::start(|req: &SeenRequest| {
         if is_title(req) {
@@ -57,7 +57,8 @@ async fn a_root_task_gets_a_title_shown_by_get_and_ls_and_its_child_none() {
         .wait_finished(&children[0].task_id)
         .await
         .expect("child finished");
-    assert_eq!(child.title, "", "a child task gets no title");
+    // Seed 001, step 2: the child is titled from the `task` call, with no title call.
+    assert_eq!(child.title, "look (@general subagent)");
 
     let title_requests: Vec<_> = cluster
         .model
@@ -65,7 +66,7 @@ async fn a_root_task_gets_a_title_shown_by_get_and_ls_and_its_child_none() {
         .into_iter()
         .filter(is_title)
         .collect();
-    assert_eq!(title_requests.len(), 1, "one title, for the root only");
+    assert_eq!(title_requests.len(), 1, "one title call, for the root only");
     assert!(title_requests[0].tools.is_empty());
     assert!(
         title_requests[0]
@@ -90,7 +91,9 @@ async fn a_root_task_gets_a_title_shown_by_get_and_ls_and_its_child_none() {
         .await
         .expect("taskwire get child");
     assert!(
-        get_child.stdout().contains("title     -\n"),
+        get_child
+            .stdout()
+            .contains("title     look (@general subagent)\n"),
         "{}",
         get_child.stdout()
     );
@@ -123,7 +126,10 @@ async fn a_root_task_gets_a_title_shown_by_get_and_ls_and_its_child_none() {
         .lines()
         .find(|l| l.starts_with(&child.task_id))
         .unwrap_or_else(|| panic!("child listed: {listing}"));
-    assert!(child_line.ends_with(" -"), "{listing}");
+    assert!(
+        child_line.ends_with(" look (@general subagent)"),
+        "{listing}"
+    );
     cluster.shutdown().await;
 }
 

@@ -479,14 +479,27 @@ pub fn build_task(
             ),
         ));
     }
+    // A child is titled as its parent's `task` call described it (seed 001, step 2).
+    let title = request
+        .parent_task_id
+        .map(|_| child_title(&request.intent, &request.agent));
     Ok(NewTask {
         request,
         digest,
+        title,
         subject: subjects.tasks(&cfg.queue),
         inline_agent_spec: cfg.inline_agent_specs,
         callback_url,
         not_before,
     })
+}
+
+/// A child task's title: `DESCRIPTION (@AGENT subagent)`, or `(@AGENT subagent)`
+/// when its parent gave no description.
+pub fn child_title(description: &str, agent: &str) -> String {
+    format!("{description} (@{agent} subagent)")
+        .trim_start()
+        .to_owned()
 }
 
 /// Refuses a `subtask` whose agent `origin` may not delegate to: an internal agent
@@ -675,6 +688,29 @@ mod tests {
             Err(CoordinatorError::InvalidArgument { field, reason }) => (field, reason),
             other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_child_is_titled_with_its_description_and_agent_and_a_root_task_is_not() {
+        let root = submit("general", None);
+        let req = pb::SubmitRequest {
+            agent: "explore".into(),
+            prompt: "find the retry loop".into(),
+            intent: "find retries".into(),
+            ..Default::default()
+        };
+        let child = build(req.clone(), Some(&root)).expect("a valid child");
+        assert_eq!(
+            child.title.as_deref(),
+            Some("find retries (@explore subagent)")
+        );
+        let untold = pb::SubmitRequest {
+            intent: String::new(),
+            ..req.clone()
+        };
+        let child = build(untold, Some(&root)).expect("a valid child");
+        assert_eq!(child.title.as_deref(), Some("(@explore subagent)"));
+        assert_eq!(build(req, None).expect("a valid root").title, None);
     }
 
     #[test]

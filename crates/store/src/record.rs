@@ -15,6 +15,9 @@ pub struct NewTask {
     pub request: TaskRequest,
     /// A digest of what the client asked for, compared on an idempotency-key match.
     pub digest: String,
+    /// The task's title from the start (a child's: `DESCRIPTION (@AGENT subagent)`); a
+    /// root task's is written by its session's title agent, with its result.
+    pub title: Option<String>,
     /// The JetStream subject the relay publishes the request to.
     pub subject: String,
     /// Store and dispatch the request with its agent spec inline, as versions before
@@ -125,7 +128,8 @@ pub struct TaskRecord {
     pub max_attempts: u32,
     /// The last attempt's error, if any.
     pub last_error: Option<String>,
-    /// The session's title, once an attempt's result brought one (root tasks only).
+    /// The title: a root task's session's, once an attempt's result brought one; a child's,
+    /// `DESCRIPTION (@AGENT subagent)` from its submit.
     pub title: Option<String>,
     /// The task's own model calls over all its recorded attempts (descendants
     /// excluded); a subtree's is [`Store::subtree_usage`](crate::Store::subtree_usage).

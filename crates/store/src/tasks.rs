@@ -118,6 +118,7 @@ pub(crate) async fn insert_tasks_on(
     let not_before: Vec<Option<chrono::DateTime<chrono::Utc>>> =
         tasks.iter().map(|t| t.not_before).collect();
     let callbacks: Vec<Option<&str>> = tasks.iter().map(|t| t.callback_url.as_deref()).collect();
+    let titles: Vec<Option<&str>> = tasks.iter().map(|t| t.title.as_deref()).collect();
     // One statement, so one round trip and its own transaction: the bundles (an
     // existing one is left as it is: a digest names one bundle), the tasks, and the
     // outbox rows of the tasks actually inserted, in the batch's order.
@@ -126,10 +127,12 @@ pub(crate) async fn insert_tasks_on(
                  SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
                                       $7::int[], $8::text[], $9::text[], $10::timestamptz[], $11::bytea[], \
                                       $12::timestamptz[], $13::int[], $14::uuid[], $15::int8[], $16::int8[], \
-                                      $19::bytea[], $20::text[], $21::int2[], $22::text[], $23::timestamptz[]) WITH ORDINALITY \
+                                      $19::bytea[], $20::text[], $21::int2[], $22::text[], $23::timestamptz[], \
+                                      $25::text[]) WITH ORDINALITY \
                       AS t(task_id, parent_task_id, trace_id, tenant, agent, prompt, depth, idempotency_key, \
                            request_digest, deadline, request, created_at, max_attempts, session_id, max_tokens, \
-                           max_cost_picousd, agent_spec_digest, subject, priority, callback_url, not_before, ord)), \
+                           max_cost_picousd, agent_spec_digest, subject, priority, callback_url, not_before, \
+                           title, ord)), \
              specs AS ( \
                  INSERT INTO agent_specs (digest, bundle) \
                  SELECT * FROM UNNEST($17::bytea[], $18::bytea[]) \
@@ -138,12 +141,12 @@ pub(crate) async fn insert_tasks_on(
                  INSERT INTO tasks (task_id, parent_task_id, trace_id, tenant, agent, prompt, status, depth, \
                                     idempotency_key, request_digest, deadline, request, created_at, updated_at, \
                                     max_attempts, session_id, max_tokens, max_cost_picousd, agent_spec_digest, \
-                                    priority, not_before) \
+                                    priority, not_before, title) \
                  SELECT t.task_id, t.parent_task_id, t.trace_id, t.tenant, t.agent, t.prompt, \
                         CASE WHEN t.not_before > now() THEN 'scheduled' ELSE 'queued' END, t.depth, \
                         t.idempotency_key, t.request_digest, t.deadline, t.request, t.created_at, t.created_at, \
                         t.max_attempts, t.session_id, t.max_tokens, t.max_cost_picousd, t.agent_spec_digest, \
-                        t.priority, t.not_before \
+                        t.priority, t.not_before, t.title \
                  FROM t ORDER BY t.ord \
                  ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING \
                  RETURNING task_id), \
@@ -189,6 +192,7 @@ pub(crate) async fn insert_tasks_on(
         .bind(&callbacks)
         .bind(&not_before)
         .bind(relay_after.map(|d| d.as_secs_f64()))
+        .bind(&titles)
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;

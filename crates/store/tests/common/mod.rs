@@ -73,6 +73,7 @@ pub fn task(key: Option<&str>, digest: &str) -> NewTask {
     NewTask {
         request,
         digest: digest.into(),
+        title: None,
         subject: "t.tasks.default".into(),
         inline_agent_spec: false,
         callback_url: None,
