@@ -141,14 +141,12 @@ fn highest_position(template: &str) -> Option<usize> {
 }
 
 impl Command {
-    /// The subtask part for `/name arguments` run by `agent`.
+    /// The subtask part for `/name arguments` run by `agent`. Its description is the
+    /// command's `description`, else empty (seed 000: `command.description ?? ""`).
     pub fn subtask_part(&self, agent: &AgentSpec, arguments: &str) -> SubtaskPart {
         SubtaskPart {
             agent: agent.name.to_string(),
-            description: self
-                .description
-                .clone()
-                .unwrap_or_else(|| format!("/{}", self.name)),
+            description: self.description.clone().unwrap_or_default(),
             prompt: render(&self.template, arguments),
             command: Some(format!("/{}", self.name)),
         }

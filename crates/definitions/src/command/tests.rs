@@ -104,6 +104,15 @@ fn subtask_part_renders_the_template_for_the_agent() {
     );
 }
 
+#[test]
+fn a_subtask_of_a_command_without_a_description_has_an_empty_one() {
+    let mut undescribed = command(None);
+    undescribed.description = None;
+    let part = undescribed.subtask_part(&builtin::explore(), "src/lib.rs");
+    assert_eq!(part.description, "");
+    assert_eq!(part.command.as_deref(), Some("/review"));
+}
+
 fn load(files: &[(&str, &str)]) -> (CommandRegistry, Vec<LoadError>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let commands = dir.path().join("commands");
