@@ -203,7 +203,7 @@ async fn a_task_call_with_a_command_cannot_start_a_primary_or_internal_agent() {
             text,
             format!(
                 "task said: error: subagent {agent} failed: the child task was refused: {why}; \
-                 the listed subagents are: explore, general"
+                 the listed subagents are: explore, general, plan"
             )
         );
         assert!(

@@ -357,3 +357,101 @@ async fn the_depth_limit_scope_widening_and_agents_out_of_their_mode_are_refused
     assert_eq!(got.parent_task_id, root.task_id);
     cluster.shutdown().await;
 }
+
+/// `plan` runs as a subagent too (mode `all`, as Claude Code's Plan subagent): a
+/// parent's `task` tool lists it and starts it, and it stays read-only there: the editing
+/// tools are not offered and a write it tries anyway is refused, the base is
+/// unchanged, and the parent gets its plan.
+#[tokio::test]
+async fn plan_runs_as_a_subagent_and_stays_read_only() {
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let user = first_user(req);
+        let last_tool = req
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == "tool")
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        if user == "child: plan it" {
+            return match req.assistant_turns() {
+                0 => ScriptedReply::tool_calls([(
+                    "w1",
+                    "write",
+                    serde_json::json!({"filePath": "plan.txt", "content": "step 1\n"}),
+                )]),
+                _ => ScriptedReply::text(format!("the plan: step 1 (the write said: {last_tool})")),
+            };
+        }
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([(
+                "t1",
+                "task",
+                serde_json::json!({"description": "plan it", "prompt": "child: plan it", "subagent_type": "plan"}),
+            )]),
+            _ => ScriptedReply::text(format!("parent got: {last_tool}")),
+        }
+    })
+    .await;
+    let cluster = start(model, 1, 2).await.expect("cluster");
+    let root = cluster
+        .submit("build", "make a plan with a helper")
+        .await
+        .expect("submit");
+    let done = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+
+    let first = cluster
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| first_user(r) == "make a plan with a helper")
+        .expect("the parent's first request");
+    let task_tool = first.raw["tools"]
+        .as_array()
+        .expect("tools offered")
+        .iter()
+        .find(|t| t["function"]["name"] == "task")
+        .expect("build has the task tool");
+    let description = task_tool["function"]["description"]
+        .as_str()
+        .expect("a description");
+    assert!(description.contains("- plan:"), "{description}");
+
+    let children = cluster.children(&root).await.expect("children");
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].agent, "plan");
+    assert_eq!(children[0].title, "plan it (@plan subagent)");
+    assert!(
+        !cluster.workspace.path().join("plan.txt").exists(),
+        "a plan child writes nothing"
+    );
+    let text = &done
+        .result
+        .as_ref()
+        .expect("a result")
+        .output
+        .as_ref()
+        .expect("an output")
+        .text;
+    assert!(text.contains("the plan: step 1"), "{text}");
+    assert!(
+        text.contains("tool write is not available to agent plan"),
+        "{text}"
+    );
+    // Its rules took the editing tools away from the start.
+    let child_first = cluster
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| first_user(r) == "child: plan it")
+        .expect("the child's first request");
+    for tool in ["write", "edit"] {
+        assert!(
+            !child_first.tools.iter().any(|t| t == tool),
+            "{tool} offered to plan: {:?}",
+            child_first.tools
+        );
+    }
+    cluster.shutdown().await;
+}

@@ -40,7 +40,8 @@ fn builtin_registry_lists_the_visible_agents_and_the_subagents() {
         .into_iter()
         .map(|(name, _)| name)
         .collect();
-    assert_eq!(subagents, ["explore", "general"]);
+    // `plan` is a primary agent and a subagent (mode `all`).
+    assert_eq!(subagents, ["explore", "general", "plan"]);
     let explore = registry.get(&name("explore")).expect("explore is built in");
     assert_eq!(explore.mode, AgentMode::Subagent);
 }

@@ -716,20 +716,36 @@ mod tests {
     #[test]
     fn a_requests_command_label_never_lets_a_primary_agent_run_as_a_child() {
         let root = submit("build", None);
-        for agent in ["build", "plan"] {
-            let req = pb::SubmitRequest {
-                agent: agent.into(),
-                prompt: "work".into(),
-                // What a model fills in as the `task` tool's `command` argument.
-                command: "/anything".into(),
-                ..Default::default()
-            };
-            let (field, reason) = refused_field(build(req.clone(), Some(&root)));
-            assert_eq!(field, "agent");
-            assert!(reason.contains("primary agent"), "{reason}");
-            build_from(req, Some(&root), Origin::Command)
-                .expect("the slash-command path may delegate to a primary agent");
-        }
+        let req = pb::SubmitRequest {
+            agent: "build".into(),
+            prompt: "work".into(),
+            // What a model fills in as the `task` tool's `command` argument.
+            command: "/anything".into(),
+            ..Default::default()
+        };
+        let (field, reason) = refused_field(build(req.clone(), Some(&root)));
+        assert_eq!(field, "agent");
+        assert!(reason.contains("primary agent"), "{reason}");
+        build_from(req, Some(&root), Origin::Command)
+            .expect("the slash-command path may delegate to a primary agent");
+    }
+
+    #[test]
+    fn plan_runs_as_a_child_and_keeps_its_read_only_rules() {
+        let root = submit("build", None);
+        let req = pb::SubmitRequest {
+            agent: "plan".into(),
+            prompt: "plan the change".into(),
+            ..Default::default()
+        };
+        let child = build(req, Some(&root)).expect("plan is a subagent too (mode all)");
+        let rules = &child.request.agent_spec.permission;
+        assert!(
+            rules.iter().any(|r| r.permission == "edit"
+                && r.pattern == "*"
+                && r.action == pb::PermissionAction::Deny as i32),
+            "{rules:?}"
+        );
     }
 
     #[test]

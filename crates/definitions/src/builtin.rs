@@ -8,7 +8,7 @@
 //! | agent | mode | tools | rules |
 //! |---|---|---|---|
 //! | `build` | primary | all | none |
-//! | `plan` | primary | all | `edit` denied; read-only bash allowed, other bash asks |
+//! | `plan` | all (primary, and a subagent) | all | `edit` denied; read-only bash allowed, other bash asks |
 //! | `general` | subagent | all but the todo tools | none |
 //! | `explore` | subagent | read, list, glob, grep, webfetch | `edit` and `bash` denied |
 //! | `compaction`, `title`, `summary` | primary, hidden | none | none |
@@ -109,12 +109,13 @@ pub fn build() -> AgentSpec {
     build
 }
 
-/// `plan`: a primary agent that explores and plans but does not change the workspace:
-/// `edit` is denied, read-only bash commands are allowed and any other asks.
+/// `plan`: an agent that explores and plans but does not change the workspace: `edit`
+/// is denied, read-only bash commands are allowed and any other asks. Mode `all`: a
+/// primary agent, and a subagent a parent can start with `task` (read-only there too).
 pub fn plan() -> AgentSpec {
     let mut plan = spec(
         "plan",
-        AgentMode::Primary,
+        AgentMode::All,
         "Plans changes without making them: explores the code and writes a step-by-step \
          plan. Cannot edit files; shell commands other than read-only ones need approval.",
         PLAN_PROMPT,
