@@ -455,3 +455,89 @@ async fn plan_runs_as_a_subagent_and_stays_read_only() {
     }
     cluster.shutdown().await;
 }
+
+/// A subagent whose file enables the todo tools gets them as a child (its `tools` are
+/// merged last, seed 001), even at the tree's depth limit, which takes `task` alone.
+#[tokio::test]
+async fn a_subagent_whose_file_enables_the_todo_tools_keeps_them_at_the_depth_limit() {
+    let config = tempfile::tempdir().expect("temp dir");
+    let agents = config.path().join("agents");
+    std::fs::create_dir_all(&agents).expect("mkdir");
+    std::fs::write(
+        agents.join("tracker.md"),
+        "---\ndescription: keeps a todo list\nmode: subagent\n\
+         tools: { todowrite: true, todoread: true, task: true }\n---\nYou track work.\n",
+    )
+    .expect("write agent");
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let last_tool = req
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == "tool")
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        if first_user(req) == "child: track it" {
+            return match req.assistant_turns() {
+                0 => ScriptedReply::tool_calls([(
+                    "todo1",
+                    "todowrite",
+                    serde_json::json!({"todos": [
+                        {"id": "1", "content": "read the code", "status": "in_progress", "priority": "high"}
+                    ]}),
+                )]),
+                1 => ScriptedReply::tool_calls([("todo2", "todoread", serde_json::json!({}))]),
+                _ => ScriptedReply::text(format!("tracked: {last_tool}")),
+            };
+        }
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([(
+                "t1",
+                "task",
+                serde_json::json!({"description": "track", "prompt": "child: track it", "subagent_type": "tracker"}),
+            )]),
+            _ => ScriptedReply::text(format!("parent got: {last_tool}")),
+        }
+    })
+    .await;
+    let dir = config.path().to_owned();
+    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    cluster.add_worker("w", 2);
+    let root = cluster
+        .submit("build", "track the work with a helper")
+        .await
+        .expect("submit");
+    let done = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+
+    let child_first = cluster
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| first_user(r) == "child: track it")
+        .expect("the child's first request");
+    let offered = &child_first.tools;
+    assert!(
+        offered.iter().any(|t| t == "todowrite") && offered.iter().any(|t| t == "todoread"),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.iter().any(|t| t == "task"),
+        "depth 1 is the default limit: no grandchildren ({offered:?})"
+    );
+    let text = &done
+        .result
+        .as_ref()
+        .expect("a result")
+        .output
+        .as_ref()
+        .expect("an output")
+        .text;
+    assert!(
+        text.contains("tracked:") && text.contains("read the code"),
+        "{text}"
+    );
+    cluster.shutdown().await;
+}

@@ -17,11 +17,14 @@ const CHILD_DEFAULT_OFF: [&str; 3] = ["todowrite", "todoread", "task"];
 
 /// The spec for a child session at `depth` (the root task is 0, its children 1):
 /// `todowrite`, `todoread` and `task` are disabled unless the agent names them
-/// literally in its allow-list (a wildcard is not enough) and `depth < max_depth`.
+/// literally in its allow-list (a wildcard is not enough): its `tools` are merged last
+/// (seed 001, step 9). The depth limit bounds `task` alone: a child at `max_depth`
+/// starts no children, but keeps the todo list its agent asks for.
 pub fn child_tools_policy(agent: &AgentSpec, depth: u32, max_depth: u32) -> AgentSpec {
     let mut child = agent.clone();
     for tool in CHILD_DEFAULT_OFF {
-        if !(agent.names_tool(tool) && depth < max_depth) {
+        let below_limit = tool != "task" || depth < max_depth;
+        if !(agent.names_tool(tool) && below_limit) {
             child.tools.push(format!("!{tool}"));
         }
     }
@@ -120,19 +123,20 @@ mod tests {
     }
 
     #[test]
-    fn named_tools_survive_only_below_the_depth_limit() {
+    fn a_named_task_survives_only_below_the_depth_limit_and_named_todos_at_any_depth() {
         let agent = with_tools(&["read", "task", "todowrite"]);
         let shallow = child_tools_policy(&agent, 1, 2);
         assert!(shallow.lists_tool("task") && shallow.lists_tool("todowrite"));
         assert!(!shallow.lists_tool("todoread"), "not named");
         let deep = child_tools_policy(&agent, 2, 2);
-        assert!(!deep.lists_tool("task") && !deep.lists_tool("todowrite"));
+        assert!(!deep.lists_tool("task"));
+        assert!(deep.lists_tool("todowrite"), "the limit bounds task only");
         let default = child_tools_policy(&agent, 1, DEFAULT_MAX_DEPTH);
         assert!(
             !default.lists_tool("task"),
             "default depth 1 means no grandchildren"
         );
-        assert!(default.lists_tool("read"));
+        assert!(default.lists_tool("read") && default.lists_tool("todowrite"));
     }
 
     #[test]
