@@ -541,3 +541,73 @@ async fn a_subagent_whose_file_enables_the_todo_tools_keeps_them_at_the_depth_li
     );
     cluster.shutdown().await;
 }
+
+/// `task` takes a `model`: a child runs on it when it costs no more than the parent's
+/// (by the worker's model catalogue), and a costlier one is a tool error naming both
+/// prices, with no child started.
+#[tokio::test]
+async fn a_task_calls_model_runs_the_child_on_it_only_when_no_costlier_than_the_parents() {
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        if first_user(req).starts_with("child:") {
+            return ScriptedReply::text(format!("child ran on {}", req.model));
+        }
+        let outputs: Vec<String> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == "tool")
+            .map(|m| m.content.clone())
+            .collect();
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([
+                (
+                    "cheap",
+                    "task",
+                    serde_json::json!({"description": "cheap look", "prompt": "child: look", "subagent_type": "explore", "model": "cheap"}),
+                ),
+                (
+                    "dear",
+                    "task",
+                    serde_json::json!({"description": "dear look", "prompt": "child: look hard", "subagent_type": "explore", "model": "dear"}),
+                ),
+            ]),
+            _ => ScriptedReply::text(outputs.join("\n---\n")),
+        }
+    })
+    .await;
+    let mut cluster = start(model, 0, 1).await.expect("cluster");
+    cluster.add_worker_with("priced", 3, |config| {
+        config.models = serde_json::from_value(serde_json::json!({
+            "scripted": {"context_window": 128_000, "input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
+            "cheap": {"context_window": 128_000, "input_usd_per_mtok": 0.1, "output_usd_per_mtok": 0.4},
+            "dear": {"context_window": 128_000, "input_usd_per_mtok": 10.0, "output_usd_per_mtok": 30.0},
+        }))
+        .expect("a valid catalogue");
+    });
+    let root = cluster
+        .submit("build", "look with a cheap helper")
+        .await
+        .expect("submit");
+    let done = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+    let text = &done
+        .result
+        .as_ref()
+        .expect("a result")
+        .output
+        .as_ref()
+        .expect("an output")
+        .text;
+    assert!(text.contains("child ran on cheap"), "{text}");
+    assert!(
+        text.contains("model `dear` costs more than yours (`scripted`)"),
+        "{text}"
+    );
+    let children = cluster.children(&root).await.expect("children");
+    assert_eq!(children.len(), 1, "no child for the refused call");
+    assert_eq!(children[0].title, "cheap look (@explore subagent)");
+    assert!(
+        cluster.model.requests().iter().all(|r| r.model != "dear"),
+        "nothing ran on the costlier model"
+    );
+    cluster.shutdown().await;
+}

@@ -135,6 +135,10 @@ pub struct ChildTaskRequest {
     /// The slash command that produced this task, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The model the child runs on, as the `task` call asked (the host refuses one
+    /// costlier than the parent's); none: the child's agent's own, else the parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// A background child (`task` with `background: true`): the host leaves its
     /// changes out of the session's files and returns them in
     /// [`ChildTaskResult::deferred_patch`], for the session to bring in with
@@ -292,6 +296,7 @@ mod tests {
             session_id: None,
             command: None,
             background: false,
+            model: None,
         };
         let err = NoopHost
             .run_child(request, &|_| {}, CancellationToken::new())

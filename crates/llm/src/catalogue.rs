@@ -190,6 +190,44 @@ impl ModelCatalogue {
         })
     }
 
+    /// Whether a session on `current` may hand work to `model` (a `task` call's
+    /// `model`): the same model, or one whose input and output prices are both known
+    /// and no higher than `current`'s. A child never costs more per token than its
+    /// parent chose to; a model without a price cannot be checked, so it is refused.
+    /// The error says why, for the model that asked.
+    pub fn within_price_of(&self, model: &str, current: &str) -> Result<(), String> {
+        if model == current {
+            return Ok(());
+        }
+        let Some(asked) = self.prices(model) else {
+            return Err(format!(
+                "model `{model}` has no price in this worker's model catalogue, so it cannot \
+                 be checked against yours (`{current}`); leave `model` out to use the \
+                 subagent's own model, or name one the catalogue prices"
+            ));
+        };
+        let Some(own) = self.prices(current) else {
+            return Err(format!(
+                "your model `{current}` has no price in this worker's model catalogue, so a \
+                 subagent may run only on it (or on its own model: leave `model` out)"
+            ));
+        };
+        if asked.input_usd_per_mtok > own.input_usd_per_mtok
+            || asked.output_usd_per_mtok > own.output_usd_per_mtok
+        {
+            return Err(format!(
+                "model `{model}` costs more than yours (`{current}`): ${} and ${} per million \
+                 input and output tokens against ${} and ${}; a subagent may use your model \
+                 or a cheaper one",
+                asked.input_usd_per_mtok,
+                asked.output_usd_per_mtok,
+                own.input_usd_per_mtok,
+                own.output_usd_per_mtok
+            ));
+        }
+        Ok(())
+    }
+
     /// The rate limits of `model`; none for a model the catalogue does not name.
     pub fn rate_limits(&self, model: &str) -> crate::limits::RateLimits {
         self.get(model)
@@ -279,6 +317,41 @@ mod tests {
         );
         assert_eq!(catalogue.prices("unknown"), None);
         assert_eq!(catalogue.prices("GPT-4O-MINI"), None, "names match exactly");
+    }
+
+    #[test]
+    fn a_subagent_model_may_cost_no_more_than_the_parents() {
+        let catalogue = parse(
+            r#"{"big": {"context_window": 200000, "input_usd_per_mtok": 3, "output_usd_per_mtok": 15},
+               "small": {"context_window": 128000, "input_usd_per_mtok": 0.15, "output_usd_per_mtok": 0.6},
+               "lopsided": {"context_window": 128000, "input_usd_per_mtok": 1, "output_usd_per_mtok": 20}}"#,
+        )
+        .expect("valid");
+        assert_eq!(catalogue.within_price_of("small", "big"), Ok(()));
+        assert_eq!(catalogue.within_price_of("big", "big"), Ok(()));
+        assert_eq!(catalogue.within_price_of("unpriced", "unpriced"), Ok(()));
+        let dearer = catalogue
+            .within_price_of("big", "small")
+            .expect_err("dearer");
+        assert!(
+            dearer.contains("costs more than yours (`small`)"),
+            "{dearer}"
+        );
+        let output = catalogue
+            .within_price_of("lopsided", "big")
+            .expect_err("its output costs more");
+        assert!(output.contains("$20"), "{output}");
+        let unknown = catalogue
+            .within_price_of("mystery", "big")
+            .expect_err("no price");
+        assert!(unknown.contains("`mystery` has no price"), "{unknown}");
+        let own_unknown = catalogue
+            .within_price_of("small", "mystery")
+            .expect_err("the parent's own has no price");
+        assert!(
+            own_unknown.contains("your model `mystery`"),
+            "{own_unknown}"
+        );
     }
 
     #[test]

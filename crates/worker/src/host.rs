@@ -159,6 +159,9 @@ impl SessionHost for WorkerHost<'_> {
         {
             return Err(reason);
         }
+        if let Some(model) = &request.model {
+            ctx.models.within_price_of(model, &self.model)?;
+        }
         let start = self.files.child_start().await?;
         let context_refs = start
             .source
@@ -184,6 +187,7 @@ impl SessionHost for WorkerHost<'_> {
                 intent: request.description.clone(),
                 resume_token: request.session_id.clone().unwrap_or_default(),
                 command: request.command.clone().unwrap_or_default(),
+                model: request.model.clone(),
                 idempotency_key,
                 context_refs,
                 workspace_patch: start.inline,

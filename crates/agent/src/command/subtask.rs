@@ -105,6 +105,7 @@ pub async fn run_subtask(
         session_id: None,
         command: part.command.clone(),
         background: false,
+        model: None,
     };
     let progress = Progress::new(observer, call_id, &part.agent, &part.description);
     let on_progress = |update| progress.child_update(update);

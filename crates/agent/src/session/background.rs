@@ -367,6 +367,7 @@ pub(crate) fn undelivered(history: &Transcript) -> Vec<(String, ChildTaskRequest
                     session_id: text("session_id"),
                     command: text("command"),
                     background: true,
+                    model: text("model").filter(|m| !m.trim().is_empty()),
                 },
             ));
         }

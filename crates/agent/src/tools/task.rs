@@ -63,6 +63,10 @@ pub(super) struct Args {
     /// is given to you when it finishes (see task_status)
     #[serde(default)]
     background: bool,
+    /// The model to run the subagent on: yours or a cheaper one (leave it out for the
+    /// subagent's own model, else yours)
+    #[serde(default)]
+    model: Option<String>,
 }
 
 /// What the parent model reads from a finished child: its last text, then the
@@ -156,6 +160,7 @@ impl Tool for TaskTool {
             session_id: args.session_id,
             command: args.command,
             background: args.background,
+            model: args.model.filter(|m| !m.trim().is_empty()),
         };
         if args.background {
             return start_in_background(request, ctx).await;
