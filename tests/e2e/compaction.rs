@@ -224,3 +224,94 @@ async fn a_session_longer_than_the_window_completes_from_summaries_of_its_old_tu
     }
     cluster.shutdown().await;
 }
+
+/// A provider that refuses a request as too long for the model (OpenAI's
+/// `context_length_exceeded`, Anthropic's "prompt is too long") although the
+/// estimate saw no need to compact: the session compacts and sends the step once
+/// more, and the task completes in its first attempt.
+#[tokio::test]
+async fn a_providers_context_overflow_compacts_and_retries_the_call_in_the_same_attempt() {
+    for (model_name, overflow) in [
+        (
+            "scripted",
+            r#"{"error": {"message": "This model's maximum context length is 6000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}"#,
+        ),
+        (
+            "anthropic/claude-test",
+            r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 7000 tokens > 6000 maximum"}}"#,
+        ),
+    ] {
+        let refused = Arc::new(Mutex::new(false));
+        let model = ScriptedModel::start({
+            let refused = refused.clone();
+            move |req: &SeenRequest| {
+                if is_compaction(req) {
+                    return ScriptedReply::text("SUMMARY: chunk 1 read");
+                }
+                if mentions(req, "SUMMARY: chunk 1 read") {
+                    return ScriptedReply::text("done from the summary");
+                }
+                if req.assistant_turns() == 0 {
+                    return ScriptedReply::tool_calls([(
+                        "read-1",
+                        "read",
+                        json!({"filePath": "chunk1.txt"}),
+                    )]);
+                }
+                let mut refused = refused.lock().expect("not poisoned");
+                *refused = true;
+                ScriptedReply::status(400, overflow)
+            }
+        })
+        .await;
+        let mut cluster = start(model, 0, 1).await.expect("cluster");
+        std::fs::write(cluster.workspace.path().join("chunk1.txt"), chunk_text(1))
+            .expect("write chunk");
+        let anthropic = cluster.model.anthropic_base_url();
+        cluster.add_worker_with("w", 1, move |c| {
+            c.model.anthropic_base_url = Some(anthropic);
+            c.compaction_threshold = Some(THRESHOLD);
+        });
+        let mut client = cluster.client().await.expect("client");
+        let id = client
+            .submit(pb::SubmitRequest {
+                agent: "general".into(),
+                prompt: "read chunk1.txt".into(),
+                model: Some(model_name.into()),
+                ..Default::default()
+            })
+            .await
+            .expect("submit")
+            .into_inner()
+            .task_id;
+        let task = cluster.wait_finished(&id).await.expect("finished");
+        assert_eq!(
+            task.status(),
+            pb::TaskStatus::Completed,
+            "{model_name}: {task:?}"
+        );
+        assert!(
+            *refused.lock().expect("not poisoned"),
+            "{model_name}: it overflowed"
+        );
+        assert_eq!(task.attempts.len(), 1, "{model_name}: in its first attempt");
+        let result = task.result.expect("result");
+        assert_eq!(
+            result.output.expect("output").text,
+            "done from the summary",
+            "{model_name}"
+        );
+        let requests = cluster.model.requests();
+        assert_eq!(
+            requests.iter().filter(|r| is_compaction(r)).count(),
+            1,
+            "{model_name}"
+        );
+        let last = requests.last().expect("requests");
+        assert!(
+            !mentions(last, "chunk-1-line-000"),
+            "{model_name}: the retried call carries the summary, not the old turns"
+        );
+        cluster.shutdown().await;
+    }
+}

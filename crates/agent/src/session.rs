@@ -337,6 +337,51 @@ async fn run(
             () = cancel.cancelled() => None,
             response = chat(provider, &request, observer) => Some(response),
         };
+        // A provider that finds the request too long for the model's window: compact
+        // (whatever the estimate said) and send the step's request once more.
+        let response = match response {
+            Some(Err(err)) if err.context_overflow() => {
+                tracing::info!(step, error = %err, "the request overflowed the model's context, compacting and retrying once");
+                let compacted = match &compaction {
+                    Some(policy) => tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => None,
+                        compacted = compact_now(policy, &estimator, bytes, provider, &request.model, request.priority, &mut totals) => Some(compacted),
+                    },
+                    None => Some(Ok(None)),
+                };
+                match compacted {
+                    None => None,
+                    Some(Ok(Some(event))) => {
+                        request.messages.truncate(1);
+                        request.messages.extend(totals.record.to_messages());
+                        if instruct {
+                            request.messages.push(Message::user(MAX_STEPS_PROMPT));
+                        }
+                        estimator.reset();
+                        bytes = compaction::request_bytes(&request.messages, tools_bytes);
+                        observer.on_event(event);
+                        tokio::select! {
+                            biased;
+                            () = cancel.cancelled() => None,
+                            response = chat(provider, &request, observer) => Some(response),
+                        }
+                    }
+                    Some(Ok(None)) => {
+                        tracing::warn!(
+                            step,
+                            "the request overflowed the model's context and there is nothing to compact"
+                        );
+                        Some(Err(err))
+                    }
+                    Some(Err(compaction_err)) => {
+                        tracing::warn!(step, error = %compaction_err, "compaction after a context overflow failed");
+                        Some(Err(err))
+                    }
+                }
+            }
+            other => other,
+        };
         if instruct {
             // The instruction is for this call only; the transcript stays a plain
             // conversation that can be resumed with a fresh budget.
@@ -505,6 +550,34 @@ async fn compact(
     if tokens_before <= limit {
         return Ok(None);
     }
+    summarise_older_turns(policy, tokens_before, provider, model, priority, totals).await
+}
+
+/// [`compact`] whatever the estimate says: the provider found the request too long.
+async fn compact_now(
+    policy: &CompactionPolicy,
+    estimator: &compaction::Estimator,
+    bytes: usize,
+    provider: &dyn Provider,
+    model: &str,
+    priority: u8,
+    totals: &mut Run,
+) -> Result<Option<SessionEvent>, LlmError> {
+    let tokens_before = estimator.estimate(bytes);
+    summarise_older_turns(policy, tokens_before, provider, model, priority, totals).await
+}
+
+/// Summarises the turns before the last one (from the last compaction on), when there
+/// are any, and records the compaction.
+async fn summarise_older_turns(
+    policy: &CompactionPolicy,
+    tokens_before: u64,
+    provider: &dyn Provider,
+    model: &str,
+    priority: u8,
+    totals: &mut Run,
+) -> Result<Option<SessionEvent>, LlmError> {
+    let limit = policy.limit();
     let Some(end) = compaction::split_point(&totals.record) else {
         tracing::debug!(
             tokens_before,

@@ -149,6 +149,37 @@ impl LlmError {
         )
     }
 
+    /// Whether the provider refused the request for its size: the prompt does not fit
+    /// the model's context window. Told by the status (400 or 413) and the provider's
+    /// words: OpenAI's `context_length_exceeded` ("maximum context length"),
+    /// Anthropic's "prompt is too long", and the "context window"/"too many tokens"
+    /// of OpenAI-compatible servers; or the same words in an error reported
+    /// mid-response. Not retryable as is: the session compacts and sends it again.
+    pub fn context_overflow(&self) -> bool {
+        const SIGNS: [&str; 7] = [
+            "context_length_exceeded",
+            "maximum context length",
+            "prompt is too long",
+            "context window",
+            "context length",
+            "too many tokens",
+            "input is too long",
+        ];
+        let says = |text: &str| {
+            let text = text.to_ascii_lowercase();
+            SIGNS.iter().any(|sign| text.contains(sign))
+        };
+        match self {
+            Self::Http {
+                status: 400 | 413,
+                body,
+                ..
+            } => says(body),
+            Self::Remote { message, .. } => says(message),
+            _ => false,
+        }
+    }
+
     /// How long the server asked to wait before retrying, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -196,6 +227,38 @@ mod tests {
             body: "b".into(),
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn context_overflows_are_told_by_status_and_the_providers_words() {
+        let with = |status: u16, body: &str| LlmError::Http {
+            url: "u".into(),
+            status,
+            body: body.into(),
+            retry_after: None,
+        };
+        for (status, body) in [
+            (
+                400,
+                r#"{"error": {"message": "This model's maximum context length is 128000 tokens.", "code": "context_length_exceeded"}}"#,
+            ),
+            (
+                400,
+                r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+            ),
+            (413, "Request exceeds the model's context window"),
+        ] {
+            assert!(with(status, body).context_overflow(), "{status} {body}");
+        }
+        assert!(!with(400, "invalid tool schema").context_overflow());
+        assert!(!with(500, "maximum context length").context_overflow());
+        assert!(
+            LlmError::Remote {
+                url: "u".into(),
+                message: "Prompt is too long".into()
+            }
+            .context_overflow()
+        );
     }
 
     #[test]

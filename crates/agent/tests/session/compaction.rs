@@ -275,3 +275,102 @@ async fn a_failed_summary_call_ends_the_session_with_a_retryable_error() {
     // The finished step is kept, so a retry goes on from it.
     assert_eq!(outcome.transcript.messages.len(), 2);
 }
+
+fn overflow() -> Answer {
+    Answer::Fail(LlmError::Http {
+        url: "http://model".into(),
+        status: 400,
+        body: r#"{"error": {"message": "This model's maximum context length is 8000 tokens.", "code": "context_length_exceeded"}}"#.into(),
+        retry_after: None,
+    })
+}
+
+/// A provider's context-overflow error, where the estimate saw no need to compact (a
+/// small step, the file read well under the limit): the session compacts anyway and
+/// sends the step once more, from the summary, instead of failing the attempt.
+#[tokio::test]
+async fn a_context_overflow_compacts_and_retries_the_call_once() {
+    let fx = Fixture::new();
+    write_big_file(&fx);
+    let model = ScriptedModel::new([
+        with_usage(call("r1", "read", json!({"filePath": "big.txt"})), 600, 20),
+        overflow(),
+        with_usage(text(SUMMARY), 1_200, 40),
+        with_usage(text("done"), 700, 5),
+    ]);
+    let mut params = fx.params(builtin::build(), 10);
+    params.compaction = policy();
+    let outcome = fx.run(params, &model).await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.text, "done");
+    let requests = model.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "step, overflowed step, summary, retried step"
+    );
+    assert!(mentions(&requests[1], OLD_TURN), "the overflowed request");
+    assert_eq!(
+        requests[2].messages[0].content,
+        builtin::compaction().prompt
+    );
+    let retried = &requests[3];
+    assert!(mentions(retried, SUMMARY) && !mentions(retried, OLD_TURN));
+    assert!(
+        !retried.tools.is_empty(),
+        "the step's tools are offered again"
+    );
+    assert_eq!(
+        fx.events()
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::Compacted { .. }))
+            .count(),
+        1
+    );
+    assert!(
+        outcome
+            .transcript
+            .messages
+            .iter()
+            .any(|m| m.is_compaction())
+    );
+}
+
+/// Once: a request that overflows again after its compaction fails the attempt with
+/// the provider's error, as does an overflow with nothing older to summarise.
+#[tokio::test]
+async fn a_second_overflow_or_one_with_nothing_to_compact_fails_the_attempt() {
+    let fx = Fixture::new();
+    write_big_file(&fx);
+    let model = ScriptedModel::new([
+        with_usage(call("r1", "read", json!({"filePath": "big.txt"})), 600, 20),
+        overflow(),
+        with_usage(text(SUMMARY), 1_200, 40),
+        overflow(),
+    ]);
+    let mut params = fx.params(builtin::build(), 10);
+    params.compaction = policy();
+    let outcome = fx.run(params, &model).await;
+    assert_eq!(outcome.status, SessionStatus::Error);
+    let error = outcome.error.expect("an error");
+    assert!(!error.retryable);
+    assert!(
+        error.message.contains("maximum context length"),
+        "{}",
+        error.message
+    );
+    assert_eq!(model.requests().len(), 4, "one retry, no more");
+
+    let fx = Fixture::new();
+    let model = ScriptedModel::new([overflow()]);
+    let mut params = fx.params(builtin::build(), 10);
+    params.compaction = policy();
+    let outcome = fx.run(params, &model).await;
+    assert_eq!(outcome.status, SessionStatus::Error);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the first step has nothing older to summarise"
+    );
+}
