@@ -394,3 +394,82 @@ async fn a_template_commands_output_reaches_the_model_and_a_denied_command_never
     );
     cluster.shutdown().await;
 }
+
+/// The built-in commands of seed 003 (§1.4.1): `/init` asks the session's agent to
+/// write or update AGENTS.md; `/review` reviews the uncommitted changes in a subtask
+/// (titled by its description). A command file of the same name replaces a built-in.
+#[tokio::test]
+async fn init_and_review_are_built_in_and_a_users_file_replaces_them() {
+    let config = config_dir();
+    let cluster = cluster(&config).await;
+    let init = run(&cluster, "/init", "mention the benchmarks").await;
+    assert_eq!(
+        init.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        init.result
+    );
+    assert_eq!(init.agent, "build", "run by the session's (default) agent");
+    assert!(
+        init.prompt
+            .starts_with("Create or update AGENTS.md in the workspace root")
+            && init.prompt.trim_end().ends_with("mention the benchmarks"),
+        "{}",
+        init.prompt
+    );
+    assert!(
+        cluster
+            .children(&init.task_id)
+            .await
+            .expect("children")
+            .is_empty(),
+        "/init is not a subtask"
+    );
+
+    let review = run(&cluster, "/review", "").await;
+    assert_eq!(
+        review.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        review.result
+    );
+    let kids = cluster.children(&review.task_id).await.expect("children");
+    assert_eq!(kids.len(), 1, "/review runs as a subtask");
+    assert!(
+        kids[0]
+            .prompt
+            .starts_with("Review the uncommitted changes in this workspace."),
+        "{}",
+        kids[0].prompt
+    );
+    assert_eq!(
+        kids[0].title,
+        "review the uncommitted changes (@build subagent)"
+    );
+    cluster.shutdown().await;
+
+    let own = tempfile::tempdir().expect("config dir");
+    write(
+        own.path(),
+        "commands/review.md",
+        "---\ndescription: our review\nsubtask: false\n---\nReview against our checklist: $ARGUMENTS\n",
+    );
+    let cluster = self::cluster(&own).await;
+    let review = run(&cluster, "/review", "security").await;
+    assert_eq!(
+        review.status(),
+        pb::TaskStatus::Completed,
+        "{:?}",
+        review.result
+    );
+    assert_eq!(review.prompt, "Review against our checklist: security");
+    assert!(
+        cluster
+            .children(&review.task_id)
+            .await
+            .expect("children")
+            .is_empty(),
+        "the user's /review is not a subtask"
+    );
+    cluster.shutdown().await;
+}

@@ -24,12 +24,13 @@ use crate::{CoordinatorError, State};
 
 const RELOAD_POLL: Duration = Duration::from_secs(2);
 
-/// Loads the registries: the built-ins, then each of `dirs` over what came before, so a
-/// later directory's agent overrides (or with `disable: true` removes) an earlier one
-/// of the same name, and its command replaces one of the same name.
+/// Loads the registries: the built-ins (agents, and the commands `/init` and
+/// `/review`), then each of `dirs` over what came before, so a later directory's agent
+/// overrides (or with `disable: true` removes) an earlier one of the same name, and its
+/// command replaces one of the same name.
 pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
     let mut agents = AgentRegistry::builtin();
-    let mut commands = CommandRegistry::new();
+    let mut commands = CommandRegistry::builtin();
     let mut mcp = McpServers::new();
     for dir in dirs {
         let (layered, agent_errors) = load_agents(&dir.join("agents"), agents);

@@ -159,9 +159,47 @@ pub struct CommandRegistry {
     commands: BTreeMap<String, Command>,
 }
 
+const INIT_TEMPLATE: &str = include_str!("prompt/init.txt");
+const REVIEW_TEMPLATE: &str = include_str!("prompt/review.txt");
+
+/// `/init`: writes or updates the workspace's `AGENTS.md` from what the repository
+/// shows, run by the session's agent (seed 003, §1.4.1).
+pub fn init() -> Command {
+    Command {
+        name: "init".into(),
+        description: Some("create or update AGENTS.md for this repository".into()),
+        agent: None,
+        subtask: None,
+        model: None,
+        template: INIT_TEMPLATE.into(),
+    }
+}
+
+/// `/review`: reviews the uncommitted changes in a subtask, so the review stays out of
+/// the session's context (seed 003, §1.4.1).
+pub fn review() -> Command {
+    Command {
+        name: "review".into(),
+        description: Some("review the uncommitted changes".into()),
+        agent: None,
+        subtask: Some(true),
+        model: None,
+        template: REVIEW_TEMPLATE.into(),
+    }
+}
+
 impl CommandRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The built-in commands, `/init` and `/review`: a command file of the same name
+    /// replaces one.
+    pub fn builtin() -> Self {
+        let mut registry = Self::new();
+        registry.insert(init());
+        registry.insert(review());
+        registry
     }
 
     /// Adds `command`, returning the one it replaced.
