@@ -611,3 +611,68 @@ async fn a_task_calls_model_runs_the_child_on_it_only_when_no_costlier_than_the_
     );
     cluster.shutdown().await;
 }
+
+/// The built-in `explore` declares the small tier: on a worker with a small model its
+/// sessions run on it, while the parent keeps its own; a `task` call's `model` still
+/// decides when it names one.
+#[tokio::test]
+async fn explore_runs_on_the_workers_small_model_unless_the_task_call_names_one() {
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        if first_user(req).starts_with("child:") {
+            return ScriptedReply::text(format!("child ran on {}", req.model));
+        }
+        match req.assistant_turns() {
+            0 => ScriptedReply::tool_calls([
+                (
+                    "tiered",
+                    "task",
+                    serde_json::json!({"description": "look", "prompt": "child: look", "subagent_type": "explore"}),
+                ),
+                (
+                    "named",
+                    "task",
+                    serde_json::json!({"description": "look again", "prompt": "child: look again", "subagent_type": "explore", "model": "scripted"}),
+                ),
+            ]),
+            _ => ScriptedReply::text("done"),
+        }
+    })
+    .await;
+    let mut cluster = start(model, 0, 1).await.expect("cluster");
+    cluster.add_worker_with("w", 3, |config| {
+        config.small_model = Some("small".into());
+        config.models = serde_json::from_value(serde_json::json!({
+            "scripted": {"context_window": 128_000, "input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
+            "small": {"context_window": 128_000, "input_usd_per_mtok": 0.1, "output_usd_per_mtok": 0.4},
+        }))
+        .expect("a valid catalogue");
+    });
+    let root = cluster
+        .submit("build", "look around cheaply")
+        .await
+        .expect("submit");
+    let done = cluster.wait_finished(&root).await.expect("finished");
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+    let models: Vec<(String, String)> = cluster
+        .model
+        .requests()
+        .iter()
+        .map(|r| (first_user(r), r.model.clone()))
+        .collect();
+    assert!(
+        models.contains(&("child: look".to_owned(), "small".to_owned())),
+        "{models:?}"
+    );
+    assert!(
+        models.contains(&("child: look again".to_owned(), "scripted".to_owned())),
+        "{models:?}"
+    );
+    assert!(
+        models
+            .iter()
+            .filter(|(user, _)| user == "look around cheaply")
+            .all(|(_, model)| model == "scripted"),
+        "the parent keeps its model: {models:?}"
+    );
+    cluster.shutdown().await;
+}

@@ -243,3 +243,77 @@ async fn an_agents_small_model_writes_its_titles_and_its_reasoning_effort_is_sen
         "side calls send none"
     );
 }
+
+/// The hidden `title` agent comes from the registry: a definitions directory's
+/// `agents/title.md` overrides its prompt and model for every worker, and
+/// `disable: true` turns titles off.
+#[tokio::test]
+async fn a_definitions_directorys_title_agent_overrides_the_built_in_or_disables_it() {
+    const OWN_PROMPT: &str = "You name sessions in three words, in French.";
+    let config = tempfile::tempdir().expect("config dir");
+    let agents = config.path().join("agents");
+    std::fs::create_dir_all(&agents).expect("mkdir");
+    std::fs::write(
+        agents.join("title.md"),
+        format!("---\nmodel: titler\n---\n{OWN_PROMPT}\n"),
+    )
+    .expect("write agent");
+    let model = ScriptedModel::start(|req: &SeenRequest| {
+        let titled = req
+            .messages
+            .first()
+            .is_some_and(|m| m.role == "system" && m.content.starts_with(OWN_PROMPT));
+        if titled {
+            ScriptedReply::text("Réparer le test")
+        } else {
+            ScriptedReply::text("done")
+        }
+    })
+    .await;
+    let dir = config.path().to_owned();
+    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    cluster.add_worker_with("w", 1, |c| c.titles = true);
+    let id = cluster
+        .submit("general", "fix the flaky test")
+        .await
+        .expect("submit");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(task.title, "Réparer le test");
+    let title_calls: Vec<SeenRequest> = cluster
+        .model
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.messages
+                .first()
+                .is_some_and(|m| m.content.starts_with(OWN_PROMPT))
+        })
+        .collect();
+    assert_eq!(title_calls.len(), 1);
+    assert_eq!(title_calls[0].model, "titler", "the override's model");
+    assert!(
+        !cluster.model.requests().iter().any(is_title),
+        "the built-in title prompt is not used"
+    );
+    cluster.shutdown().await;
+
+    std::fs::write(agents.join("title.md"), "---\ndisable: true\n---\n").expect("write agent");
+    let model = ScriptedModel::start(|_: &SeenRequest| ScriptedReply::text("done")).await;
+    let dir = config.path().to_owned();
+    let mut cluster = taskwire_e2e::start_with(model, 0, 1, move |c| c.config_dir = Some(dir))
+        .await
+        .expect("cluster");
+    cluster.add_worker_with("w", 1, |c| c.titles = true);
+    let id = cluster
+        .submit("general", "fix the flaky test")
+        .await
+        .expect("submit");
+    let task = cluster.wait_finished(&id).await.expect("finished");
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+    assert_eq!(task.title, "", "no title agent, no title");
+    assert_eq!(cluster.model.requests().len(), 1, "only the session's call");
+    cluster.shutdown().await;
+}

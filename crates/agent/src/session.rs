@@ -592,8 +592,22 @@ async fn summarise_older_turns(
         window = policy.context_window,
         "compacting the session"
     );
-    let model = policy.model.as_deref().unwrap_or(model);
-    let summary = compaction::summarise(provider, model, &totals.record, end, priority).await?;
+    // The agent's own model, else the policy's (a small model), else the session's.
+    let model = policy
+        .agent
+        .model
+        .as_deref()
+        .or(policy.model.as_deref())
+        .unwrap_or(model);
+    let summary = compaction::summarise(
+        provider,
+        &policy.agent,
+        model,
+        &totals.record,
+        end,
+        priority,
+    )
+    .await?;
     if summary.text.trim().is_empty() {
         tracing::warn!(
             tokens_before,

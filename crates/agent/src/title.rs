@@ -8,7 +8,7 @@
 
 use taskwire_llm::{ChatRequest, LlmError, Message, Provider, Usage};
 
-use taskwire_definitions::builtin;
+use taskwire_definitions::agent::AgentSpec;
 
 /// The longest title, in characters (the wire check allows no more).
 pub const MAX_TITLE_CHARS: usize = 80;
@@ -20,23 +20,24 @@ pub const MAX_SOURCE_CHARS: usize = 2_000;
 /// The most tokens the title call may answer with: a title is a few words.
 const MAX_TITLE_TOKENS: u32 = 100;
 
-/// A title for a session whose first message is `first_message`, and the call's
+/// A title for a session whose first message is `first_message`, written by `agent`
+/// (the built-in `title`, or a definitions directory's override of it), and the call's
 /// usage. `Ok((None, usage))` when the model's answer holds no usable title.
 /// `priority` is the task's (see `ChatRequest::priority`); `on_delta` hears what the
 /// call streams (a wait for a rate-limit slot included).
 pub async fn write_title(
     provider: &dyn Provider,
+    agent: &AgentSpec,
     model: &str,
     first_message: &str,
     priority: u8,
     on_delta: &mut (dyn FnMut(taskwire_llm::StreamDelta) + Send),
 ) -> Result<(Option<String>, Usage), LlmError> {
-    let agent = builtin::title();
     let source: String = first_message.chars().take(MAX_SOURCE_CHARS).collect();
     let request = ChatRequest {
         model: model.to_owned(),
         messages: vec![
-            Message::system(agent.prompt),
+            Message::system(agent.prompt.clone()),
             Message::user(format!(
                 "Write the title for the conversation that starts with this message:\n\n<message>\n{source}\n</message>"
             )),

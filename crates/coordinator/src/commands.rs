@@ -334,7 +334,8 @@ mod tests {
             agents.list(true).len(),
             AgentRegistry::builtin().list(true).len()
         );
-        assert!(commands.list().is_empty());
+        let names: Vec<&str> = commands.list().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["init", "review"], "the built-in commands");
     }
 
     #[test]

@@ -435,13 +435,19 @@ pub fn build_task(
         command: (!req.command.is_empty()).then_some(req.command),
         depth: parent.as_ref().map_or(0, |p| p.depth + 1),
         attempt: 0,
-        agent_spec: std::sync::Arc::new(pb::AgentSpec {
-            mcp: registry
-                .mcp()
-                .list()
-                .map(taskwire_protocol::agent_spec::mcp_to_wire)
-                .collect(),
-            ..pb::AgentSpec::from(spec)
+        agent_spec: std::sync::Arc::new({
+            let (internal_agents, disabled_internal_agents) =
+                taskwire_protocol::agent_spec::internal_agents_to_wire(registry);
+            pb::AgentSpec {
+                mcp: registry
+                    .mcp()
+                    .list()
+                    .map(taskwire_protocol::agent_spec::mcp_to_wire)
+                    .collect(),
+                internal_agents,
+                disabled_internal_agents,
+                ..pb::AgentSpec::from(spec)
+            }
         }),
         created_at: now,
         max_attempts,

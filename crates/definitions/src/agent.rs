@@ -88,6 +88,26 @@ impl AsRef<str> for AgentName {
     }
 }
 
+/// The kind of model an agent runs on when neither the request nor the agent names
+/// one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelTier {
+    /// The parent's model (a root task: the worker's default).
+    #[default]
+    Default,
+    /// The small model (the agent's `small_model`, else the worker's `--small-model`)
+    /// when there is one, else as `Default`: for agents whose work a cheaper model does
+    /// as well, like neovate's `smallModel` for its explore agent.
+    Small,
+}
+
+impl ModelTier {
+    fn is_default(&self) -> bool {
+        *self == Self::Default
+    }
+}
+
 /// Where an agent may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -135,6 +155,9 @@ pub struct AgentSpec {
     /// Model override (`provider/model` or a bare model id); `None` inherits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The kind of model to run on when neither the request nor `model` names one.
+    #[serde(default, skip_serializing_if = "ModelTier::is_default")]
+    pub model_tier: ModelTier,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -223,6 +246,7 @@ mod tests {
             permission: vec![PermissionRule::new("edit", "*", PermissionAction::Deny)],
             max_steps: 10,
             model: None,
+            model_tier: ModelTier::Default,
             temperature: Some(0.2),
             top_p: None,
             color: None,

@@ -10,12 +10,12 @@
 //! | `build` | primary | all | none |
 //! | `plan` | all (primary, and a subagent) | all | `edit` denied; read-only bash allowed, other bash asks |
 //! | `general` | subagent | all but the todo tools | none |
-//! | `explore` | subagent | read, list, glob, grep, webfetch | `edit` and `bash` denied |
+//! | `explore` | subagent, on the small model where there is one | read, list, glob, grep, webfetch | `edit` and `bash` denied |
 //! | `compaction`, `title`, `summary` | primary, hidden | none | none |
 
 use std::collections::BTreeMap;
 
-use crate::agent::{AgentMode, AgentName, AgentSpec};
+use crate::agent::{AgentMode, AgentName, AgentSpec, ModelTier};
 use crate::permission::{PermissionAction, PermissionRule};
 
 const BUILD_PROMPT: &str = include_str!("prompt/build.txt");
@@ -87,6 +87,7 @@ fn spec(agent: &str, mode: AgentMode, description: &str, prompt: &str) -> AgentS
         permission: Vec::new(),
         max_steps: DEFAULT_MAX_STEPS,
         model: None,
+        model_tier: ModelTier::Default,
         temperature: None,
         top_p: None,
         color: None,
@@ -177,6 +178,9 @@ pub fn explore() -> AgentSpec {
     // Searching should converge quickly; a longer hunt is a sign the question should
     // be split.
     explore.max_steps = 30;
+    // Reading and searching need no big model: the small one, where the worker or the
+    // agent names one (neovate's explore runs on its `smallModel`).
+    explore.model_tier = ModelTier::Small;
     explore
 }
 

@@ -24,13 +24,13 @@ use std::path::Path;
 
 use serde_norway::Value;
 
-use crate::agent::{AgentMode, AgentName, AgentSpec};
+use crate::agent::{AgentMode, AgentName, AgentSpec, ModelTier};
 use crate::builtin::{AgentRegistry, DEFAULT_MAX_STEPS};
 use crate::error::LoadError;
 use crate::frontmatter::{self, FieldError};
 use crate::permission::{PermissionAction, PermissionRule};
 
-const KEYS: &str = "name, description, mode, hidden, model, small_model, temperature, top_p, \
+const KEYS: &str = "name, description, mode, hidden, model, model_tier, small_model, temperature, top_p, \
                     reasoning_effort, thinking_budget, max_steps, tools, permission, color, disable";
 
 /// The least thinking budget Anthropic accepts.
@@ -128,6 +128,7 @@ fn new_agent(name: AgentName) -> AgentSpec {
         permission: Vec::new(),
         max_steps: DEFAULT_MAX_STEPS,
         model: None,
+        model_tier: ModelTier::Default,
         temperature: None,
         top_p: None,
         color: None,
@@ -145,6 +146,7 @@ struct Overrides {
     mode: Option<AgentMode>,
     hidden: Option<bool>,
     model: Option<String>,
+    model_tier: Option<ModelTier>,
     small_model: Option<String>,
     temperature: Option<f32>,
     top_p: Option<f32>,
@@ -178,6 +180,13 @@ impl Overrides {
                 "mode" => o.mode = Some(mode(key, value)?),
                 "hidden" => o.hidden = Some(frontmatter::boolean(key, value)?),
                 "model" => o.model = Some(frontmatter::string(key, value)?),
+                "model_tier" | "modelTier" => {
+                    o.model_tier = Some(match frontmatter::string(key, value)?.as_str() {
+                        "default" => ModelTier::Default,
+                        "small" => ModelTier::Small,
+                        _ => return Err(FieldError::new(key, "must be one of default, small")),
+                    });
+                }
                 "temperature" => o.temperature = Some(frontmatter::number(key, value, 0.0..=2.0)?),
                 "top_p" => o.top_p = Some(frontmatter::number(key, value, 0.0..=1.0)?),
                 "small_model" | "smallModel" => {
@@ -258,6 +267,9 @@ impl Overrides {
         }
         if o.model.is_some() {
             spec.model = o.model;
+        }
+        if let Some(tier) = o.model_tier {
+            spec.model_tier = tier;
         }
         if o.temperature.is_some() {
             spec.temperature = o.temperature;

@@ -1,7 +1,7 @@
 //! The resolved agent definition and the inherited permission layers, to and from the
 //! wire.
 
-use taskwire_definitions::agent::{AgentMode, AgentName, AgentSpec};
+use taskwire_definitions::agent::{AgentMode, AgentName, AgentSpec, ModelTier};
 use taskwire_definitions::mcp::{McpServerDef, McpTransport};
 use taskwire_definitions::permission::{PermissionAction, PermissionLayer, PermissionRule};
 
@@ -30,8 +30,52 @@ impl From<&AgentSpec> for pb::AgentSpec {
             small_model: a.small_model.clone(),
             reasoning_effort: a.reasoning_effort.clone(),
             thinking_budget: a.thinking_budget,
+            internal_agents: Vec::new(),
+            disabled_internal_agents: Vec::new(),
+            model_tier: match a.model_tier {
+                ModelTier::Default => String::new(),
+                ModelTier::Small => "small".to_owned(),
+            },
         }
     }
+}
+
+/// What the definitions directories made of the internal agents (`compaction`,
+/// `title`), as a spec carries it: each overridden one, and the names of those a
+/// directory disabled. A built-in left as it is is not shipped.
+pub fn internal_agents_to_wire(
+    registry: &taskwire_definitions::builtin::AgentRegistry,
+) -> (Vec<pb::AgentSpec>, Vec<String>) {
+    let mut overridden = Vec::new();
+    let mut disabled = Vec::new();
+    for builtin in [
+        taskwire_definitions::builtin::compaction(),
+        taskwire_definitions::builtin::title(),
+    ] {
+        match registry.get(&builtin.name) {
+            None => disabled.push(builtin.name.to_string()),
+            Some(spec) if *spec != builtin => overridden.push(pb::AgentSpec::from(spec)),
+            Some(_) => {}
+        }
+    }
+    (overridden, disabled)
+}
+
+/// The internal agent `name` a spec's sessions use: its override, else the built-in;
+/// `None` when a definitions directory disabled it. An override that does not decode
+/// is left out (the built-in runs), never a reason to fail the task.
+pub fn internal_agent(spec: &pb::AgentSpec, builtin: AgentSpec) -> Option<AgentSpec> {
+    let name = builtin.name.as_str();
+    if spec.disabled_internal_agents.iter().any(|d| d == name) {
+        return None;
+    }
+    Some(
+        spec.internal_agents
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| AgentSpec::try_from(a).ok())
+            .unwrap_or(builtin),
+    )
 }
 
 /// An MCP server as shipped with an agent spec.
@@ -123,6 +167,11 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
                 "must be at least 1",
             ));
         }
+        // An unknown tier (a newer coordinator's) runs as the default: the parent's model.
+        let model_tier = match a.model_tier.as_str() {
+            "small" => ModelTier::Small,
+            _ => ModelTier::Default,
+        };
         Ok(AgentSpec {
             name,
             description: a.description.clone(),
@@ -133,6 +182,7 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
             permission,
             max_steps: a.max_steps,
             model: a.model.clone(),
+            model_tier,
             temperature: a.temperature,
             top_p: a.top_p,
             small_model: a.small_model.clone(),
@@ -197,4 +247,45 @@ fn rule_from_wire(
         pattern: r.pattern.clone(),
         action,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use taskwire_definitions::builtin::{self, AgentRegistry};
+
+    use super::*;
+
+    #[test]
+    fn only_overridden_or_disabled_internal_agents_travel_and_the_rest_are_built_in() {
+        let untouched = AgentRegistry::builtin();
+        assert_eq!(
+            internal_agents_to_wire(&untouched),
+            (Vec::new(), Vec::new())
+        );
+        let spec = pb::AgentSpec::default();
+        assert_eq!(
+            internal_agent(&spec, builtin::compaction()),
+            Some(builtin::compaction())
+        );
+
+        let mut registry = AgentRegistry::builtin();
+        let mut compaction = builtin::compaction();
+        compaction.prompt = "Summarise in the team's template.".into();
+        compaction.model = Some("summariser".into());
+        registry.insert(compaction.clone());
+        registry.remove(&builtin::title().name);
+        let (internal_agents, disabled_internal_agents) = internal_agents_to_wire(&registry);
+        assert_eq!(internal_agents.len(), 1);
+        assert_eq!(disabled_internal_agents, vec!["title".to_owned()]);
+        let spec = pb::AgentSpec {
+            internal_agents,
+            disabled_internal_agents,
+            ..pb::AgentSpec::default()
+        };
+        assert_eq!(
+            internal_agent(&spec, builtin::compaction()),
+            Some(compaction)
+        );
+        assert_eq!(internal_agent(&spec, builtin::title()), None);
+    }
 }

@@ -231,19 +231,29 @@ pub async fn run<'a>(
     };
     // A new root session gets a title, written beside its first step; a child's, a
     // resumed session's or a retried attempt's history already says what it is.
+    // The `title` agent the definitions directories left (overridden, or the
+    // built-in); none when one disabled it, and then no session is titled.
+    let title_agent = taskwire_protocol::agent_spec::internal_agent(
+        &request.agent_spec,
+        taskwire_definitions::builtin::title(),
+    );
     let title_source =
         (ctx.titles && request.parent_task_id.is_none() && history_was_empty && !from_checkpoint)
             .then(|| title_source(request))
-            .flatten();
+            .flatten()
+            .zip(title_agent);
     // Handed down through two more async functions: boxed once, not copied into each.
     let run = Box::pin(run);
     let ((mut outcome, structured), title) = run_beside_title(
         supervise(run, request.deadline, stop),
-        title_source.map(|source| {
+        title_source.map(|(source, agent)| {
             let wait = TitleWait::default();
+            // The agent's own model, else the worker's small model, else the session's.
+            let model = agent.model.clone().unwrap_or_else(|| title_model.clone());
             let title = Box::pin(write_title(
                 ctx,
-                &title_model,
+                agent,
+                model,
                 source,
                 request.priority.get(),
                 wait.clone(),
@@ -375,7 +385,8 @@ fn title_source(request: &TaskRequest) -> Option<String> {
 /// (logged: a session without a title is still a good session) or was stopped.
 async fn write_title(
     ctx: &Context,
-    model: &str,
+    agent: taskwire_definitions::agent::AgentSpec,
+    model: String,
     source: String,
     priority: u8,
     wait: TitleWait,
@@ -388,7 +399,8 @@ async fn write_title(
     };
     let call = taskwire_agent::title::write_title(
         ctx.provider.as_ref(),
-        model,
+        &agent,
+        &model,
         &source,
         priority,
         &mut on_delta,

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use taskwire_llm::{ChatRequest, Message, Provider, Role, ToolDef, Usage};
 
 use crate::transcript::{MessageRole, Transcript, TranscriptMessage};
-use taskwire_definitions::builtin;
+use taskwire_definitions::agent::AgentSpec;
 
 /// The share of the context window a request may fill before the session is
 /// compacted, when the configuration does not say.
@@ -48,6 +48,9 @@ pub struct CompactionPolicy {
     pub threshold: f64,
     /// The model that writes the summaries, when not the session's (a small model).
     pub model: Option<String>,
+    /// The `compaction` agent that writes them: the built-in, or a definitions
+    /// directory's override of it (its prompt, sampling and `model`).
+    pub agent: AgentSpec,
 }
 
 impl CompactionPolicy {
@@ -147,12 +150,12 @@ pub(super) struct Summary {
 /// last compaction on).
 pub(super) async fn summarise(
     provider: &dyn Provider,
+    agent: &AgentSpec,
     model: &str,
     record: &Transcript,
     end: usize,
     priority: u8,
 ) -> Result<Summary, taskwire_llm::LlmError> {
-    let agent = builtin::compaction();
     let older = Transcript {
         session_id: record.session_id.clone(),
         messages: record.messages[..end].to_vec(),
@@ -160,7 +163,7 @@ pub(super) async fn summarise(
     let request = ChatRequest {
         model: model.to_owned(),
         messages: vec![
-            Message::system(agent.prompt),
+            Message::system(agent.prompt.clone()),
             Message::user(format!(
                 "{}\n\n{SUMMARY_REQUEST}",
                 conversation_text(&older.to_messages())
@@ -241,6 +244,7 @@ mod tests {
             max_output_tokens: None,
             threshold: 0.8,
             model: None,
+            agent: taskwire_definitions::builtin::compaction(),
         };
         assert_eq!(policy.limit(), 800);
         let tight = CompactionPolicy {

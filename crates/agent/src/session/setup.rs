@@ -14,7 +14,7 @@
 //! The worker then does what needs IO (the transcript, the workspace, the tools) and
 //! runs the session with [`SessionSetup::params`].
 
-use taskwire_definitions::agent::AgentSpec;
+use taskwire_definitions::agent::{AgentSpec, ModelTier};
 use taskwire_definitions::mcp::McpServerDef;
 use taskwire_definitions::output_schema::OutputSchema;
 use taskwire_definitions::permission::{PermissionAction, PermissionLayer, Permissions};
@@ -120,9 +120,19 @@ impl<'a> SetupBuilder<'a> {
             .map(PermissionLayer::try_from)
             .collect::<Result<Vec<_>, _>>()
             .map_err(SetupError::InheritedPermission)?;
+        // An agent of the small tier runs on the small model where there is one,
+        // unless the request or the agent names a model.
+        let tier_model = (spec.model_tier == ModelTier::Small)
+            .then(|| {
+                spec.small_model
+                    .clone()
+                    .or_else(|| self.small_model.clone())
+                    .filter(|m| !m.trim().is_empty())
+            })
+            .flatten();
         let model = resolve_model(
             request.model.as_deref(),
-            spec.model.as_deref(),
+            spec.model.as_deref().or(tier_model.as_deref()),
             request.parent_model.as_deref(),
             self.default_model,
         );
@@ -139,15 +149,24 @@ impl<'a> SetupBuilder<'a> {
             .clone()
             .or(self.small_model)
             .filter(|m| !m.trim().is_empty());
-        let compaction = self.compaction.map(|(threshold, with_small, catalogue)| {
-            let limits = catalogue.limits(&model);
-            CompactionPolicy {
-                context_window: limits.context_window,
-                max_output_tokens: limits.max_output_tokens,
-                threshold,
-                model: small_model.clone().filter(|_| with_small),
-            }
-        });
+        // The `compaction` agent the definitions directories left (overridden, or the
+        // built-in); none when one disabled it, and then the session is not compacted.
+        let compaction_agent = taskwire_protocol::agent_spec::internal_agent(
+            &request.agent_spec,
+            taskwire_definitions::builtin::compaction(),
+        );
+        let compaction = self.compaction.zip(compaction_agent).map(
+            |((threshold, with_small, catalogue), agent)| {
+                let limits = catalogue.limits(&model);
+                CompactionPolicy {
+                    context_window: limits.context_window,
+                    max_output_tokens: limits.max_output_tokens,
+                    threshold,
+                    model: small_model.clone().filter(|_| with_small),
+                    agent,
+                }
+            },
+        );
         let max_steps = request
             .max_steps
             .map_or(agent.max_steps, |m| m.min(agent.max_steps));

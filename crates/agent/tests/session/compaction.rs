@@ -22,6 +22,7 @@ fn policy() -> Option<CompactionPolicy> {
         max_output_tokens: None,
         threshold: 0.5,
         model: None,
+        agent: builtin::compaction(),
     })
 }
 

@@ -219,6 +219,59 @@ fn small_model_and_reasoning_effort_are_read_and_a_bad_effort_is_refused() {
 }
 
 #[test]
+fn model_tier_is_read_explore_is_small_by_default_and_a_bad_tier_is_refused() {
+    use crate::agent::ModelTier;
+    let builtin = AgentRegistry::builtin();
+    assert_eq!(
+        get(&builtin, "explore").expect("built in").model_tier,
+        ModelTier::Small
+    );
+    assert_eq!(
+        get(&builtin, "general").expect("built in").model_tier,
+        ModelTier::Default
+    );
+    let (registry, errors) = load(&[
+        (
+            "scout.md",
+            "---
+model_tier: small
+---
+Scout.",
+        ),
+        (
+            "explore.md",
+            "---
+model_tier: default
+---
+",
+        ),
+    ]);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        get(&registry, "scout").expect("loaded").model_tier,
+        ModelTier::Small
+    );
+    assert_eq!(
+        get(&registry, "explore").expect("overridden").model_tier,
+        ModelTier::Default
+    );
+    let err = parse_agent(
+        "agents/scout.md",
+        "scout",
+        "---
+model_tier: huge
+---
+Scout.",
+        &AgentRegistry::builtin(),
+    )
+    .expect_err("an unknown tier");
+    assert!(
+        err.to_string().contains("model_tier") && err.to_string().contains("default, small"),
+        "{err}"
+    );
+}
+
+#[test]
 fn tools_set_false_are_excluded_and_specific_entries_win() {
     let (registry, errors) = load(&[
         (

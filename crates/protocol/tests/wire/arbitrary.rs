@@ -149,6 +149,13 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
                 reasoning_effort: None,
                 small_model: None,
                 thinking_budget: None,
+                internal_agents: Vec::new(),
+                disabled_internal_agents: Vec::new(),
+                model_tier: if hidden {
+                    "small".into()
+                } else {
+                    String::new()
+                },
             },
         )
         .boxed()

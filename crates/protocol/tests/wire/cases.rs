@@ -22,6 +22,7 @@ fn valid_request() -> pb::TaskRequest {
         }],
         max_steps: 4,
         model: None,
+        model_tier: taskwire_definitions::agent::ModelTier::Small,
         temperature: None,
         top_p: None,
         color: None,

@@ -127,6 +127,11 @@ pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
                 permission,
                 max_steps,
                 model,
+                model_tier: if hidden {
+                    taskwire_definitions::agent::ModelTier::Small
+                } else {
+                    taskwire_definitions::agent::ModelTier::Default
+                },
                 temperature,
                 top_p,
                 color,
