@@ -37,6 +37,7 @@ mod schedules;
 mod secrets;
 mod security;
 mod sessions;
+mod skills;
 mod subagents;
 mod subtrees;
 mod titles;

@@ -54,6 +54,12 @@ pub trait SessionHost: Send + Sync {
     /// one.
     fn subagents(&self) -> Vec<(String, String)>;
 
+    /// The skills the `skill` tool offers (and whose files `read` serves under
+    /// `.taskwire/skills/`); none by default.
+    fn skills(&self) -> std::sync::Arc<[taskwire_definitions::skill::Skill]> {
+        std::sync::Arc::from([])
+    }
+
     /// Makes the session's files ready; called before any of its tool calls run. A
     /// host that makes workspaces on demand (so that a session that never uses a tool
     /// costs none) makes it now. `Err` ends the session with that error. Hosts whose

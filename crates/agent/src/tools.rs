@@ -17,6 +17,7 @@ mod grep;
 mod list;
 mod read;
 mod schema;
+mod skill;
 pub(crate) mod task;
 mod task_status;
 mod todoread;
@@ -39,6 +40,7 @@ pub use self::glob::GlobTool;
 pub use self::grep::GrepTool;
 pub use self::list::ListTool;
 pub use self::read::ReadTool;
+pub use self::skill::SkillTool;
 pub use self::task::{TaskTool, task_output};
 pub use self::task_status::TaskStatusTool;
 pub use self::todoread::TodoReadTool;
@@ -219,7 +221,7 @@ impl ToolRegistry {
     }
 
     /// All built-in tools: the read-only ones, then `edit`, `write`, `bash`,
-    /// `webfetch`, `todowrite`, `todoread`, `task` and `task_status`. `webfetch` needs a rustls
+    /// `webfetch`, `todowrite`, `todoread`, `task`, `task_status` and `skill`. `webfetch` needs a rustls
     /// crypto provider installed by the binary.
     pub fn builtin() -> Self {
         let mut registry = Self::read_only();
@@ -231,6 +233,7 @@ impl ToolRegistry {
         registry.register(TodoReadTool);
         registry.register(TaskTool::default());
         registry.register(TaskStatusTool);
+        registry.register(SkillTool);
         registry
     }
 
@@ -594,7 +597,8 @@ mod tests {
                 "todowrite",
                 "todoread",
                 "task",
-                "task_status"
+                "task_status",
+                "skill"
             ]
         );
         let permission = |name| registry.get(name).map(|tool| tool.permission());

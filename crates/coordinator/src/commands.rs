@@ -32,6 +32,7 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
     let mut agents = AgentRegistry::builtin();
     let mut commands = CommandRegistry::builtin();
     let mut mcp = McpServers::new();
+    let mut skills = taskwire_definitions::skill::Skills::new();
     for dir in dirs {
         let (layered, agent_errors) = load_agents(&dir.join("agents"), agents);
         agents = layered;
@@ -41,15 +42,19 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
         }
         let (servers, mcp_errors) = load_mcp(dir, mcp);
         mcp = servers;
+        let (layered, skill_errors) = taskwire_definitions::skill::load_skills(dir, skills);
+        skills = layered;
         for e in agent_errors
             .iter()
             .chain(&command_errors)
             .chain(&mcp_errors)
+            .chain(&skill_errors)
         {
             tracing::warn!(dir = %dir.display(), file = %e.file, key = e.key.as_deref().unwrap_or(""), error = %e.message, "invalid definition skipped");
         }
     }
     agents.set_mcp(mcp);
+    agents.set_skills(skills);
     (agents, commands)
 }
 

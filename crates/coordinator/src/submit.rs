@@ -446,6 +446,7 @@ pub fn build_task(
                     .collect(),
                 internal_agents,
                 disabled_internal_agents,
+                skills: taskwire_protocol::agent_spec::skills_to_wire(registry.skills()),
                 ..pb::AgentSpec::from(spec)
             }
         }),

@@ -236,6 +236,9 @@ pub struct AgentRegistry {
     /// The MCP servers of the same definitions directories (`mcp.json`), shipped with
     /// every agent's spec.
     mcp: crate::mcp::McpServers,
+    /// The skills of the same definitions directories, shipped with every agent's
+    /// spec.
+    skills: crate::skill::Skills,
 }
 
 impl AgentRegistry {
@@ -247,6 +250,16 @@ impl AgentRegistry {
     /// Replaces the MCP servers.
     pub fn set_mcp(&mut self, servers: crate::mcp::McpServers) {
         self.mcp = servers;
+    }
+
+    /// The skills every agent's sessions may load.
+    pub fn skills(&self) -> &crate::skill::Skills {
+        &self.skills
+    }
+
+    /// Replaces the skills.
+    pub fn set_skills(&mut self, skills: crate::skill::Skills) {
+        self.skills = skills;
     }
 
     /// An empty registry.

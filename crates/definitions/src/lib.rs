@@ -11,6 +11,7 @@
 //! - [`command`]: slash commands from `.taskwire/commands/*.md`, template rendering
 //!   (the last placeholder takes the rest) and the subtask rule of seed 000.
 //! - [`mcp`]: MCP servers declared in `mcp.json` (OpenCode's shape).
+//! - [`skill`]: skills, `skills/NAME/SKILL.md` with their files (the shared format).
 //! - [`policy`]: the tools a child session gets (depth limit, parent scope).
 //! - [`permission`]: `allow | ask | deny` rules, wildcard matching, last match wins,
 //!   strictest verdict over a call's subjects and over the layers a child inherits
@@ -30,6 +31,7 @@ pub mod output_schema;
 pub mod permission;
 pub mod policy;
 pub mod shell;
+pub mod skill;
 
 pub use agent::{AgentMode, AgentName, AgentSpec};
 pub use builtin::AgentRegistry;

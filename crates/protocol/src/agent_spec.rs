@@ -36,8 +36,50 @@ impl From<&AgentSpec> for pb::AgentSpec {
                 ModelTier::Default => String::new(),
                 ModelTier::Small => "small".to_owned(),
             },
+            skills: Vec::new(),
         }
     }
+}
+
+/// The skills as a spec carries them.
+pub fn skills_to_wire(skills: &taskwire_definitions::skill::Skills) -> Vec<pb::Skill> {
+    skills
+        .list()
+        .map(|s| pb::Skill {
+            name: s.name.clone(),
+            description: s.description.clone(),
+            body: s.body.clone(),
+            files: s
+                .files
+                .iter()
+                .map(|f| pb::SkillFile {
+                    path: f.path.clone(),
+                    content: f.content.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The skills a spec carries; one whose name is not a skill's is left out.
+pub fn skills_from_wire(spec: &pb::AgentSpec) -> Vec<taskwire_definitions::skill::Skill> {
+    spec.skills
+        .iter()
+        .filter(|s| taskwire_definitions::skill::valid_name(&s.name))
+        .map(|s| taskwire_definitions::skill::Skill {
+            name: s.name.clone(),
+            description: s.description.clone(),
+            body: s.body.clone(),
+            files: s
+                .files
+                .iter()
+                .map(|f| taskwire_definitions::skill::SkillFile {
+                    path: f.path.clone(),
+                    content: f.content.clone(),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// What the definitions directories made of the internal agents (`compaction`,

@@ -54,6 +54,7 @@ pub struct WorkerHost<'a> {
     /// The model this session runs on (children inherit it).
     pub model: String,
     pub subagents: Vec<(String, String)>,
+    pub skills: std::sync::Arc<[taskwire_definitions::skill::Skill]>,
     pub approval_timeout: Duration,
     /// The attempt's workspace: made when first needed; children start from it and
     /// their changes return to it.
@@ -252,6 +253,10 @@ impl SessionHost for WorkerHost<'_> {
 
     fn subagents(&self) -> Vec<(String, String)> {
         self.subagents.clone()
+    }
+
+    fn skills(&self) -> std::sync::Arc<[taskwire_definitions::skill::Skill]> {
+        self.skills.clone()
     }
 
     async fn ensure_workspace(&self) -> Result<(), SessionError> {

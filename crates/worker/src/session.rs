@@ -71,6 +71,7 @@ pub async fn run<'a>(
         schema,
         mcp: mcp_defs,
         subagents,
+        skills,
     } = SessionSetup::builder(request, &ctx.default_model)
         .small_model(ctx.small_model.clone())
         .compaction(
@@ -143,6 +144,7 @@ pub async fn run<'a>(
         session_id,
         model: model.clone(),
         subagents,
+        skills,
         approval_timeout: ctx.approval_timeout,
         files: &workspace,
         children_refused: Default::default(),

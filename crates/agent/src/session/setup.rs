@@ -19,6 +19,7 @@ use taskwire_definitions::mcp::McpServerDef;
 use taskwire_definitions::output_schema::OutputSchema;
 use taskwire_definitions::permission::{PermissionAction, PermissionLayer, Permissions};
 use taskwire_definitions::policy::{child_tools_policy, restrict_to_scope};
+use taskwire_definitions::skill::Skill;
 use taskwire_llm::ModelCatalogue;
 use taskwire_llm::router::resolve_model;
 use taskwire_protocol::TaskRequest;
@@ -59,6 +60,9 @@ pub struct SessionSetup {
     pub mcp: Vec<McpServerDef>,
     /// The agents the `task` tool lists: those this one (and its ancestors) may start.
     pub subagents: Vec<(String, String)>,
+    /// The skills the `skill` tool offers: those no rule of this agent (or an
+    /// ancestor) denies.
+    pub skills: std::sync::Arc<[Skill]>,
 }
 
 impl SessionSetup {
@@ -185,6 +189,10 @@ impl<'a> SetupBuilder<'a> {
             .filter(|(name, _)| permissions.evaluate("task", name) != PermissionAction::Deny)
             .cloned()
             .collect();
+        let skills = taskwire_protocol::agent_spec::skills_from_wire(&request.agent_spec)
+            .into_iter()
+            .filter(|s| permissions.evaluate("skill", &s.name) != PermissionAction::Deny)
+            .collect();
         Ok(SessionSetup {
             agent,
             inherited,
@@ -195,6 +203,7 @@ impl<'a> SetupBuilder<'a> {
             schema,
             mcp,
             subagents,
+            skills,
         })
     }
 }

@@ -84,6 +84,14 @@ impl Tool for ReadTool {
                 "limit must be at least 1",
             ));
         }
+        // A skill's file (`.taskwire/skills/NAME/FILE`) is served from the skill the
+        // task carries, never from the workspace.
+        if let Some((shown, content)) = skill_path(&ctx.workspace, &args.file_path)
+            .and_then(|path| super::skill::skill_file(ctx.host, &path))
+        {
+            let reader = std::io::Cursor::new(content.into_bytes());
+            return number_lines(reader, shown, start, limit);
+        }
         let workspace = ctx.workspace.clone();
         run_blocking(self.name(), move || {
             read_window(&workspace, &args.file_path, start, limit)
@@ -125,7 +133,29 @@ fn read_window(
             reason,
         });
     }
+    number_lines(reader, shown, start, limit)
+}
 
+/// `given` relative to the workspace root when it names something under the skills
+/// directory (`.taskwire/skills/...`, relative or absolute inside the root).
+fn skill_path(workspace: &Workspace, given: &str) -> Option<String> {
+    let relative = match std::path::Path::new(given).strip_prefix(workspace.root()) {
+        Ok(inside) => inside.to_string_lossy().into_owned(),
+        Err(_) => given.to_owned(),
+    };
+    let relative = relative.strip_prefix("./").unwrap_or(&relative).to_owned();
+    relative
+        .starts_with(taskwire_definitions::skill::SKILLS_DIR)
+        .then_some(relative)
+}
+
+/// The window of `reader`'s lines from `start`, at most `limit`, numbered.
+fn number_lines(
+    mut reader: impl BufRead,
+    shown: String,
+    start: usize,
+    limit: usize,
+) -> Result<ToolOutput, ToolError> {
     let mut output = String::new();
     let mut line_no = 0usize;
     let mut last_shown = 0usize;

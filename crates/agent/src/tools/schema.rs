@@ -108,7 +108,7 @@ mod tests {
 
     /// Each built-in tool, in registration order, with the arguments its calls are
     /// parsed into.
-    const BUILTIN: [(&str, Accepts); 12] = [
+    const BUILTIN: [(&str, Accepts); 13] = [
         ("read", accepts::<crate::tools::read::Args>),
         ("list", accepts::<crate::tools::list::Args>),
         ("glob", accepts::<crate::tools::glob::Args>),
@@ -121,6 +121,7 @@ mod tests {
         ("todoread", accepts::<crate::tools::todoread::Args>),
         ("task", accepts::<crate::tools::task::Args>),
         ("task_status", accepts::<crate::tools::task_status::Args>),
+        ("skill", accepts::<crate::tools::skill::Args>),
     ];
 
     fn names(values: &Value) -> Vec<&str> {

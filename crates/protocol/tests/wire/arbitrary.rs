@@ -156,6 +156,7 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
                 } else {
                     String::new()
                 },
+                skills: Vec::new(),
             },
         )
         .boxed()
