@@ -324,7 +324,7 @@ async fn the_depth_limit_scope_widening_and_agents_out_of_their_mode_are_refused
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("subtask.agent"), "{}", err.message());
     // The internal agents are the worker's own: never a task, root or child.
-    for agent in ["compaction", "title", "summary"] {
+    for agent in ["compaction", "title"] {
         for parent_task_id in [String::new(), root.task_id.clone()] {
             let err = client
                 .submit(pb::SubmitRequest {

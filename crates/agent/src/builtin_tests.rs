@@ -34,7 +34,7 @@ fn builtin_registry_lists_the_visible_agents_and_the_subagents() {
         .map(|spec| spec.name.as_str())
         .collect();
     assert_eq!(names, ["build", "explore", "general", "plan"]);
-    assert_eq!(registry.list(true).len(), 7);
+    assert_eq!(registry.list(true).len(), 6);
     let subagents: Vec<_> = registry
         .subagents()
         .into_iter()
@@ -116,7 +116,7 @@ fn plan_cannot_edit_and_asks_before_commands_that_are_not_read_only() {
 
 #[test]
 fn internal_agents_are_hidden_tool_less_and_single_step() {
-    for agent in [compaction(), title(), summary()] {
+    for agent in [compaction(), title()] {
         assert!(is_internal(&agent.name), "{}", agent.name);
         assert!(agent.hidden, "{}", agent.name);
         assert!(offered(&agent).is_empty(), "{}", agent.name);
@@ -126,14 +126,14 @@ fn internal_agents_are_hidden_tool_less_and_single_step() {
 }
 
 #[test]
-fn only_the_three_internal_agents_are_internal() {
+fn only_the_two_internal_agents_are_internal() {
     let internal: Vec<_> = AgentRegistry::builtin()
         .list(true)
         .into_iter()
         .filter(|a| is_internal(&a.name))
         .map(|a| a.name.to_string())
         .collect();
-    assert_eq!(internal, ["compaction", "summary", "title"]);
+    assert_eq!(internal, ["compaction", "title"]);
 }
 
 #[test]
@@ -148,5 +148,5 @@ fn insert_overrides_and_remove_disables() {
         Some(5)
     );
     assert!(registry.remove(&name("general")).is_some());
-    assert_eq!(registry.list(true).len(), 6);
+    assert_eq!(registry.list(true).len(), 5);
 }

@@ -758,7 +758,7 @@ mod tests {
     #[test]
     fn internal_agents_are_refused_on_every_path_and_subagents_stay_open_to_root_submits() {
         let root = submit("build", None);
-        for agent in ["compaction", "title", "summary"] {
+        for agent in ["compaction", "title"] {
             let req = pb::SubmitRequest {
                 agent: agent.into(),
                 prompt: "work".into(),

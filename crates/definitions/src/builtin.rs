@@ -11,7 +11,7 @@
 //! | `plan` | all (primary, and a subagent) | all | `edit` denied; read-only bash allowed, other bash asks |
 //! | `general` | subagent | all but the todo tools | none |
 //! | `explore` | subagent, on the small model where there is one | read, list, glob, grep, webfetch | `edit` and `bash` denied |
-//! | `compaction`, `title`, `summary` | primary, hidden | none | none |
+//! | `compaction`, `title` | primary, hidden | none | none |
 
 use std::collections::BTreeMap;
 
@@ -24,7 +24,6 @@ const GENERAL_PROMPT: &str = include_str!("prompt/general.txt");
 const EXPLORE_PROMPT: &str = include_str!("prompt/explore.txt");
 const COMPACTION_PROMPT: &str = include_str!("prompt/compaction.txt");
 const TITLE_PROMPT: &str = include_str!("prompt/title.txt");
-const SUMMARY_PROMPT: &str = include_str!("prompt/summary.txt");
 
 /// Bash commands `plan` may run without asking: they only read.
 const PLAN_BASH_ALLOW: [&str; 21] = [
@@ -184,10 +183,10 @@ pub fn explore() -> AgentSpec {
     explore
 }
 
-/// The internal agents: the worker runs them itself (compacting, titling and
-/// summarising a session), never as a task; a submit or a delegation naming one is
+/// The internal agents: the worker runs them itself (compacting and titling a
+/// session), never as a task; a submit or a delegation naming one is
 /// refused.
-pub const INTERNAL_AGENTS: [&str; 3] = ["compaction", "title", "summary"];
+pub const INTERNAL_AGENTS: [&str; 2] = ["compaction", "title"];
 
 /// Whether `name` is one of the [`INTERNAL_AGENTS`].
 pub fn is_internal(name: &AgentName) -> bool {
@@ -216,15 +215,6 @@ pub fn compaction() -> AgentSpec {
 /// `title` (hidden): names a session from its first message.
 pub fn title() -> AgentSpec {
     internal("title", "Writes a short title for a session.", TITLE_PROMPT)
-}
-
-/// `summary` (hidden): tells a person what a session did.
-pub fn summary() -> AgentSpec {
-    internal(
-        "summary",
-        "Summarises what a session did for the person who asked.",
-        SUMMARY_PROMPT,
-    )
 }
 
 /// Agents by name.
@@ -268,18 +258,10 @@ impl AgentRegistry {
     }
 
     /// The built-in agents: `build`, `plan`, `general`, `explore` and the hidden
-    /// `compaction`, `title` and `summary`.
+    /// `compaction` and `title`.
     pub fn builtin() -> Self {
         let mut registry = Self::new();
-        for spec in [
-            build(),
-            plan(),
-            general(),
-            explore(),
-            compaction(),
-            title(),
-            summary(),
-        ] {
+        for spec in [build(), plan(), general(), explore(), compaction(), title()] {
             registry.insert(spec);
         }
         registry

@@ -342,8 +342,8 @@ fn a_missing_directory_loads_nothing_and_other_files_are_ignored() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (registry, errors) = load_agents(&dir.path().join("nope"), AgentRegistry::builtin());
     assert!(errors.is_empty());
-    assert_eq!(registry.list(true).len(), 7);
+    assert_eq!(registry.list(true).len(), 6);
     let (registry, errors) = load(&[("notes.txt", "---\nmode: nonsense\n---\n")]);
     assert!(errors.is_empty());
-    assert_eq!(registry.list(true).len(), 7);
+    assert_eq!(registry.list(true).len(), 6);
 }
