@@ -88,15 +88,19 @@ pub fn skills_from_wire(spec: &pb::AgentSpec) -> Vec<taskwire_definitions::skill
 pub fn internal_agents_to_wire(
     registry: &taskwire_definitions::builtin::AgentRegistry,
 ) -> (Vec<pb::AgentSpec>, Vec<String>) {
+    // Built once: this runs for every submit.
+    static BUILTINS: std::sync::LazyLock<[AgentSpec; 2]> = std::sync::LazyLock::new(|| {
+        [
+            taskwire_definitions::builtin::compaction(),
+            taskwire_definitions::builtin::title(),
+        ]
+    });
     let mut overridden = Vec::new();
     let mut disabled = Vec::new();
-    for builtin in [
-        taskwire_definitions::builtin::compaction(),
-        taskwire_definitions::builtin::title(),
-    ] {
+    for builtin in BUILTINS.iter() {
         match registry.get(&builtin.name) {
             None => disabled.push(builtin.name.to_string()),
-            Some(spec) if *spec != builtin => overridden.push(pb::AgentSpec::from(spec)),
+            Some(spec) if spec != builtin => overridden.push(pb::AgentSpec::from(spec)),
             Some(_) => {}
         }
     }
