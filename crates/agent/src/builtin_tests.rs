@@ -63,7 +63,7 @@ fn build_has_every_tool_and_general_all_but_todos() {
 fn explore_is_read_only_even_with_a_wider_allow_list() {
     assert_eq!(
         offered(&explore()),
-        ["read", "list", "glob", "grep", "webfetch"]
+        ["read", "list", "glob", "grep", "webfetch", "skill"]
     );
     let mut explore = explore();
     explore.tools = vec!["*".into()];

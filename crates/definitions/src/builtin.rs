@@ -10,7 +10,7 @@
 //! | `build` | primary | all | none |
 //! | `plan` | all (primary, and a subagent) | all | `edit` denied; read-only bash allowed, other bash asks |
 //! | `general` | subagent | all but the todo tools | none |
-//! | `explore` | subagent, on the small model where there is one | read, list, glob, grep, webfetch | `edit` and `bash` denied |
+//! | `explore` | subagent, on the small model where there is one | read, list, glob, grep, webfetch, skill | `edit` and `bash` denied |
 //! | `compaction`, `title` | primary, hidden | none | none |
 
 use std::collections::BTreeMap;
@@ -166,7 +166,8 @@ pub fn explore() -> AgentSpec {
          thorough it should be: quick, medium or very thorough.",
         EXPLORE_PROMPT,
     );
-    explore.tools = tools(&["read", "list", "glob", "grep", "webfetch"]);
+    // `skill` only reads: a skill's instructions and files.
+    explore.tools = tools(&["read", "list", "glob", "grep", "webfetch", "skill"]);
     // The allow-list already leaves out editing tools; the rules make read-only a
     // property of the agent that survives a wider allow-list (`tools: {"*": true}` in
     // a user override).
