@@ -46,6 +46,10 @@ impl RateLimits {
     }
 }
 
+/// Rounds a call waits out a contended budget store (each one a store's whole
+/// [`BudgetStore::modify`] retry loop, then a pause) before it sends without a slot.
+const MAX_CONTENDED_ROUNDS: u32 = 8;
+
 /// Why [`BudgetStore::modify`] could not store a budget.
 #[derive(Debug, thiserror::Error)]
 pub enum BudgetError {
@@ -202,6 +206,7 @@ impl LimitedProvider {
     ) -> Option<u64> {
         let started = Instant::now();
         let mut told = false;
+        let mut contended = 0u32;
         let lease = loop {
             let now = now_ms();
             if !limits.is_set() && self.store.peek(model).is_none_or(|b| b.is_free(now)) {
@@ -220,9 +225,26 @@ impl LimitedProvider {
                 })
                 .await
             {
+                // A throttle already known is kept whatever the store says: no call
+                // goes out while a provider's Retry-After runs.
+                let blocked = self.store.peek(model).map_or(0, |b| b.blocked_until_ms);
+                let known_block = Duration::from_millis(blocked.saturating_sub(now_ms()));
+                if matches!(reason, BudgetError::Contended { .. })
+                    && contended < MAX_CONTENDED_ROUNDS
+                {
+                    // Busy, not broken: other sessions are taking slots. Try again
+                    // after them instead of sending unchecked.
+                    contended += 1;
+                    let wait = known_block.max(jitter(self.settings.full_poll));
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
                 // The provider's own 429s still protect it; a call is not held up
                 // by a store that cannot answer.
                 tracing::warn!(model, %reason, "rate budget unavailable, sending without it");
+                if !known_block.is_zero() {
+                    tokio::time::sleep(known_block).await;
+                }
                 break None;
             }
             let (until_ms, lease) = match reserved {

@@ -111,3 +111,97 @@ async fn without_a_configured_rate_the_rate_is_learned_and_retry_after_is_kept()
         "after the first burst, the calls are paced: {report:?}"
     );
 }
+
+/// A fleet's budget store whose every write loses to another writer for a while, over
+/// a budget already blocked by a provider's `Retry-After`.
+struct Contended {
+    inner: LocalBudgets,
+    losses: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl taskwire_llm::limits::BudgetStore for Contended {
+    fn peek(&self, model: &str) -> Option<taskwire_llm::limits::Budget> {
+        self.inner.peek(model)
+    }
+
+    async fn modify(
+        &self,
+        model: &str,
+        change: &mut (dyn for<'b> FnMut(&'b mut taskwire_llm::limits::Budget) + Send),
+    ) -> Result<(), taskwire_llm::limits::BudgetError> {
+        let left = self.losses.load(std::sync::atomic::Ordering::SeqCst);
+        if left > 0 {
+            self.losses
+                .store(left - 1, std::sync::atomic::Ordering::SeqCst);
+            return Err(taskwire_llm::limits::BudgetError::Contended {
+                model: model.to_owned(),
+                tries: 32,
+            });
+        }
+        self.inner.modify(model, change).await
+    }
+}
+
+/// A store that keeps losing its writes (another worker's sessions taking slots) is
+/// waited out, not a reason to send: no call goes out while the provider's
+/// `Retry-After` that the budget holds still runs.
+#[tokio::test]
+async fn a_contended_budget_store_is_waited_out_and_a_known_retry_after_is_kept() {
+    use taskwire_llm::limits::BudgetStore as _;
+    let model = ScriptedModel::start(|_| ScriptedReply::text("ok")).await;
+    let store = Arc::new(Contended {
+        inner: LocalBudgets::default(),
+        losses: std::sync::atomic::AtomicU32::new(3),
+    });
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis(),
+    )
+    .expect("fits");
+    let blocked_until = now_ms + 600;
+    store
+        .inner
+        .modify("m", &mut |b| b.blocked_until_ms = blocked_until)
+        .await
+        .expect("stored");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = OpenAiConfig::new(model.base_url());
+    config.retry_throttled = false;
+    let provider = LimitedProvider::new(
+        Arc::new(OpenAiClient::new(config).expect("client")),
+        // A configured rate: every round writes to the store.
+        catalogue(Some(600)),
+        store.clone(),
+        Arc::new(NoEvents),
+        LimitSettings::default(),
+    );
+    let request = ChatRequest {
+        model: "m".into(),
+        messages: vec![Message::user("hi")],
+        ..ChatRequest::default()
+    };
+    provider
+        .chat(&request, &mut |_: StreamDelta| {})
+        .await
+        .expect("answered");
+    let sent_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis(),
+    )
+    .expect("fits");
+    assert!(
+        sent_ms >= blocked_until,
+        "answered at {sent_ms}, before the Retry-After ended at {blocked_until}"
+    );
+    assert_eq!(
+        store.losses.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "every lost write was tried again"
+    );
+    assert_eq!(model.request_count(), 1);
+}
