@@ -296,7 +296,7 @@ async fn run(
             let compacted = tokio::select! {
                 biased;
                 () = cancel.cancelled() => None,
-                compacted = compact(policy, &estimator, bytes, provider, &request.model, request.priority, &mut totals) => Some(compacted),
+                compacted = compact(policy, &estimator, bytes, false, provider, &request.model, request.priority, &mut totals) => Some(compacted),
             };
             match compacted {
                 None => {
@@ -346,7 +346,7 @@ async fn run(
                     Some(policy) => tokio::select! {
                         biased;
                         () = cancel.cancelled() => None,
-                        compacted = compact_now(policy, &estimator, bytes, provider, &request.model, request.priority, &mut totals) => Some(compacted),
+                        compacted = compact(policy, &estimator, bytes, true, provider, &request.model, request.priority, &mut totals) => Some(compacted),
                     },
                     None => Some(Ok(None)),
                 };
@@ -534,36 +534,24 @@ async fn run(
 }
 
 /// Summarises the older turns when the next request (`bytes` long) would pass the
-/// policy's limit and there is something to summarise: records the compaction and
+/// policy's limit, or whatever the estimate says when `force` (the provider found the
+/// request too long), and there is something to summarise: records the compaction and
 /// returns the event that reports it. `Ok(None)` when no compaction was needed.
+#[allow(clippy::too_many_arguments)]
 async fn compact(
     policy: &CompactionPolicy,
     estimator: &compaction::Estimator,
     bytes: usize,
+    force: bool,
     provider: &dyn Provider,
     model: &str,
     priority: u8,
     totals: &mut Run,
 ) -> Result<Option<SessionEvent>, LlmError> {
     let tokens_before = estimator.estimate(bytes);
-    let limit = policy.limit();
-    if tokens_before <= limit {
+    if !force && tokens_before <= policy.limit() {
         return Ok(None);
     }
-    summarise_older_turns(policy, tokens_before, provider, model, priority, totals).await
-}
-
-/// [`compact`] whatever the estimate says: the provider found the request too long.
-async fn compact_now(
-    policy: &CompactionPolicy,
-    estimator: &compaction::Estimator,
-    bytes: usize,
-    provider: &dyn Provider,
-    model: &str,
-    priority: u8,
-    totals: &mut Run,
-) -> Result<Option<SessionEvent>, LlmError> {
-    let tokens_before = estimator.estimate(bytes);
     summarise_older_turns(policy, tokens_before, provider, model, priority, totals).await
 }
 

@@ -210,7 +210,8 @@ pub(crate) async fn insert_tasks_on(
                 trace_id: traces[i].clone(),
                 subject: tasks[i].subject.clone(),
                 msg_id: ids[i].to_string(),
-                payload: requests[i].clone(),
+                // Bound to the statement, and not needed after it.
+                payload: std::mem::take(&mut requests[i]),
             })
         })
         .collect();
