@@ -126,6 +126,23 @@ pub enum ToolError {
     )]
     ChildChangesNotApplied { agent: String, reason: String },
 
+    /// A hook (`PreToolUse`) refused the call; `reason` is the hook's, for the model.
+    #[error("blocked by the {event} hook `{hook}`: {reason}")]
+    HookBlocked {
+        event: &'static str,
+        hook: String,
+        reason: String,
+    },
+
+    /// A hook that must pass before the call runs could not run or answer: the call is
+    /// not run (a check that did not run has not passed).
+    #[error("the {event} hook `{hook}` failed, so the call was not run: {reason}")]
+    HookFailed {
+        event: &'static str,
+        hook: String,
+        reason: String,
+    },
+
     #[error("tool call was cancelled")]
     Cancelled,
 

@@ -17,6 +17,8 @@
 //! Modules:
 //! - [`command`]: a slash command's subtask run as the session's first delegation, and
 //!   the template's !`cmd` run under the session's `bash` rules ([`command::shell`]).
+//! - [`hooks`]: running the hooks of a session's spec (commands in the sandbox, HTTP
+//!   POSTs to allowed URLs) and reading their answers.
 //! - [`host`]: [`SessionHost`], what the session needs from the distributed system,
 //!   and [`NoopHost`].
 //! - [`mcp`]: MCP servers as a worker runs them, and their tools.
@@ -41,6 +43,7 @@
 mod builtin_tests;
 pub mod command;
 pub mod error;
+pub mod hooks;
 pub mod host;
 pub mod mcp;
 pub mod output_schema;

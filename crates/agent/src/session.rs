@@ -41,6 +41,7 @@ pub use self::setup::{SessionSetup, SetupError};
 pub use self::state::SessionState;
 use self::tool_calls::Turn;
 use crate::error::SessionError;
+use crate::hooks::{HookEvent, STOP_FEEDBACK, SessionHooks};
 use crate::host::SessionHost;
 use crate::system_prompt::WorkspaceFacts;
 use crate::tools::{Tool, ToolContext, ToolRegistry};
@@ -97,6 +98,8 @@ pub struct SessionParams {
     /// The task's priority, 1 (highest) to 5 (lowest), 0 for the default: orders its
     /// calls waiting for a rate-limit slot (`ChatRequest::priority`).
     pub priority: u8,
+    /// Who runs the agent's hooks (`agent.hooks`) and for which task.
+    pub hooks: crate::hooks::HookContext,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -158,6 +161,7 @@ async fn run(
         budget,
         prompt_caching,
         priority,
+        hooks: hook_context,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -174,16 +178,47 @@ async fn run(
     let offers_task = offered.iter().any(|tool| tool.name() == TASK_TOOL);
     let tools_bytes = compaction::tools_bytes(&tool_defs);
 
+    let ctx = ToolContext {
+        workspace,
+        cancel: cancel.child_token(),
+        host,
+        observer,
+        state,
+        call_id: String::new(),
+        permissions,
+    };
+    let session_id = history.session_id.clone();
+    let hooks = SessionHooks {
+        hooks: &agent.hooks,
+        context: &hook_context,
+        session_id: &session_id,
+        agent: agent.name.as_str(),
+    };
+
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    let facts = workspace_facts.unwrap_or_else(|| WorkspaceFacts::of(workspace.root()));
-    messages.push(Message::system(crate::system_prompt::build(
-        &agent,
-        &workspace,
-        facts,
-        &instructions,
-        &today,
-    )));
+    let facts = workspace_facts.unwrap_or_else(|| WorkspaceFacts::of(ctx.workspace.root()));
+    let mut system =
+        crate::system_prompt::build(&agent, &ctx.workspace, facts, &instructions, &today);
+    let source = if from_checkpoint || !history.messages.is_empty() {
+        "resume"
+    } else {
+        "startup"
+    };
+    if hooks.any(HookEvent::SessionStart, source) {
+        let mut fields = serde_json::Map::new();
+        fields.insert("source".into(), source.into());
+        let verdict = hooks
+            .run(HookEvent::SessionStart, source, fields, "", &ctx)
+            .await;
+        if !verdict.context.is_empty() {
+            system.push_str("\n\n");
+            system.push_str(SESSION_START_CONTEXT);
+            system.push('\n');
+            system.push_str(&verdict.context.join("\n\n"));
+        }
+    }
+    messages.push(Message::system(system));
     messages.extend(history.to_messages());
     // An empty prompt continues from the history as it is (after a subtask, whose
     // synthetic user message is already there).
@@ -210,21 +245,13 @@ async fn run(
     if let Some(prompt) = prompt {
         record.messages.push(TranscriptMessage::user(prompt));
     }
-    let ctx = ToolContext {
-        workspace,
-        cancel: cancel.child_token(),
-        host,
-        observer,
-        state,
-        call_id: String::new(),
-        permissions,
-    };
     let turn = Turn {
         agent: &agent,
         permissions,
         offered: &offered,
         registry: tools,
         ctx: &ctx,
+        hooks: &hooks,
     };
     let mut totals = Run {
         usage: Usage::default(),
@@ -266,6 +293,8 @@ async fn run(
     }
 
     let mut estimator = compaction::Estimator::default();
+    // A stop hook already made this run go on once.
+    let mut stop_hook_active = false;
     // A checkpoint's steps count against the budget; at least the last, tool-less,
     // step is always left.
     for step in steps_taken.saturating_add(1).min(max_steps)..=max_steps {
@@ -296,7 +325,7 @@ async fn run(
             let compacted = tokio::select! {
                 biased;
                 () = cancel.cancelled() => None,
-                compacted = compact(policy, &estimator, bytes, false, provider, &request.model, request.priority, &mut totals) => Some(compacted),
+                compacted = compact(policy, &estimator, bytes, false, provider, &request.model, request.priority, &mut totals, (&hooks, &ctx)) => Some(compacted),
             };
             match compacted {
                 None => {
@@ -346,7 +375,7 @@ async fn run(
                     Some(policy) => tokio::select! {
                         biased;
                         () = cancel.cancelled() => None,
-                        compacted = compact(policy, &estimator, bytes, true, provider, &request.model, request.priority, &mut totals) => Some(compacted),
+                        compacted = compact(policy, &estimator, bytes, true, provider, &request.model, request.priority, &mut totals, (&hooks, &ctx)) => Some(compacted),
                     },
                     None => Some(Ok(None)),
                 };
@@ -468,6 +497,31 @@ async fn run(
                 totals.text.clone_from(&text);
                 SessionStatus::Completed
             };
+            let stop = hooks.stop_event();
+            if status == SessionStatus::Completed && hooks.any(stop, agent.name.as_str()) {
+                let mut fields = serde_json::Map::new();
+                fields.insert("stop_hook_active".into(), stop_hook_active.into());
+                fields.insert("last_assistant_message".into(), text.clone().into());
+                let verdict = hooks.run(stop, agent.name.as_str(), fields, "", &ctx).await;
+                // Once per run, and only with a step left to go on with.
+                if let Some((hook, reason)) = verdict.blocked
+                    && !stop_hook_active
+                    && !last
+                {
+                    tracing::info!(step, %hook, "a stop hook asked the session to go on");
+                    stop_hook_active = true;
+                    parts.push(Part::StepFinish { usage });
+                    totals.record_assistant(parts);
+                    request.messages.push(assistant(text, Vec::new()));
+                    let feedback = format!("{STOP_FEEDBACK}\n{reason}");
+                    request.messages.push(Message::user(feedback.clone()));
+                    totals
+                        .record
+                        .messages
+                        .push(TranscriptMessage::synthetic_user(feedback));
+                    continue;
+                }
+            }
             parts.push(Part::StepFinish { usage });
             totals.record_assistant(parts);
             request.messages.push(assistant(text, Vec::new()));
@@ -533,6 +587,9 @@ async fn run(
     unreachable!("the last step always returns")
 }
 
+/// Put before what `SessionStart` hooks add to the system prompt.
+const SESSION_START_CONTEXT: &str = "Context from the session's start hooks:";
+
 /// Summarises the older turns when the next request (`bytes` long) would pass the
 /// policy's limit, or whatever the estimate says when `force` (the provider found the
 /// request too long), and there is something to summarise: records the compaction and
@@ -547,12 +604,22 @@ async fn compact(
     model: &str,
     priority: u8,
     totals: &mut Run,
+    hooks: (&SessionHooks<'_>, &ToolContext<'_>),
 ) -> Result<Option<SessionEvent>, LlmError> {
     let tokens_before = estimator.estimate(bytes);
     if !force && tokens_before <= policy.limit() {
         return Ok(None);
     }
-    summarise_older_turns(policy, tokens_before, provider, model, priority, totals).await
+    summarise_older_turns(
+        policy,
+        tokens_before,
+        provider,
+        model,
+        priority,
+        totals,
+        hooks,
+    )
+    .await
 }
 
 /// Summarises the turns before the last one (from the last compaction on), when there
@@ -564,6 +631,7 @@ async fn summarise_older_turns(
     model: &str,
     priority: u8,
     totals: &mut Run,
+    (hooks, ctx): (&SessionHooks<'_>, &ToolContext<'_>),
 ) -> Result<Option<SessionEvent>, LlmError> {
     let limit = policy.limit();
     let Some(end) = compaction::split_point(&totals.record) else {
@@ -580,6 +648,15 @@ async fn summarise_older_turns(
         window = policy.context_window,
         "compacting the session"
     );
+    if hooks.any(HookEvent::PreCompact, "auto") {
+        let mut fields = serde_json::Map::new();
+        fields.insert("trigger".into(), "auto".into());
+        fields.insert("custom_instructions".into(), "".into());
+        // Told, not asked: a compaction goes ahead whatever the hooks answer.
+        hooks
+            .run(HookEvent::PreCompact, "auto", fields, "", ctx)
+            .await;
+    }
     // The agent's own model, else the policy's (a small model), else the session's.
     let model = policy
         .agent

@@ -1,7 +1,7 @@
 //! Slash commands (`RunCommand`) and the agent/command registries they draw on.
 //!
 //! The coordinator owns both registries: the built-in agents, with the `agents/*.md`,
-//! `commands/*.md` and `mcp.json` of each configured directory layered on top in order (see
+//! `commands/*.md`, `mcp.json`, `skills/` and `hooks.json` of each configured directory layered on top in order (see
 //! [`CoordinatorConfig::config_dirs`](crate::CoordinatorConfig::config_dirs): the
 //! user's, then the project's). A named loop reloads them when any of the files change,
 //! so every worker runs the same definitions (they are shipped in each envelope). An
@@ -33,6 +33,7 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
     let mut commands = CommandRegistry::builtin();
     let mut mcp = McpServers::new();
     let mut skills = taskwire_definitions::skill::Skills::new();
+    let mut hooks = taskwire_definitions::hooks::Hooks::new();
     for dir in dirs {
         let (layered, agent_errors) = load_agents(&dir.join("agents"), agents);
         agents = layered;
@@ -44,17 +45,21 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
         mcp = servers;
         let (layered, skill_errors) = taskwire_definitions::skill::load_skills(dir, skills);
         skills = layered;
+        let (layered, hook_errors) = taskwire_definitions::hooks::load_hooks(dir, hooks);
+        hooks = layered;
         for e in agent_errors
             .iter()
             .chain(&command_errors)
             .chain(&mcp_errors)
             .chain(&skill_errors)
+            .chain(&hook_errors)
         {
             tracing::warn!(dir = %dir.display(), file = %e.file, key = e.key.as_deref().unwrap_or(""), error = %e.message, "invalid definition skipped");
         }
     }
     agents.set_mcp(mcp);
     agents.set_skills(skills);
+    agents.set_hooks(hooks);
     (agents, commands)
 }
 
@@ -62,25 +67,38 @@ pub fn load(dirs: &[PathBuf]) -> (AgentRegistry, CommandRegistry) {
 fn fingerprint(dirs: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
     let mut out = Vec::new();
     for dir in dirs {
-        let file = dir.join("mcp.json");
-        if let Ok(meta) = std::fs::metadata(&file) {
-            out.push((file, meta.modified().ok(), meta.len()));
-        }
-        for sub in ["agents", "commands"] {
-            if let Ok(entries) = std::fs::read_dir(dir.join(sub)) {
-                for e in entries.flatten() {
-                    let meta = e.metadata().ok();
-                    out.push((
-                        e.path(),
-                        meta.as_ref().and_then(|m| m.modified().ok()),
-                        meta.map_or(0, |m| m.len()),
-                    ));
-                }
+        for name in ["mcp.json", "hooks.json"] {
+            let file = dir.join(name);
+            if let Ok(meta) = std::fs::metadata(&file) {
+                out.push((file, meta.modified().ok(), meta.len()));
             }
+        }
+        for sub in ["agents", "commands", "skills"] {
+            fingerprint_tree(&dir.join(sub), &mut out);
         }
     }
     out.sort();
     out
+}
+
+/// The files under `dir`, recursively (a skill's files sit a level or more down).
+fn fingerprint_tree(dir: &std::path::Path, out: &mut Vec<(PathBuf, Option<SystemTime>, u64)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            fingerprint_tree(&path, out);
+            continue;
+        }
+        let meta = e.metadata().ok();
+        out.push((
+            path,
+            meta.as_ref().and_then(|m| m.modified().ok()),
+            meta.map_or(0, |m| m.len()),
+        ));
+    }
 }
 
 /// Reloads the registries when the files under any of `dirs` change (a directory

@@ -438,7 +438,17 @@ pub fn build_task(
         agent_spec: std::sync::Arc::new({
             let (internal_agents, disabled_internal_agents) =
                 taskwire_protocol::agent_spec::internal_agents_to_wire(registry);
+            let mut wire = pb::AgentSpec::from(spec);
+            // The directories' hooks run first, then the agent's own.
+            let mut hooks: Vec<pb::Hook> = registry
+                .hooks()
+                .list()
+                .iter()
+                .map(taskwire_protocol::agent_spec::hook_to_wire)
+                .collect();
+            hooks.append(&mut wire.hooks);
             pb::AgentSpec {
+                hooks,
                 mcp: registry
                     .mcp()
                     .list()
@@ -447,7 +457,7 @@ pub fn build_task(
                 internal_agents,
                 disabled_internal_agents,
                 skills: taskwire_protocol::agent_spec::skills_to_wire(registry.skills()),
-                ..pb::AgentSpec::from(spec)
+                ..wire
             }
         }),
         created_at: now,

@@ -178,6 +178,10 @@ pub struct AgentSpec {
     /// Display colour for UIs, e.g. `#38bdf8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub color: Option<String>,
+    /// Hooks run around this agent's sessions (frontmatter `hooks`). In a task's
+    /// envelope: the definitions directories' `hooks.json` first, then these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hooks::Hook>,
 }
 
 impl AgentSpec {
@@ -253,6 +257,7 @@ mod tests {
             reasoning_effort: None,
             small_model: None,
             thinking_budget: None,
+            hooks: Vec::new(),
         };
         let json = serde_json::to_string(&spec).expect("serializable");
         assert!(!json.contains("top_p"), "unset options are omitted: {json}");

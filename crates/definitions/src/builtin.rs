@@ -93,6 +93,7 @@ fn spec(agent: &str, mode: AgentMode, description: &str, prompt: &str) -> AgentS
         reasoning_effort: None,
         small_model: None,
         thinking_budget: None,
+        hooks: Vec::new(),
     }
 }
 
@@ -230,6 +231,9 @@ pub struct AgentRegistry {
     /// The skills of the same definitions directories, shipped with every agent's
     /// spec.
     skills: crate::skill::Skills,
+    /// The hooks of the same definitions directories (`hooks.json`), shipped with
+    /// every agent's spec ahead of the agent's own.
+    hooks: crate::hooks::Hooks,
 }
 
 impl AgentRegistry {
@@ -251,6 +255,16 @@ impl AgentRegistry {
     /// Replaces the skills.
     pub fn set_skills(&mut self, skills: crate::skill::Skills) {
         self.skills = skills;
+    }
+
+    /// The hooks every agent's sessions run, before the agent's own.
+    pub fn hooks(&self) -> &crate::hooks::Hooks {
+        &self.hooks
+    }
+
+    /// Replaces the hooks.
+    pub fn set_hooks(&mut self, hooks: crate::hooks::Hooks) {
+        self.hooks = hooks;
     }
 
     /// An empty registry.

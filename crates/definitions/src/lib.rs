@@ -11,6 +11,8 @@
 //! - [`command`]: slash commands from `.taskwire/commands/*.md`, template rendering
 //!   (the last placeholder takes the rest) and the subtask rule of seed 000.
 //! - [`mcp`]: MCP servers declared in `mcp.json` (OpenCode's shape).
+//! - [`hooks`]: hooks run around sessions and tool calls (`hooks.json`, Claude Code's
+//!   shape, and an agent's frontmatter `hooks`).
 //! - [`skill`]: skills, `skills/NAME/SKILL.md` with their files (the shared format).
 //! - [`policy`]: the tools a child session gets (depth limit, parent scope).
 //! - [`permission`]: `allow | ask | deny` rules, wildcard matching, last match wins,
@@ -25,6 +27,7 @@ pub mod builtin;
 pub mod command;
 pub mod error;
 mod frontmatter;
+pub mod hooks;
 pub mod loader;
 pub mod mcp;
 pub mod output_schema;

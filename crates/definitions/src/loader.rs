@@ -31,7 +31,7 @@ use crate::frontmatter::{self, FieldError};
 use crate::permission::{PermissionAction, PermissionRule};
 
 const KEYS: &str = "name, description, mode, hidden, model, model_tier, small_model, temperature, top_p, \
-                    reasoning_effort, thinking_budget, max_steps, tools, permission, color, disable";
+                    reasoning_effort, thinking_budget, max_steps, tools, permission, color, hooks, disable";
 
 /// The least thinking budget Anthropic accepts.
 const MIN_THINKING_BUDGET: u32 = 1024;
@@ -135,6 +135,7 @@ fn new_agent(name: AgentName) -> AgentSpec {
         reasoning_effort: None,
         small_model: None,
         thinking_budget: None,
+        hooks: Vec::new(),
     }
 }
 
@@ -157,6 +158,8 @@ struct Overrides {
     tools: Vec<String>,
     permission: Vec<PermissionRule>,
     color: Option<String>,
+    /// Hooks to append to the agent's.
+    hooks: Vec<crate::hooks::Hook>,
     disable: bool,
 }
 
@@ -230,6 +233,7 @@ impl Overrides {
                 "tools" => o.tools = tools(key, value)?,
                 "permission" => o.permission = permission(key, value)?,
                 "color" => o.color = Some(frontmatter::string(key, value)?),
+                "hooks" => o.hooks = hooks(key, value, &o.name, stem)?,
                 "disable" => o.disable = frontmatter::boolean(key, value)?,
                 _ => {
                     return Err(FieldError::new(
@@ -294,10 +298,25 @@ impl Overrides {
         if o.color.is_some() {
             spec.color = o.color;
         }
+        spec.hooks.extend(o.hooks);
         if !body.is_empty() {
             spec.prompt = body;
         }
     }
+}
+
+/// The frontmatter `hooks`: `hooks.json`'s `hooks` value, in YAML.
+fn hooks(
+    key: &str,
+    value: &Value,
+    name: &Option<AgentName>,
+    stem: &str,
+) -> Result<Vec<crate::hooks::Hook>, FieldError> {
+    let json = serde_json::to_value(value)
+        .map_err(|e| FieldError::new(key, format!("not a map of events: {e}")))?;
+    let agent = name.as_ref().map_or(stem, AgentName::as_str);
+    crate::hooks::parse_hooks(&json, &format!("agent {agent}"))
+        .map_err(|(key, message)| FieldError::new(key, message))
 }
 
 fn mode(key: &str, value: &Value) -> Result<AgentMode, FieldError> {

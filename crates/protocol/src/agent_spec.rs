@@ -2,6 +2,7 @@
 //! wire.
 
 use taskwire_definitions::agent::{AgentMode, AgentName, AgentSpec, ModelTier};
+use taskwire_definitions::hooks::{Hook, HookAction, HookEvent};
 use taskwire_definitions::mcp::{McpServerDef, McpTransport};
 use taskwire_definitions::permission::{PermissionAction, PermissionLayer, PermissionRule};
 
@@ -37,8 +38,69 @@ impl From<&AgentSpec> for pb::AgentSpec {
                 ModelTier::Small => "small".to_owned(),
             },
             skills: Vec::new(),
+            hooks: a.hooks.iter().map(hook_to_wire).collect(),
         }
     }
+}
+
+/// A hook as a spec carries it.
+pub fn hook_to_wire(h: &Hook) -> pb::Hook {
+    pb::Hook {
+        event: h.event.as_str().to_owned(),
+        matcher: h.matcher.clone(),
+        action: Some(match &h.action {
+            HookAction::Command { command } => pb::hook::Action::Command(command.clone()),
+            HookAction::Http { url, headers } => pb::hook::Action::Http(pb::HookHttp {
+                url: url.clone(),
+                headers: headers
+                    .iter()
+                    .map(|(key, value)| pb::KeyValue {
+                        key: key.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+            }),
+        }),
+        timeout_secs: h.timeout_secs.unwrap_or(0),
+        source: h.source.clone(),
+    }
+}
+
+fn hook_from_wire(h: &pb::Hook) -> Result<Hook, ProtocolError> {
+    let event = HookEvent::parse(&h.event).ok_or_else(|| {
+        ProtocolError::invalid(
+            "agent_spec.hooks.event",
+            format!("unknown event {:?}", h.event),
+        )
+    })?;
+    let action = match &h.action {
+        Some(pb::hook::Action::Command(command)) if !command.trim().is_empty() => {
+            HookAction::Command {
+                command: command.clone(),
+            }
+        }
+        Some(pb::hook::Action::Http(http)) if !http.url.is_empty() => HookAction::Http {
+            url: http.url.clone(),
+            headers: http
+                .headers
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect(),
+        },
+        _ => {
+            return Err(ProtocolError::invalid(
+                "agent_spec.hooks.action",
+                "a hook needs a command or a url",
+            ));
+        }
+    };
+    Ok(Hook {
+        event,
+        matcher: h.matcher.clone(),
+        action,
+        timeout_secs: (h.timeout_secs > 0).then_some(h.timeout_secs),
+        source: h.source.clone(),
+    })
 }
 
 /// The skills as a spec carries them.
@@ -235,6 +297,11 @@ impl TryFrom<&pb::AgentSpec> for AgentSpec {
             reasoning_effort: a.reasoning_effort.clone(),
             thinking_budget: a.thinking_budget,
             color: a.color.clone(),
+            hooks: a
+                .hooks
+                .iter()
+                .map(hook_from_wire)
+                .collect::<Result<_, _>>()?,
         })
     }
 }

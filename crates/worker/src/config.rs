@@ -92,6 +92,8 @@ pub struct WorkerConfig {
     /// Ask providers to cache each session's repeated prompt prefix (Anthropic's
     /// `cache_control` breakpoints, OpenAI's `prompt_cache_key`). Default true.
     pub prompt_caching: bool,
+    /// URL prefixes HTTP hooks may POST to; none by default (every HTTP hook fails).
+    pub hook_urls: Vec<String>,
 }
 
 /// The OpenAI-compatible model endpoint.
@@ -173,6 +175,7 @@ impl Default for WorkerConfig {
             small_model: None,
             compact_with_small_model: false,
             prompt_caching: true,
+            hook_urls: Vec::new(),
         }
     }
 }

@@ -247,6 +247,8 @@ pub async fn run_with_provider(
     let mut tools = ToolRegistry::builtin();
     let command_sandbox = sandbox::command_sandbox(&config).await;
     tools.register(BashTool::new(command_sandbox.clone()));
+    let hooks =
+        taskwire_agent::hooks::HookRunner::new(command_sandbox.clone(), config.hook_urls.clone());
     let mcp = taskwire_agent::mcp::McpPool::new(command_sandbox);
     let tools = tools.wrap_each(|tool| metrics::MeteredTool::wrap(tool, metrics.clone()));
     let workspaces = taskwire_workspaces::Workspaces::open(taskwire_workspaces::WorkspacesConfig {
@@ -283,6 +285,7 @@ pub async fn run_with_provider(
         small_model: config.small_model.clone(),
         compact_with_small_model: config.compact_with_small_model,
         prompt_caching: config.prompt_caching,
+        hooks,
     });
     readiness.consumer_ready();
     tracing::info!(worker.id = %worker_id, queue = %config.queue, concurrency, "worker pulling tasks");

@@ -183,6 +183,25 @@ fn progress_message(
             tokens_after,
             usage: Some(crate::cost::to_wire(usage)),
         }),
+        SessionEvent::Hook {
+            event,
+            hook,
+            source,
+            subject,
+            call_id,
+            outcome,
+            message,
+            duration_ms,
+        } => Event::Hook(pb::HookRun {
+            event,
+            hook,
+            source,
+            subject,
+            call_id,
+            outcome,
+            message: message.unwrap_or_default(),
+            duration_ms,
+        }),
         SessionEvent::RateLimited { model, wait_ms } => {
             Event::RateLimitWait(pb::RateLimitWait { model, wait_ms })
         }

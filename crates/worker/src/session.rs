@@ -217,6 +217,11 @@ pub async fn run<'a>(
             budget: crate::cost::budget_of(request),
             prompt_caching: ctx.prompt_caching,
             priority: request.priority.get(),
+            hooks: taskwire_agent::hooks::HookContext {
+                runner: ctx.hooks.clone(),
+                task_id: request.task_id.to_string(),
+                subagent: request.parent_task_id.is_some(),
+            },
         };
         let (mut outcome, structured) = run_session_with_schema(
             params,

@@ -70,6 +70,8 @@ pub struct Context {
     pub compact_with_small_model: bool,
     /// Ask providers to cache each session's repeated prefix.
     pub prompt_caching: bool,
+    /// Runs the hooks sessions' specs carry.
+    pub hooks: taskwire_agent::hooks::HookRunner,
 }
 
 /// The claim that lets this worker run one attempt.

@@ -103,6 +103,22 @@ pub enum SessionEvent {
         model: String,
         wait_ms: u64,
     },
+    /// A hook ran (see [`crate::hooks`]): `event` (`PreToolUse`, ...), `hook` (its
+    /// command or URL), where it was declared, what it matched (a tool's name, ...),
+    /// the tool call it ran for (else empty), `outcome` (`ok`, `blocked`, `failed`)
+    /// and its reason or added context.
+    Hook {
+        event: String,
+        hook: String,
+        source: String,
+        subject: String,
+        #[serde(default)]
+        call_id: String,
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        duration_ms: u64,
+    },
     /// A descendant task (`task_id`) waits for an approval; this session waits on it.
     ChildApprovalRequired {
         task_id: String,

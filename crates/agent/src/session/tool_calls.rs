@@ -4,7 +4,8 @@
 //!
 //! A tool failure is never a session failure: errors become results (`error: ...`)
 //! that the model reads and can recover from. Checks run in this order, cheapest and
-//! least bothersome first: offered, arguments, doom loop, rules, approval.
+//! least bothersome first: offered, arguments, doom loop, rules, `PreToolUse` hooks,
+//! approval; `PostToolUse` hooks run after a call that succeeded.
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -15,6 +16,7 @@ use tracing::Instrument;
 
 use super::events::{SessionEvent, ToolCallState, ToolCallSummary};
 use crate::error::ToolError;
+use crate::hooks::{HookEvent, SessionHooks};
 use crate::host::{ApprovalAnswer, ApprovalRequest};
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolRegistry};
 use crate::transcript::Part;
@@ -31,6 +33,8 @@ pub(super) struct Turn<'a> {
     /// All tools, to tell "not offered" from "does not exist" in the error.
     pub registry: &'a ToolRegistry,
     pub ctx: &'a ToolContext<'a>,
+    /// The session's hooks: `PreToolUse` and `PostToolUse` run around each call.
+    pub hooks: &'a SessionHooks<'a>,
 }
 
 /// The results of a turn, in call order.
@@ -44,13 +48,30 @@ pub(super) struct TurnResults {
     pub cancelled: bool,
 }
 
+/// Put before what `PostToolUse` hooks add to a result.
+const POST_TOOL_USE_CONTEXT: &str = "PostToolUse hook context:";
+/// Put before a `PostToolUse` hook's block reason.
+const POST_TOOL_USE_FEEDBACK: &str = "PostToolUse hook feedback:";
+
+/// What a call needs approved, if anything.
+type Approval = Option<Ask>;
+
+/// An `ask`: the subjects to approve and the rule, as the model reads it.
+struct Ask {
+    patterns: Vec<String>,
+    rule: String,
+    /// Asked by a `PreToolUse` hook, not by a rule: asked whatever the session's
+    /// `always` answers lifted.
+    by_hook: bool,
+}
+
 /// A call that passed the checks that need no answer from anyone.
 struct Ready<'a> {
     tool: &'a dyn Tool,
     args: Value,
     /// Set when a rule says `ask` for some of the call's subjects: those subjects and
     /// the rule, as the model reads it.
-    approval: Option<(Vec<String>, String)>,
+    approval: Approval,
 }
 
 /// One call after the synchronous checks.
@@ -92,20 +113,41 @@ impl<'a> Turn<'a> {
                     let traced = span.clone();
                     running.push(
                         async move {
-                            if let Some((patterns, rule)) = ready.approval {
-                                let tool = ready.tool;
-                                if let Err(err) =
-                                    self.approve(call, tool, &title, patterns, rule).await
-                                {
-                                    return (index, Err(err));
-                                }
-                                self.emit(call, ToolCallState::Running, &title, None);
-                            }
                             let ctx = ToolContext {
                                 call_id: call.id.clone(),
                                 ..self.ctx.clone()
                             };
-                            let result = ready.tool.execute(ready.args, &ctx).await;
+                            let Ready {
+                                tool,
+                                mut args,
+                                mut approval,
+                            } = ready;
+                            if self.hooks.any(HookEvent::PreToolUse, tool.name()) {
+                                match self.before(call, tool, args, approval, &ctx).await {
+                                    Ok((checked, asked)) => (args, approval) = (checked, asked),
+                                    Err(err) => {
+                                        crate::spans::tool_failed(&traced, &err);
+                                        return (index, Err(err));
+                                    }
+                                }
+                            }
+                            if let Some(ask) = approval {
+                                if let Err(err) = self.approve(call, tool, &title, ask).await {
+                                    return (index, Err(err));
+                                }
+                                // A call a hook sent for approval is already running.
+                                if !approved {
+                                    self.emit(call, ToolCallState::Running, &title, None);
+                                }
+                            }
+                            let hooked_args = self
+                                .hooks
+                                .any(HookEvent::PostToolUse, tool.name())
+                                .then(|| args.clone());
+                            let mut result = tool.execute(args, &ctx).await;
+                            if let (Some(args), Ok(output)) = (hooked_args, &mut result) {
+                                self.after(call, tool, args, output, &ctx).await;
+                            }
                             if let Err(err) = &result {
                                 crate::spans::tool_failed(&traced, err);
                             }
@@ -234,30 +276,9 @@ impl<'a> Turn<'a> {
             };
             return refused(title, args, err);
         }
-        let permission = tool.permission();
-        let patterns = tool.patterns(&args, &self.ctx.workspace);
-        let decision = self
-            .permissions
-            .decide(&self.ctx.state.approvals(), permission, &patterns);
-        let approval = match decision {
-            Decision::Deny {
-                subject,
-                rule,
-                inherited_from,
-            } => {
-                let err = ToolError::Denied {
-                    permission: permission.to_owned(),
-                    subject,
-                    rule: rule_text(&rule, inherited_from.as_deref()),
-                };
-                return refused(title, args, err);
-            }
-            Decision::Ask {
-                patterns,
-                rule,
-                inherited_from,
-            } => Some((patterns, rule_text(&rule, inherited_from.as_deref()))),
-            Decision::Allow => None,
+        let approval = match self.judge(tool, &args) {
+            Ok(approval) => approval,
+            Err(err) => return refused(title, args, err),
         };
         Prepared {
             title,
@@ -270,6 +291,130 @@ impl<'a> Turn<'a> {
         }
     }
 
+    /// The permission rules' verdict on `args`: `Err` a deny, `Some` the subjects and
+    /// the rule of an `ask`.
+    fn judge(&self, tool: &dyn Tool, args: &Value) -> Result<Approval, ToolError> {
+        let permission = tool.permission();
+        let patterns = tool.patterns(args, &self.ctx.workspace);
+        let decision = self
+            .permissions
+            .decide(&self.ctx.state.approvals(), permission, &patterns);
+        match decision {
+            Decision::Deny {
+                subject,
+                rule,
+                inherited_from,
+            } => Err(ToolError::Denied {
+                permission: permission.to_owned(),
+                subject,
+                rule: rule_text(&rule, inherited_from.as_deref()),
+            }),
+            Decision::Ask {
+                patterns,
+                rule,
+                inherited_from,
+            } => Ok(Some(Ask {
+                patterns,
+                rule: rule_text(&rule, inherited_from.as_deref()),
+                by_hook: false,
+            })),
+            Decision::Allow => Ok(None),
+        }
+    }
+
+    /// Runs the `PreToolUse` hooks of a call the rules allow: `Err` when one blocked
+    /// or failed; else the input to run (rewritten by a hook, and then judged by the
+    /// rules again) and the approval it needs (a hook may ask for one).
+    async fn before(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        args: Value,
+        approval: Approval,
+        ctx: &ToolContext<'_>,
+    ) -> Result<(Value, Approval), ToolError> {
+        let mut fields = serde_json::Map::new();
+        fields.insert("tool_name".into(), tool.name().into());
+        fields.insert("tool_input".into(), args.clone());
+        fields.insert("tool_use_id".into(), call.id.clone().into());
+        let verdict = self
+            .hooks
+            .run(HookEvent::PreToolUse, tool.name(), fields, &call.id, ctx)
+            .await;
+        if let Some((hook, reason)) = verdict.blocked {
+            return Err(ToolError::HookBlocked {
+                event: HookEvent::PreToolUse.as_str(),
+                hook,
+                reason,
+            });
+        }
+        if let Some((hook, reason)) = verdict.failed {
+            return Err(ToolError::HookFailed {
+                event: HookEvent::PreToolUse.as_str(),
+                hook,
+                reason,
+            });
+        }
+        let (args, mut approval) = match verdict.updated_input {
+            Some(updated) => {
+                let approval = self.judge(tool, &updated)?;
+                (updated, approval)
+            }
+            None => (args, approval),
+        };
+        if let Some((hook, reason)) = verdict.ask
+            && approval.is_none()
+        {
+            let patterns = tool.patterns(&args, &ctx.workspace);
+            approval = Some(Ask {
+                patterns,
+                rule: format!("PreToolUse hook `{hook}`: {reason}"),
+                by_hook: true,
+            });
+        }
+        Ok((args, approval))
+    }
+
+    /// Runs the `PostToolUse` hooks of a call that succeeded: what they add (context, or
+    /// a block's reason) is appended to the result the model reads.
+    async fn after(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        args: Value,
+        output: &mut ToolOutput,
+        ctx: &ToolContext<'_>,
+    ) {
+        let mut fields = serde_json::Map::new();
+        fields.insert("tool_name".into(), tool.name().into());
+        fields.insert("tool_input".into(), args);
+        fields.insert(
+            "tool_response".into(),
+            serde_json::json!({
+                "output": output.output,
+                "title": output.title,
+                "metadata": output.metadata,
+            }),
+        );
+        fields.insert("tool_use_id".into(), call.id.clone().into());
+        let verdict = self
+            .hooks
+            .run(HookEvent::PostToolUse, tool.name(), fields, &call.id, ctx)
+            .await;
+        for context in verdict.context {
+            output.output.push_str("\n\n");
+            output.output.push_str(POST_TOOL_USE_CONTEXT);
+            output.output.push('\n');
+            output.output.push_str(&context);
+        }
+        if let Some((_, reason)) = verdict.blocked {
+            output.output.push_str("\n\n");
+            output.output.push_str(POST_TOOL_USE_FEEDBACK);
+            output.output.push('\n');
+            output.output.push_str(&reason);
+        }
+    }
+
     /// Asks the host about `patterns`, one question at a time per session so that an
     /// `Always` answer spares the calls queued behind it.
     async fn approve(
@@ -277,18 +422,23 @@ impl<'a> Turn<'a> {
         call: &ToolCall,
         tool: &dyn Tool,
         title: &str,
-        patterns: Vec<String>,
-        rule: String,
+        ask: Ask,
     ) -> Result<(), ToolError> {
+        let Ask {
+            patterns,
+            rule,
+            by_hook,
+        } = ask;
         let state = self.ctx.state;
         let permission = tool.permission();
         let _one_at_a_time = state.approval_turn.lock().await;
         // Judged again: an `Always` answered while this call waited may have lifted
-        // some asks (never an inherited one).
+        // some asks (never an inherited one, nor a hook's).
         let decision = self
             .permissions
             .decide(&state.approvals(), permission, &patterns);
         let patterns = match decision {
+            _ if by_hook => patterns,
             Decision::Allow => return Ok(()),
             Decision::Ask { patterns, .. } => patterns,
             // The rules do not change within a session; refuse rather than run if

@@ -375,3 +375,53 @@ async fn a_second_overflow_or_one_with_nothing_to_compact_fails_the_attempt() {
         "the first step has nothing older to summarise"
     );
 }
+
+#[tokio::test]
+async fn pre_compact_hooks_run_before_the_summary_and_cannot_stop_it() {
+    use taskwire_definitions::hooks::{Hook, HookAction, HookEvent};
+    let fx = Fixture::new();
+    write_big_file(&fx);
+    let model = ScriptedModel::new([
+        with_usage(
+            call("r1", "read", json!({"filePath": "big.txt"})),
+            3_500,
+            20,
+        ),
+        with_usage(text(SUMMARY), 1_200, 40),
+        with_usage(text("done"), 700, 5),
+    ]);
+    let mut agent = builtin::build();
+    agent.hooks = vec![Hook {
+        event: HookEvent::PreCompact,
+        matcher: "auto".into(),
+        action: HookAction::Command {
+            command: "cat > pre-compact.json; echo 'keep the plan' >&2; exit 2".into(),
+        },
+        timeout_secs: None,
+        source: "hooks.json".into(),
+    }];
+    let mut params = fx.params(agent, 10);
+    params.compaction = policy();
+    let outcome = fx.run(params, &model).await;
+
+    assert_eq!(outcome.status, SessionStatus::Completed, "{outcome:?}");
+    assert_eq!(model.requests().len(), 3, "step, summary, step");
+    let input: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fx.workspace.root().join("pre-compact.json")).expect("ran"),
+    )
+    .expect("json");
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "auto");
+    let hooks: Vec<_> = fx
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, SessionEvent::Hook { .. }))
+        .collect();
+    assert_eq!(hooks.len(), 1);
+    assert!(
+        fx.events()
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Compacted { .. })),
+        "the compaction went ahead"
+    );
+}

@@ -16,6 +16,8 @@
 //! - `endings`: step limit, cancellation, model errors.
 //! - `compaction`: a session over its share of the context window goes on from a
 //!   summary; later runs and resumed checkpoints too.
+//! - `hooks`: `PreToolUse`, `PostToolUse`, `SessionStart`, `Stop`, `SubagentStop`
+//!   hooks as sandboxed commands and HTTP POSTs.
 //! - `structured`: answers checked against an output schema, and the one retry.
 
 mod agents;
@@ -25,6 +27,7 @@ mod checkpoints;
 mod compaction;
 mod endings;
 mod flow;
+mod hooks;
 mod inherited;
 mod refusals;
 mod structured;

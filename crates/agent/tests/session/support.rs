@@ -146,6 +146,7 @@ impl Fixture {
             budget: Default::default(),
             prompt_caching: true,
             priority: 0,
+            hooks: Default::default(),
         }
     }
 

@@ -521,6 +521,7 @@ fn every_setting_lands_in_its_own_slot_and_prints_back() {
         anthropic_base_url: Some("http://anthropic".to_owned()),
         anthropic_api_key: Some("key".to_owned()),
         instructions: Some(vec!["a.md".to_owned()]),
+        hook_urls: Some(vec!["https://hooks.example.com/".to_owned()]),
         unsafe_no_sandbox: Some(true),
         models: Some(
             serde_json::from_str(

@@ -120,6 +120,14 @@ settings! {
             value_delimiter = ','
         )]
         pub instructions: Option<Vec<String>> => instructions,
+        /// URL prefixes HTTP hooks (hooks.json `"type": "http"`) may POST to, e.g. https://hooks.example.com/; comma-separated or repeated. A hook to any other URL fails and is reported [default: none]
+        #[arg(
+            long = "hook-urls",
+            env = "TASKWIRE_HOOK_URLS",
+            value_name = "URL",
+            value_delimiter = ','
+        )]
+        pub hook_urls: Option<Vec<String>> => hook_urls,
         /// Run commands that tools start (bash) without the sandbox, with the worker's own powers; without it, a kernel lacking Landlock ABI 4 or seccomp makes the worker refuse them [default: false]
         #[arg(
             long,

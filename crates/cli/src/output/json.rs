@@ -200,6 +200,19 @@ pub fn progress(p: &pb::TaskProgress) -> Value {
                 }),
             )
         }
+        Some(Event::Hook(h)) => (
+            "hook",
+            json!({
+                "hook_event": h.event,
+                "hook": h.hook,
+                "source": h.source,
+                "subject": h.subject,
+                "call_id": non_empty(&h.call_id),
+                "outcome": h.outcome,
+                "message": non_empty(&h.message),
+                "duration_ms": h.duration_ms,
+            }),
+        ),
         Some(Event::Heartbeat(_)) => ("heartbeat", json!({})),
         None => ("unknown", json!({})),
     };

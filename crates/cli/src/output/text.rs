@@ -99,6 +99,16 @@ impl<W: Write> ProgressPrinter<W> {
                 "waiting {} ms for a slot in the rate limit of {}",
                 w.wait_ms, w.model
             ),
+            Some(Event::Hook(h)) => {
+                let mut line = format!(
+                    "hook {} `{}` on {}: {}",
+                    h.event, h.hook, h.subject, h.outcome
+                );
+                if !h.message.is_empty() && h.outcome != "ok" {
+                    let _ = write!(line, ": {}", first_line(&h.message));
+                }
+                line
+            }
             Some(Event::Heartbeat(_)) | None => return Ok(()),
         };
         self.line(&line)

@@ -522,6 +522,18 @@ pub enum ProgressEvent {
         model: String,
         wait_ms: u64,
     },
+    /// A hook ran: `outcome` is `ok`, `blocked` or `failed`, `message` its reason or
+    /// the context it added.
+    Hook {
+        event: String,
+        hook: String,
+        source: String,
+        subject: String,
+        call_id: String,
+        outcome: String,
+        message: String,
+        duration_ms: u64,
+    },
     Heartbeat,
 }
 
@@ -580,6 +592,16 @@ impl From<&pb::TaskProgress> for Progress {
             Some(E::RateLimitWait(w)) => ProgressEvent::RateLimitWait {
                 model: w.model.clone(),
                 wait_ms: w.wait_ms,
+            },
+            Some(E::Hook(h)) => ProgressEvent::Hook {
+                event: h.event.clone(),
+                hook: h.hook.clone(),
+                source: h.source.clone(),
+                subject: h.subject.clone(),
+                call_id: h.call_id.clone(),
+                outcome: h.outcome.clone(),
+                message: h.message.clone(),
+                duration_ms: h.duration_ms,
             },
             Some(E::Heartbeat(_)) | None => ProgressEvent::Heartbeat,
         };

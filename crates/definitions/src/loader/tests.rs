@@ -347,3 +347,29 @@ fn a_missing_directory_loads_nothing_and_other_files_are_ignored() {
     assert!(errors.is_empty());
     assert_eq!(registry.list(true).len(), 6);
 }
+
+#[test]
+fn frontmatter_hooks_are_read_in_the_hooks_json_shape_and_a_bad_one_names_its_key() {
+    let (registry, errors) = load(&[(
+        "guarded.md",
+        "---\nmode: subagent\nhooks:\n  PreToolUse:\n    - matcher: bash\n      hooks:\n        - type: command\n          command: ./deny-rm.sh\n          timeout: 5\n---\nGuarded.\n",
+    )]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let guarded = get(&registry, "guarded").expect("loaded");
+    assert_eq!(guarded.hooks.len(), 1);
+    let hook = &guarded.hooks[0];
+    assert_eq!(hook.event, crate::hooks::HookEvent::PreToolUse);
+    assert_eq!(hook.matcher, "bash");
+    assert_eq!(hook.timeout_secs(), 5);
+    assert_eq!(hook.source, "agent guarded");
+    assert_eq!(hook.label(), "./deny-rm.sh");
+
+    let (registry, errors) = load(&[(
+        "broken.md",
+        "---\nhooks:\n  AfterEverything:\n    - hooks: []\n---\nBroken.\n",
+    )]);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].key.as_deref(), Some("hooks.AfterEverything"));
+    assert!(errors[0].message.contains("unknown event"), "{}", errors[0]);
+    assert!(get(&registry, "broken").is_none());
+}

@@ -157,6 +157,13 @@ pub fn wire_agent_spec() -> BoxedStrategy<pb::AgentSpec> {
                     String::new()
                 },
                 skills: Vec::new(),
+                hooks: vec![pb::Hook {
+                    event: "PreToolUse".into(),
+                    matcher: "bash".into(),
+                    action: Some(pb::hook::Action::Command("./check.sh".into())),
+                    timeout_secs: 0,
+                    source: "hooks.json".into(),
+                }],
             },
         )
         .boxed()

@@ -29,6 +29,7 @@ fn valid_request() -> pb::TaskRequest {
         reasoning_effort: None,
         small_model: None,
         thinking_budget: None,
+        hooks: Vec::new(),
     };
     pb::TaskRequest {
         task_id: TaskId::generate().to_string(),

@@ -138,6 +138,20 @@ pub fn domain_agent_spec() -> BoxedStrategy<AgentSpec> {
                 reasoning_effort: None,
                 small_model: None,
                 thinking_budget: None,
+                hooks: if hidden {
+                    vec![taskwire_definitions::hooks::Hook {
+                        event: taskwire_definitions::hooks::HookEvent::PostToolUse,
+                        matcher: "edit|write".into(),
+                        action: taskwire_definitions::hooks::HookAction::Http {
+                            url: "https://hooks.example.com/lint".into(),
+                            headers: vec![("X-Token".into(), "{env:TOKEN}".into())],
+                        },
+                        timeout_secs: Some(5),
+                        source: "agent x".into(),
+                    }]
+                } else {
+                    Vec::new()
+                },
             },
         )
         .boxed()

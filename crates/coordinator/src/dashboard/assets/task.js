@@ -88,6 +88,10 @@ function onEvent(ev) {
     case "rate_limit_wait":
       n.timeline.push({ at, kind: "step", text: "awaiting rate limit of " + e.model + " · " + e.wait_ms + " ms" });
       break;
+    case "hook":
+      n.timeline.push({ at, kind: e.outcome === "ok" ? "step" : "ask",
+        text: "hook " + e.event + " " + e.hook + " on " + e.subject + ": " + e.outcome + (e.outcome !== "ok" && e.message ? " · " + e.message : "") });
+      break;
   }
   draw();
 }
