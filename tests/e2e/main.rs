@@ -18,6 +18,7 @@ mod dispatch;
 mod drain;
 mod flow;
 mod hidden_subagents;
+mod hooks;
 mod inherited_permissions;
 mod isolation;
 mod large_patches;
