@@ -17,6 +17,7 @@ mod discovery;
 mod dispatch;
 mod drain;
 mod flow;
+mod fork;
 mod hidden_subagents;
 mod hooks;
 mod inherited_permissions;

@@ -123,7 +123,7 @@ pub enum ApprovalAnswer {
 
 /// The arguments of a `task` call (or a slash-command subtask), for the host to turn
 /// into a child task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChildTaskRequest {
     /// The model's id for the `task` call (or the subtask's fixed one). With the
     /// parent task it names the child: the same call asked again, by a later attempt
@@ -151,6 +151,10 @@ pub struct ChildTaskRequest {
     /// [`SessionHost::apply_child_changes`] when the result is delivered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background: bool,
+    /// `task` with `fork: true`: the parent's conversation, which the child starts
+    /// from (see [`crate::fork`]).
+    #[serde(skip)]
+    pub fork: Option<std::sync::Arc<crate::fork::Fork>>,
 }
 
 /// What a running child reports to its parent, live.
@@ -303,6 +307,7 @@ mod tests {
             command: None,
             background: false,
             model: None,
+            fork: None,
         };
         let err = NoopHost
             .run_child(request, &|_| {}, CancellationToken::new())

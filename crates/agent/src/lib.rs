@@ -19,6 +19,7 @@
 //!   the template's !`cmd` run under the session's `bash` rules ([`command::shell`]).
 //! - [`hooks`]: running the hooks of a session's spec (commands in the sandbox, HTTP
 //!   POSTs to allowed URLs) and reading their answers.
+//! - [`fork`]: a parent's conversation handed to a child its `task` call forked.
 //! - [`host`]: [`SessionHost`], what the session needs from the distributed system,
 //!   and [`NoopHost`].
 //! - [`mcp`]: MCP servers as a worker runs them, and their tools.
@@ -43,6 +44,7 @@
 mod builtin_tests;
 pub mod command;
 pub mod error;
+pub mod fork;
 pub mod hooks;
 pub mod host;
 pub mod mcp;

@@ -100,6 +100,10 @@ pub struct SessionParams {
     pub priority: u8,
     /// Who runs the agent's hooks (`agent.hooks`) and for which task.
     pub hooks: crate::hooks::HookContext,
+    /// A forked child's start (see [`crate::fork`]): its requests send the parent's
+    /// system prompt and tools under the parent's cache key, and a new session begins
+    /// with the parent's conversation.
+    pub fork: Option<crate::fork::Fork>,
 }
 
 /// Runs one session to its end. Never fails: every ending, including a failed model
@@ -162,6 +166,7 @@ async fn run(
         prompt_caching,
         priority,
         hooks: hook_context,
+        fork,
     } = params;
     let permissions = Permissions::new(&agent.permission, &inherited_permission);
     let max_steps = max_steps.max(1);
@@ -176,7 +181,29 @@ async fn run(
     let (offered, tool_defs): (Vec<&dyn Tool>, Vec<_>) =
         tools.offered_to(&agent, permissions, host).unzip();
     let offers_task = offered.iter().any(|tool| tool.name() == TASK_TOOL);
-    let tools_bytes = compaction::tools_bytes(&tool_defs);
+    // A forked child sends its parent's tools, so that its requests share the
+    // parent's prefix; it still runs only its own.
+    let request_tools = fork
+        .as_ref()
+        .map_or_else(|| tool_defs.clone(), |f| f.tools.clone());
+    let tools_bytes = compaction::tools_bytes(&request_tools);
+    let source = if from_checkpoint || !history.messages.is_empty() {
+        "resume"
+    } else {
+        "startup"
+    };
+    if let Some(fork) = &fork
+        && history.messages.is_empty()
+        && !from_checkpoint
+    {
+        let names: Vec<&str> = offered.iter().map(|tool| tool.name()).collect();
+        history = fork.child_history(
+            &history.session_id,
+            agent.name.as_str(),
+            &agent.prompt,
+            &names,
+        );
+    }
 
     let ctx = ToolContext {
         workspace,
@@ -198,13 +225,11 @@ async fn run(
     let mut messages = Vec::with_capacity(history.messages.len() * 2 + 2);
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let facts = workspace_facts.unwrap_or_else(|| WorkspaceFacts::of(ctx.workspace.root()));
-    let mut system =
-        crate::system_prompt::build(&agent, &ctx.workspace, facts, &instructions, &today);
-    let source = if from_checkpoint || !history.messages.is_empty() {
-        "resume"
-    } else {
-        "startup"
+    let mut system = match &fork {
+        Some(fork) => fork.system.clone(),
+        None => crate::system_prompt::build(&agent, &ctx.workspace, facts, &instructions, &today),
     };
+    let mut start_context = None;
     if hooks.any(HookEvent::SessionStart, source) {
         let mut fields = serde_json::Map::new();
         fields.insert("source".into(), source.into());
@@ -212,14 +237,22 @@ async fn run(
             .run(HookEvent::SessionStart, source, fields, "", &ctx)
             .await;
         if !verdict.context.is_empty() {
-            system.push_str("\n\n");
-            system.push_str(SESSION_START_CONTEXT);
-            system.push('\n');
-            system.push_str(&verdict.context.join("\n\n"));
+            let context = format!("{SESSION_START_CONTEXT}\n{}", verdict.context.join("\n\n"));
+            if fork.is_some() {
+                // The parent's system prompt stays as it was sent: the context comes
+                // after the conversation.
+                start_context = Some(context);
+            } else {
+                system.push_str("\n\n");
+                system.push_str(&context);
+            }
         }
     }
     messages.push(Message::system(system));
     messages.extend(history.to_messages());
+    if let Some(context) = start_context {
+        messages.push(Message::user(context));
+    }
     // An empty prompt continues from the history as it is (after a subtask, whose
     // synthetic user message is already there).
     let prompt = (!prompt.trim().is_empty()).then_some(prompt);
@@ -234,7 +267,10 @@ async fn run(
         temperature: agent.temperature,
         top_p: agent.top_p,
         max_tokens: None,
-        cache_key: prompt_caching.then(|| history.session_id.clone()),
+        cache_key: prompt_caching.then(|| match &fork {
+            Some(fork) if !fork.cache_key.is_empty() => fork.cache_key.clone(),
+            _ => history.session_id.clone(),
+        }),
         reasoning_effort: agent.reasoning_effort.clone(),
         thinking_budget: agent.thinking_budget,
         priority,
@@ -282,6 +318,22 @@ async fn run(
                 None => SessionStatus::Cancelled,
             };
             return totals.end(status, request.messages, error, state);
+        }
+        if offers_task && calls.iter().any(forks) {
+            // A forked child the interrupted step started (or was about to) gets the
+            // conversation it would have got then.
+            let cache_key = request
+                .cache_key
+                .clone()
+                .unwrap_or_else(|| totals.record.session_id.clone());
+            state.set_fork(crate::fork::Fork::take(
+                &request.messages[0].content,
+                &request_tools,
+                &totals.record,
+                agent.name.as_str(),
+                &step.parts,
+                cache_key,
+            ));
         }
         let resumed = resume_step(&turn, step, &cancel).await;
         request.messages.extend(resumed.message.to_messages());
@@ -358,7 +410,7 @@ async fn run(
             request.tools.clear();
             request.messages.push(Message::user(MAX_STEPS_PROMPT));
         } else if request.tools.is_empty() {
-            request.tools.clone_from(&tool_defs);
+            request.tools.clone_from(&request_tools);
         }
 
         let response = tokio::select! {
@@ -558,6 +610,20 @@ async fn run(
             }
         }
 
+        if offers_task && tool_calls.iter().any(forks) {
+            let cache_key = request
+                .cache_key
+                .clone()
+                .unwrap_or_else(|| totals.record.session_id.clone());
+            state.set_fork(crate::fork::Fork::take(
+                &request.messages[0].content,
+                &request_tools,
+                &totals.record,
+                agent.name.as_str(),
+                &parts,
+                cache_key,
+            ));
+        }
         let ready = if uses_files(tools, tool_calls.iter().map(|call| call.name.as_str())) {
             workspace_ready(host, &cancel).await
         } else {
@@ -725,6 +791,13 @@ async fn workspace_ready(
 
 /// The name of the tool whose calls start child tasks (and so need a checkpoint).
 const TASK_TOOL: &str = "task";
+
+/// Whether `call` is a `task` call with `fork: true`.
+fn forks(call: &taskwire_llm::ToolCall) -> bool {
+    call.name == TASK_TOOL
+        && serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .is_ok_and(|args| args.get("fork").and_then(serde_json::Value::as_bool) == Some(true))
+}
 
 /// An interrupted step, finished.
 struct ResumedStep {

@@ -61,6 +61,8 @@ pub struct ChildSubmit {
     /// W3C trace context of the parent's `task` tool call, under which the child's
     /// spans hang; empty when traces are not exported.
     pub traceparent: String,
+    /// `task` with `fork: true`: the parent's conversation, for the child to start from.
+    pub fork: Option<pb::ForkContext>,
 }
 
 /// The child a submit made, or found (the same call asked again).
@@ -217,6 +219,7 @@ impl Envelope for ChildSubmit {
             request: Some(self.request.clone()),
             parent_model: self.parent_model.clone().unwrap_or_default(),
             traceparent: self.traceparent.clone(),
+            fork: self.fork.clone(),
         }
     }
     fn from_wire(w: pb::ChildSubmit) -> Result<Self, ProtocolError> {
@@ -226,6 +229,7 @@ impl Envelope for ChildSubmit {
             parent_model: non_empty(w.parent_model),
             request: w.request.ok_or(ProtocolError::Missing("request"))?,
             traceparent: w.traceparent,
+            fork: w.fork,
         })
     }
 }

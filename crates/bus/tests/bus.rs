@@ -247,6 +247,7 @@ async fn typed_calls_return_domain_values_and_refusals_keep_their_code() {
                 ..Default::default()
             },
             traceparent: String::new(),
+            fork: None,
         })
         .await
         .expect_err("refused");

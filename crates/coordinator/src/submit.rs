@@ -116,6 +116,8 @@ pub struct ParentInfo {
     pub budget: Budget,
     /// The parent's priority: the child's is this or lower.
     pub priority: taskwire_protocol::Priority,
+    /// The parent's conversation, for a child its `task` call forked (`fork: true`).
+    pub fork: Option<pb::ForkContext>,
 }
 
 impl ParentInfo {
@@ -132,6 +134,7 @@ impl ParentInfo {
             permission_layers: layers_for_children(request),
             budget: request.budget,
             priority: request.priority,
+            fork: None,
         }
     }
 }
@@ -194,7 +197,7 @@ pub fn build_task(
     registry: &AgentRegistry,
     subjects: &taskwire_bus::Subjects,
     mut req: pb::SubmitRequest,
-    parent: Option<ParentInfo>,
+    mut parent: Option<ParentInfo>,
     origin: Origin,
     trace: SubmitTrace,
 ) -> Result<NewTask, CoordinatorError> {
@@ -397,6 +400,16 @@ pub fn build_task(
         req.tenant
     };
     // A child inherits its parent's scope when it asks for none.
+    let fork = parent
+        .as_mut()
+        .and_then(|p| p.fork.take())
+        .map(std::sync::Arc::new);
+    if fork.is_some() && !req.resume_token.is_empty() {
+        return Err(CoordinatorError::invalid(
+            "fork",
+            "a forked child starts a new session from its parent's conversation; it cannot also continue resume_token",
+        ));
+    }
     let auth_scope = match (&parent, req.auth_scope.is_empty()) {
         (Some(p), true) => p.auth_scope.clone(),
         _ => req.auth_scope,
@@ -482,6 +495,7 @@ pub fn build_task(
         // Set by `submit_task` for a child in a budgeted tree.
         spent_elsewhere: Usage::default(),
         priority,
+        fork,
     };
     // Checked here so that a bad one is refused at submit, naming the entry, instead
     // of failing on a worker.
@@ -705,6 +719,49 @@ mod tests {
             Err(CoordinatorError::InvalidArgument { field, reason }) => (field, reason),
             other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_forked_child_carries_its_parents_conversation_and_cannot_also_resume_a_session() {
+        let parent = submit("build", None);
+        let fork = pb::ForkContext {
+            system: "you build".into(),
+            tools_json: "[]".into(),
+            transcript_json: r#"{"session_id":"s","messages":[]}"#.into(),
+            cache_key: "ses-parent".into(),
+        };
+        let forked = |resume_token: &str| {
+            let mut info = ParentInfo::of(&parent);
+            info.fork = Some(fork.clone());
+            let req = pb::SubmitRequest {
+                agent: "general".into(),
+                prompt: "go on".into(),
+                resume_token: resume_token.into(),
+                ..Default::default()
+            };
+            build_task(
+                &CoordinatorConfig::default(),
+                &AgentRegistry::builtin(),
+                &taskwire_bus::Subjects::new("t"),
+                req,
+                Some(info),
+                Origin::Request,
+                SubmitTrace::default(),
+            )
+        };
+        let child = forked("").expect("valid fork").request;
+        assert_eq!(child.fork.as_deref(), Some(&fork));
+        assert!(
+            child.new_session,
+            "a forked child starts a session of its own"
+        );
+        let (field, reason) = refused_field(forked(&SessionId::generate().to_string()));
+        assert_eq!(field, "fork");
+        assert!(
+            reason.contains("cannot also continue resume_token"),
+            "{reason}"
+        );
+        assert!(submit("general", Some(&parent)).fork.is_none());
     }
 
     #[test]

@@ -195,6 +195,7 @@ async fn child(state: &State, req: ChildSubmit) -> Answered<ChildSubmitted> {
         .ok_or_else(|| CoordinatorError::NotFound(format!("parent task {parent_id}")))?;
     let mut parent = ParentInfo::of(&parent_request);
     parent.model = req.parent_model;
+    parent.fork = req.fork;
     let mut submit = req.request;
     submit.parent_task_id = parent_id.to_string();
     let origin = origin_of_child(&parent_request, &submit);

@@ -95,6 +95,9 @@ pub struct TaskRequest {
     pub spent_elsewhere: Usage,
     /// 1 (highest) to 5 (lowest).
     pub priority: crate::Priority,
+    /// A forked child's start: its parent's conversation so far (shared: retries and
+    /// redeliveries hold one copy).
+    pub fork: Option<Arc<pb::ForkContext>>,
 }
 
 /// A slash command's delegation to a subagent (seed 000's SubtaskPart).
@@ -246,6 +249,7 @@ impl TaskRequest {
             budget: crate::Budget::from_wire(r.max_cost_usd, r.max_tokens)?,
             spent_elsewhere: r.spent_elsewhere.map(Usage::from).unwrap_or_default(),
             priority: crate::Priority::from_wire("priority", r.priority)?,
+            fork: r.fork.map(Arc::new),
         })
     }
 }
@@ -352,6 +356,7 @@ impl TaskRequest {
             max_tokens: r.budget.max_tokens,
             spent_elsewhere: Some(pb::Usage::from(&r.spent_elsewhere)),
             priority: r.priority.into(),
+            fork: r.fork.as_deref().cloned(),
         }
     }
 }
@@ -720,6 +725,12 @@ mod tests {
             traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
             workspace_patch_ref: None,
             priority: Default::default(),
+            fork: Some(Arc::new(pb::ForkContext {
+                system: "you build".into(),
+                tools_json: r#"[{"name":"read","description":"reads","parameters":{}}]"#.into(),
+                transcript_json: r#"{"session_id":"s","messages":[]}"#.into(),
+                cache_key: "ses-parent".into(),
+            })),
         }
     }
 

@@ -81,6 +81,12 @@ pub async fn run<'a>(
         )
         .build()
         .map_err(|e| StartError::Invalid(e.to_string()))?;
+    let fork = request
+        .fork
+        .as_deref()
+        .map(taskwire_agent::fork::Fork::from_wire)
+        .transpose()
+        .map_err(|e| StartError::Invalid(format!("invalid fork: {e}")))?;
     let History {
         transcript: mut history,
         from_checkpoint,
@@ -222,6 +228,7 @@ pub async fn run<'a>(
                 task_id: request.task_id.to_string(),
                 subagent: request.parent_task_id.is_some(),
             },
+            fork,
         };
         let (mut outcome, structured) = run_session_with_schema(
             params,

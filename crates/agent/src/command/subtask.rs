@@ -106,6 +106,7 @@ pub async fn run_subtask(
         command: part.command.clone(),
         background: false,
         model: None,
+        fork: None,
     };
     let progress = Progress::new(observer, call_id, &part.agent, &part.description);
     let on_progress = |update| progress.child_update(update);

@@ -368,6 +368,8 @@ pub(crate) fn undelivered(history: &Transcript) -> Vec<(String, ChildTaskRequest
                     command: text("command"),
                     background: true,
                     model: text("model").filter(|m| !m.trim().is_empty()),
+                    // The child exists (its id is known): nothing to hand it.
+                    fork: None,
                 },
             ));
         }

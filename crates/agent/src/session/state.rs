@@ -32,6 +32,9 @@ pub struct SessionState {
     approval_seq: AtomicU64,
     /// The `task` calls that run in the background, and their results.
     pub background: super::background::Background,
+    /// The conversation a `task` call with `fork: true` hands its child, taken when
+    /// the step calling it started its calls.
+    fork: Mutex<Option<std::sync::Arc<crate::fork::Fork>>>,
 }
 
 /// A poisoned lock only means another call panicked mid-update of plain data; the
@@ -65,6 +68,16 @@ impl SessionState {
     /// Adds a finished child task's usage, so the session reports its whole tree.
     pub fn add_child_usage(&self, usage: Usage) {
         *lock(&self.child_usage) += usage;
+    }
+
+    /// Keeps the conversation this step's forked children start from.
+    pub(crate) fn set_fork(&self, fork: crate::fork::Fork) {
+        *lock(&self.fork) = Some(std::sync::Arc::new(fork));
+    }
+
+    /// The conversation a forked child starts from (this step's).
+    pub(crate) fn fork(&self) -> Option<std::sync::Arc<crate::fork::Fork>> {
+        lock(&self.fork).clone()
     }
 
     /// Usage of all child tasks so far.

@@ -67,6 +67,11 @@ pub(super) struct Args {
     /// subagent's own model, else yours)
     #[serde(default)]
     model: Option<String>,
+    /// Start the subagent from this conversation so far (yours, up to this call)
+    /// instead of from its prompt alone; it then continues your thinking. Not with
+    /// session_id
+    #[serde(default)]
+    fork: bool,
 }
 
 /// What the parent model reads from a finished child: its last text, then the
@@ -152,6 +157,19 @@ impl Tool for TaskTool {
 
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(self.name(), args)?;
+        let fork = match (args.fork, &args.session_id) {
+            (false, _) => None,
+            (true, Some(_)) => {
+                return Err(ToolError::invalid_arguments(
+                    self.name(),
+                    "fork starts a new subagent from this conversation; it cannot continue session_id",
+                ));
+            }
+            (true, None) => Some(ctx.state.fork().ok_or_else(|| ToolError::Failed {
+                tool: self.name().into(),
+                reason: "this conversation could not be handed to the subagent".into(),
+            })?),
+        };
         let request = ChildTaskRequest {
             call_id: ctx.call_id.clone(),
             description: args.description.clone(),
@@ -161,6 +179,7 @@ impl Tool for TaskTool {
             command: args.command,
             background: args.background,
             model: args.model.filter(|m| !m.trim().is_empty()),
+            fork,
         };
         if args.background {
             return start_in_background(request, ctx).await;

@@ -147,6 +147,7 @@ impl Fixture {
             prompt_caching: true,
             priority: 0,
             hooks: Default::default(),
+            fork: None,
         }
     }
 

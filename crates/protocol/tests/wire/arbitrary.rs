@@ -298,6 +298,7 @@ pub fn wire_task_request() -> BoxedStrategy<pb::TaskRequest> {
                     traceparent: String::new(),
                     workspace_patch_ref,
                     priority: Default::default(),
+                    fork: None,
                 }
             },
         )

@@ -267,6 +267,7 @@ pub fn domain_task_request() -> BoxedStrategy<TaskRequest> {
                 budget: Default::default(),
                 spent_elsewhere: Default::default(),
                 priority: Default::default(),
+                fork: None,
             },
         )
         .boxed()

@@ -69,6 +69,7 @@ pub fn task(key: Option<&str>, digest: &str) -> NewTask {
         budget: Default::default(),
         spent_elsewhere: Default::default(),
         priority: Default::default(),
+        fork: None,
     };
     NewTask {
         request,
