@@ -16,6 +16,7 @@ export type {
   Attempt,
   ChildTaskEvent,
   CompactionEvent,
+  HookRunEvent,
   RateLimitWaitEvent,
   Result,
   ResultEvent,

@@ -312,6 +312,23 @@ export interface RateLimitWaitEvent extends EventBase {
   model: string;
   waitMs: number;
 }
+/** A hook ran around the session (`hooks.json`, an agent's `hooks`). */
+export interface HookRunEvent extends EventBase {
+  kind: "hook";
+  /** `PreToolUse`, `PostToolUse`, `SessionStart`, `Stop`, `SubagentStop` or `PreCompact`. */
+  event: string;
+  /** Its command or URL. */
+  hook: string;
+  source: string;
+  /** What it matched: a tool's name, `startup`/`resume`, an agent. */
+  subject: string;
+  /** The tool call it ran for; empty for session events. */
+  callId: string;
+  outcome: "ok" | "blocked" | "failed" | string;
+  /** The block's or failure's reason, or the context it added. */
+  message: string;
+  durationMs: number;
+}
 export interface ResultEvent extends EventBase {
   kind: "result";
   result: Result;
@@ -327,6 +344,7 @@ export type TaskEvent =
   | ApprovalRequiredEvent
   | CompactionEvent
   | RateLimitWaitEvent
+  | HookRunEvent
   | ResultEvent;
 
 export type TaskEventKind = TaskEvent["kind"];
@@ -407,6 +425,19 @@ function progressEvent(p: TaskProgress, source: string, attempt: number): TaskEv
       };
     case "rateLimitWait":
       return { ...base, kind: "rate_limit_wait", model: e.value.model, waitMs: Number(e.value.waitMs) };
+    case "hook":
+      return {
+        ...base,
+        kind: "hook",
+        event: e.value.event,
+        hook: e.value.hook,
+        source: e.value.source,
+        subject: e.value.subject,
+        callId: e.value.callId,
+        outcome: e.value.outcome,
+        message: e.value.message,
+        durationMs: Number(e.value.durationMs),
+      };
     default:
       return undefined; // heartbeat, or an event this SDK does not know
   }

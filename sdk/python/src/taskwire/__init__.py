@@ -42,6 +42,7 @@ from .models import (
     Event,
     PermissionRule,
     RateLimitWait,
+    HookRun,
     Result,
     ResultError,
     ResultEvent,
@@ -86,6 +87,7 @@ __all__ = [
     "ApprovalRequired",
     "Compaction",
     "RateLimitWait",
+    "HookRun",
     "ResultEvent",
     # errors
     "TaskwireError",

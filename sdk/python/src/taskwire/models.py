@@ -38,6 +38,7 @@ __all__ = [
     "ApprovalRequired",
     "Compaction",
     "RateLimitWait",
+    "HookRun",
     "ResultEvent",
     "TASK_STATUSES",
     "status_name",
@@ -514,6 +515,22 @@ class RateLimitWait(Event):
 
 
 @dataclass(frozen=True)
+class HookRun(Event):
+    """A hook ran around the session (``hooks.json``, an agent's ``hooks``):
+    ``outcome`` is ``ok``, ``blocked`` or ``failed``, ``message`` its reason or the
+    context it added."""
+
+    event: str = ""
+    hook: str = ""
+    source: str = ""
+    subject: str = ""
+    call_id: str = ""
+    outcome: str = ""
+    message: str = ""
+    duration_ms: int = 0
+
+
+@dataclass(frozen=True)
 class ResultEvent(Event):
     """The task's result: the last event of a watch."""
 
@@ -589,6 +606,20 @@ def _progress_event(
     if kind == "rate_limit_wait":
         w = p.rate_limit_wait
         return RateLimitWait(task_id=task_id, model=w.model, wait_ms=w.wait_ms, **common)
+    if kind == "hook":
+        h = p.hook
+        return HookRun(
+            task_id=task_id,
+            event=h.event,
+            hook=h.hook,
+            source=h.source,
+            subject=h.subject,
+            call_id=h.call_id,
+            outcome=h.outcome,
+            message=h.message,
+            duration_ms=h.duration_ms,
+            **common,
+        )
     # Heartbeats, and kinds newer than this client: nothing to report.
     return None
 
