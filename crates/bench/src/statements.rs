@@ -13,9 +13,11 @@ use anyhow::Context;
 use sqlx::{Connection, PgConnection, Row};
 
 /// The server settings that load the extension.
-pub const SETTINGS: [(&str, &str); 2] = [
+pub const SETTINGS: [(&str, &str); 3] = [
     ("shared_preload_libraries", "pg_stat_statements"),
     ("pg_stat_statements.track", "all"),
+    // Planning is work per call too, beside execution.
+    ("pg_stat_statements.track_planning", "on"),
 ];
 
 /// Creates the extension in the database at `url` and clears its counters.
@@ -42,9 +44,9 @@ const TABLE_STATS_DELAY: std::time::Duration = std::time::Duration::from_secs(11
 pub async fn report(url: &str, tasks: usize) -> anyhow::Result<String> {
     let mut conn = PgConnection::connect(url).await?;
     let rows = sqlx::query(
-        "SELECT calls, total_exec_time, rows, wal_bytes::float8 AS wal, query \
+        "SELECT calls, total_exec_time, total_plan_time, plans, rows, wal_bytes::float8 AS wal, query \
          FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' \
-         ORDER BY total_exec_time DESC LIMIT 40",
+         ORDER BY total_exec_time + total_plan_time DESC LIMIT 40",
     )
     .fetch_all(&mut conn)
     .await?;
@@ -98,11 +100,13 @@ fn table_writes(rows: Vec<sqlx::postgres::PgRow>, n: f64) -> String {
 /// One line per statement, most time first.
 fn statement_table(rows: Vec<sqlx::postgres::PgRow>, n: f64) -> String {
     let mut out = String::from(
-        "| calls/task | µs/task | rows/task | WAL B/task | statement |\n|---:|---:|---:|---:|---|\n",
+        "| calls/task | µs/task | planning µs/task (plans/task) | rows/task | WAL B/task | statement |\n|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         let calls: i64 = r.get("calls");
         let ms: f64 = r.get("total_exec_time");
+        let plan_ms: f64 = r.get("total_plan_time");
+        let plans: i64 = r.get("plans");
         let rows: i64 = r.get("rows");
         let wal: f64 = r.get("wal");
         let query: String = r.get("query");
@@ -110,9 +114,11 @@ fn statement_table(rows: Vec<sqlx::postgres::PgRow>, n: f64) -> String {
         let query: String = query.chars().take(140).collect();
         let _ = writeln!(
             out,
-            "| {:.2} | {:.1} | {:.2} | {:.0} | `{}` |",
+            "| {:.2} | {:.1} | {:.1} ({:.2}) | {:.2} | {:.0} | `{}` |",
             calls as f64 / n,
             ms * 1000.0 / n,
+            plan_ms * 1000.0 / n,
+            plans as f64 / n,
             rows as f64 / n,
             wal / n,
             query.replace('|', "\\|"),
@@ -160,7 +166,7 @@ mod tests {
             .find(|l| l.contains("INSERT INTO counted"))
             .unwrap_or_else(|| panic!("the insert is reported:\n{table}"));
         assert!(line.starts_with("| 2.00 | "), "{line}");
-        let rows = line.split('|').nth(3).map(str::trim);
+        let rows = line.split('|').nth(4).map(str::trim);
         assert_eq!(rows, Some("2.00"), "{line}");
         // And the table's own counters: four rows inserted over two tasks.
         let line = table

@@ -351,6 +351,22 @@ impl Store {
             return Ok(Vec::new());
         }
         let ids: Vec<uuid::Uuid> = ended.iter().map(|t| t.as_uuid()).collect();
+        // Most tasks start no children: an index probe (`tasks_parent`) finds the few
+        // that did, and the walk, whose planning alone costs more than the probe, runs
+        // for those only. A child submitted after the probe, while its parent ended, is
+        // the orphan sweep's (`ended_with_live_children`), as one submitted after the
+        // walk always was.
+        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT DISTINCT parent_task_id FROM tasks \
+             WHERE parent_task_id = ANY($1) AND parent_task_id IS NOT NULL",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::from_sqlx("find ended tasks' children", e))?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         self.end(
             Reach::DescendantsOf(&ids),
             TaskEvent::Cancel(CancelCause::AncestorEnded),
