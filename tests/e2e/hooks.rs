@@ -6,23 +6,11 @@
 use serde_json::json;
 use taskwire_e2e::{progress_events, start_with};
 use taskwire_protocol::pb;
+use taskwire_test_support::files::write;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
 const GUARD: &str =
     "grep -q 'rm ' && { echo 'deleting files is not allowed here' >&2; exit 2; }; exit 0";
-
-fn write(root: &std::path::Path, path: &str, text: &str) {
-    let path = root.join(path);
-    std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-}
-
-fn tool_result<'r>(req: &'r SeenRequest, call_id: &str) -> &'r str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
-        .map_or("", |m| m.content.as_str())
-}
 
 fn script(req: &SeenRequest) -> ScriptedReply {
     match req.assistant_turns() {
@@ -32,8 +20,8 @@ fn script(req: &SeenRequest) -> ScriptedReply {
         ]),
         _ => ScriptedReply::text(format!(
             "rm: {} | echo: {}",
-            tool_result(req, "b1"),
-            tool_result(req, "b2")
+            req.tool_result("b1"),
+            req.tool_result("b2")
         )),
     }
 }
@@ -67,7 +55,7 @@ async fn a_pre_tool_use_hook_blocks_a_command_and_watchers_see_every_hook_run() 
     assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
 
     let requests = cluster.model.requests();
-    let denial = tool_result(&requests[1], "b1");
+    let denial = requests[1].tool_result("b1");
     eprintln!("the hook's denial as the model reads it:\n{denial}");
     assert_eq!(
         denial,
@@ -75,7 +63,7 @@ async fn a_pre_tool_use_hook_blocks_a_command_and_watchers_see_every_hook_run() 
             "error: blocked by the PreToolUse hook `{GUARD}`: deleting files is not allowed here"
         )
     );
-    let kept = tool_result(&requests[1], "b2");
+    let kept = requests[1].tool_result("b2");
     assert!(
         kept.starts_with("kept\n")
             && kept.ends_with("\n\nPostToolUse hook context:\nchecked by the careful agent"),

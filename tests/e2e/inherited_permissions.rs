@@ -14,13 +14,6 @@ fn first_user(req: &SeenRequest) -> &str {
     req.first_user_message().unwrap_or_default()
 }
 
-fn tool_result<'r>(req: &'r SeenRequest, call_id: &str) -> &'r str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
-        .map_or("", |m| m.content.as_str())
-}
-
 /// The parent delegates once to `general`; the child tries to write, lists the
 /// workspace (read-only, plan allows it) and touches a file (plan asks).
 fn delegate(req: &SeenRequest) -> ScriptedReply {
@@ -179,10 +172,10 @@ async fn a_general_child_of_plan_gets_no_edit_tools_and_asks_where_plan_asks() {
     );
     assert!(offered.iter().any(|t| t == "bash") && offered.iter().any(|t| t == "read"));
     assert_eq!(
-        tool_result(child_calls[1], "w"),
+        child_calls[1].tool_result("w"),
         "error: tool write is not available to agent general"
     );
-    let listed = tool_result(child_calls[1], "ls");
+    let listed = child_calls[1].tool_result("ls");
     assert!(
         listed.contains("(exit code 0)"),
         "a read-only command plan allows ran without asking: {listed}"

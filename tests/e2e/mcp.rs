@@ -45,13 +45,6 @@ fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_owned()
 }
 
-fn tool_result<'r>(req: &'r SeenRequest, call_id: &str) -> &'r str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
-        .map_or("", |m| m.content.as_str())
-}
-
 /// The model makes each round of calls in turn, then answers with every tool result
 /// (and the tools it was offered) so the test reads them from the task's output.
 fn rounds(
@@ -65,7 +58,7 @@ fn rounds(
         let mut out = format!("offered: {}\n", req.tools.join(","));
         for calls in &rounds {
             for (id, _, _) in calls {
-                let result = tool_result(req, id).replace('\n', " | ");
+                let result = req.tool_result(id).replace('\n', " | ");
                 out.push_str(&format!("{id} => {result}\n"));
             }
         }
@@ -258,13 +251,13 @@ async fn a_denied_server_is_never_offered_and_a_parents_deny_bounds_its_child() 
             (true, _) => ScriptedReply::text(format!(
                 "child offered {}; c => {}",
                 req.tools.join(","),
-                tool_result(req, "c")
+                req.tool_result("c")
             )),
             (false, _) => ScriptedReply::text(format!(
                 "parent offered {}; own => {}; child => {}",
                 req.tools.join(","),
-                tool_result(req, "own"),
-                tool_result(req, "t1")
+                req.tool_result("own"),
+                req.tool_result("t1")
             )),
         }
     })
@@ -462,13 +455,13 @@ async fn a_childs_crashing_server_fails_only_that_call_and_the_parent_gets_the_c
                 "task",
                 json!({"description": "crash it", "prompt": "child: crash it", "subagent_type": "general"}),
             )]),
-            (false, _) => ScriptedReply::text(format!("parent got: {}", tool_result(req, "t1"))),
+            (false, _) => ScriptedReply::text(format!("parent got: {}", req.tool_result("t1"))),
             (true, 0) => ScriptedReply::tool_calls([("crash", "crashy_crash", json!({}))]),
             (true, 1) => ScriptedReply::tool_calls([("pid", "crashy_pid", json!({}))]),
             (true, _) => ScriptedReply::text(format!(
                 "crash => {} | pid => {}",
-                tool_result(req, "crash"),
-                tool_result(req, "pid")
+                req.tool_result("crash"),
+                req.tool_result("pid")
             )),
         }
     })
@@ -638,7 +631,7 @@ async fn cancelling_a_task_ends_its_running_mcp_call_and_the_shared_server_serve
             (false, 0) => {
                 ScriptedReply::tool_calls([("u", "remote_shout", json!({"text": "next"}))])
             }
-            _ => ScriptedReply::text(format!("u => {}", tool_result(req, "u"))),
+            _ => ScriptedReply::text(format!("u => {}", req.tool_result("u"))),
         }
     })
     .await;
@@ -715,12 +708,12 @@ async fn a_tool_a_server_adds_and_announces_is_offered_to_the_next_session() {
             (true, _) => ScriptedReply::text(format!(
                 "offered {}; g => {}",
                 req.tools.join(","),
-                tool_result(req, "g")
+                req.tool_result("g")
             )),
             (false, _) => ScriptedReply::text(format!(
                 "offered {}; l => {}",
                 req.tools.join(","),
-                tool_result(req, "l")
+                req.tool_result("l")
             )),
         }
     })

@@ -7,22 +7,10 @@
 use serde_json::json;
 use taskwire_e2e::start_with;
 use taskwire_protocol::pb;
+use taskwire_test_support::files::write;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
 
 const BODY: &str = "To write release notes: read templates/notes.md, fill one line per change.";
-
-fn write(root: &std::path::Path, path: &str, text: &str) {
-    let path = root.join(path);
-    std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-}
-
-fn tool_result<'r>(req: &'r SeenRequest, call_id: &str) -> &'r str {
-    req.messages
-        .iter()
-        .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
-        .map_or("", |m| m.content.as_str())
-}
 
 /// Loads `release-notes`, reads its template, tries the denied `secrets`, then
 /// answers with what it got.
@@ -39,8 +27,8 @@ fn script(req: &SeenRequest) -> ScriptedReply {
         ]),
         _ => ScriptedReply::text(format!(
             "template: {} | denied: {}",
-            tool_result(req, "r1"),
-            tool_result(req, "s2")
+            req.tool_result("r1"),
+            req.tool_result("s2")
         )),
     }
 }
@@ -122,7 +110,7 @@ async fn a_skill_is_listed_by_description_loaded_on_call_and_its_files_read() {
         "the body is not in the conversation before the call"
     );
 
-    let loaded = tool_result(&requests[1], "s1");
+    let loaded = requests[1].tool_result("s1");
     eprintln!("the skill call's result:\n{loaded}");
     assert!(
         loaded.starts_with(

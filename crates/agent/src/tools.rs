@@ -34,7 +34,9 @@ use taskwire_llm::{ToolDef, ToolSchema};
 use tokio_util::sync::CancellationToken;
 
 pub use self::bash::{BashTool, CommandSandbox, Enforced, NETWORK_PERMISSION};
-pub(crate) use self::bash::{DEFAULT_PATH, Extra, Prepared, prepare_with};
+pub(crate) use self::bash::{
+    DEFAULT_PATH, Extra, Prepared, ProcessGroup, bash_command, prepare_with,
+};
 pub use self::edit::EditTool;
 pub use self::glob::GlobTool;
 pub use self::grep::GrepTool;

@@ -1,5 +1,5 @@
-//! Real files and real git for tests of workspaces: run `git` in a directory, and
-//! snapshot a tree to compare it byte for byte later.
+//! Real files and real git for tests of workspaces: run `git` in a directory, write a
+//! file with its directories, and snapshot a tree to compare it byte for byte later.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,4 +38,11 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         }
     }
     files
+}
+
+/// Writes `text` to `path` under `root`, making its directories first.
+pub fn write(root: &Path, path: &str, text: &str) {
+    let path = root.join(path);
+    std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
 }

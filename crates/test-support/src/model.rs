@@ -146,6 +146,15 @@ impl SeenRequest {
             .map(|m| m.content.as_str())
     }
 
+    /// The result of the tool call `call_id` (its `tool` message), empty when there is
+    /// none.
+    pub fn tool_result(&self, call_id: &str) -> &str {
+        self.messages
+            .iter()
+            .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
+            .map_or("", |m| m.content.as_str())
+    }
+
     /// Content of the last `user` message, if any.
     pub fn last_user_message(&self) -> Option<&str> {
         self.messages

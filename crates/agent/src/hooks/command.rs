@@ -2,16 +2,13 @@
 //! commands, the event on stdin, in its own process group (killed when it ends or
 //! times out, with everything it started).
 
-use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{MAX_OUTPUT_BYTES, Raw};
-use crate::tools::ToolContext;
-use crate::tools::{CommandSandbox, DEFAULT_PATH, Extra, prepare_with};
+use crate::tools::{CommandSandbox, Extra, ProcessGroup, ToolContext, bash_command, prepare_with};
 
 pub(super) async fn run(
     command: &str,
@@ -21,31 +18,15 @@ pub(super) async fn run(
     ctx: &ToolContext<'_>,
 ) -> Raw {
     let root = ctx.workspace.root();
-    let path = match sandbox {
-        CommandSandbox::Unsandboxed => {
-            std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned())
-        }
-        CommandSandbox::Enforced(_) | CommandSandbox::Refused { .. } => DEFAULT_PATH.to_owned(),
-    };
-    let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned());
-    let mut std_command = std::process::Command::new("bash");
+    let mut std_command = bash_command(command, root, sandbox);
     std_command
-        .arg("-c")
-        .arg(command)
-        .current_dir(root)
-        .env_clear()
-        .env("PATH", path)
-        .env("LANG", lang)
-        .env("HOME", root)
-        .env("TERM", "dumb")
         // Where a hook finds the project, under taskwire's name and Claude Code's (so
         // that a copied hook script works).
         .env("TASKWIRE_PROJECT_DIR", root)
         .env("CLAUDE_PROJECT_DIR", root)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     let prepared = match prepare_with(
         sandbox,
         &ctx.workspace,
@@ -71,16 +52,8 @@ pub(super) async fn run(
             return Raw::Failed(format!("failed to start bash: {err}"));
         }
     };
-    let group = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .and_then(Pid::from_raw);
-    let kill = || {
-        if let Some(pid) = group {
-            // ESRCH (nothing left in the group) is the normal case after an exit.
-            let _ = kill_process_group(pid, Signal::KILL);
-        }
-    };
+    // Killed on every way out, this future dropped included.
+    let group = ProcessGroup::of(child.id());
     let mut stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -103,7 +76,7 @@ pub(super) async fn run(
             ended.map_err(|_| format!("timed out after {} s and was killed", timeout.as_secs()))
         }
     };
-    kill();
+    group.kill();
     ctx.workspace.wrote_anywhere();
     prepared.release().await;
     match ended {

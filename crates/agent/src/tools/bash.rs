@@ -222,31 +222,11 @@ async fn run(
     sandbox: &CommandSandbox,
     timeout: Duration,
 ) -> Result<Run, ToolError> {
-    let root = ctx.workspace.root();
-    // A sandboxed command cannot use the worker's own PATH entries (often under its
-    // home directory), only the system's.
-    let path = match sandbox {
-        CommandSandbox::Unsandboxed => {
-            std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned())
-        }
-        CommandSandbox::Enforced(_) | CommandSandbox::Refused { .. } => DEFAULT_PATH.to_owned(),
-    };
-    let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned());
-    let mut std_command = std::process::Command::new("bash");
+    let mut std_command = bash_command(command, ctx.workspace.root(), sandbox);
     std_command
-        .arg("-c")
-        .arg(command)
-        .current_dir(root)
-        .env_clear()
-        .env("PATH", path)
-        .env("LANG", lang)
-        .env("HOME", root)
-        .env("TERM", "dumb")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group, so that one signal reaches everything the command starts.
-        .process_group(0);
+        .stderr(Stdio::piped());
     let prepared =
         self::sandbox::prepare(sandbox, &ctx.workspace, ctx.permissions, &mut std_command).await?;
     std_command.envs(prepared.env.iter().map(|(name, value)| (name, value)));
@@ -266,6 +246,38 @@ async fn run(
     let run = supervise(child, ctx, timeout).await;
     prepared.release().await;
     run
+}
+
+/// `bash -c command` in `root`, in a process group of its own (so that one signal
+/// reaches everything it starts), with the scrubbed environment of the module's
+/// description: `PATH`, `LANG`, `HOME` = `root`, `TERM=dumb`. Not yet confined: the
+/// caller prepares the sandbox and sets the standard streams.
+pub(crate) fn bash_command(
+    command: &str,
+    root: &std::path::Path,
+    sandbox: &CommandSandbox,
+) -> std::process::Command {
+    // A sandboxed command cannot use the worker's own PATH entries (often under its
+    // home directory), only the system's.
+    let path = match sandbox {
+        CommandSandbox::Unsandboxed => {
+            std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_owned())
+        }
+        CommandSandbox::Enforced(_) | CommandSandbox::Refused { .. } => DEFAULT_PATH.to_owned(),
+    };
+    let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".to_owned());
+    let mut std_command = std::process::Command::new("bash");
+    std_command
+        .arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", path)
+        .env("LANG", lang)
+        .env("HOME", root)
+        .env("TERM", "dumb")
+        .process_group(0);
+    std_command
 }
 
 /// Collects the output of `child` until it exits, times out or is cancelled, then
@@ -343,17 +355,17 @@ async fn pump(pipe: Option<impl AsyncRead + Unpin>, output: &Mutex<CappedOutput>
 }
 
 /// The command's process group, killed (SIGKILL) on drop.
-struct ProcessGroup(Option<Pid>);
+pub(crate) struct ProcessGroup(Option<Pid>);
 
 impl ProcessGroup {
-    fn of(pid: Option<u32>) -> Self {
+    pub(crate) fn of(pid: Option<u32>) -> Self {
         Self(
             pid.and_then(|pid| i32::try_from(pid).ok())
                 .and_then(Pid::from_raw),
         )
     }
 
-    fn kill(&self) {
+    pub(crate) fn kill(&self) {
         if let Some(pid) = self.0 {
             // ESRCH (nothing left in the group) is the normal case after an exit.
             let _ = kill_process_group(pid, Signal::KILL);

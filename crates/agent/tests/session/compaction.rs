@@ -50,6 +50,14 @@ fn mentions(request: &taskwire_llm::ChatRequest, needle: &str) -> bool {
 
 /// A completed session that read the big file, was compacted, and answered.
 async fn compacted_session(fx: &Fixture) -> (taskwire_agent::SessionOutcome, ScriptedModel) {
+    compacted_session_of(fx, builtin::build()).await
+}
+
+/// [`compacted_session`] of `agent`.
+async fn compacted_session_of(
+    fx: &Fixture,
+    agent: taskwire_definitions::AgentSpec,
+) -> (taskwire_agent::SessionOutcome, ScriptedModel) {
     write_big_file(fx);
     let model = ScriptedModel::new([
         // 3,500 tokens in, then ~900 of file: past the 4,000 limit.
@@ -61,7 +69,7 @@ async fn compacted_session(fx: &Fixture) -> (taskwire_agent::SessionOutcome, Scr
         with_usage(text(SUMMARY), 1_200, 40),
         with_usage(text("done"), 700, 5),
     ]);
-    let mut params = fx.params(builtin::build(), 10);
+    let mut params = fx.params(agent, 10);
     params.compaction = policy();
     let outcome = fx.run(params, &model).await;
     (outcome, model)
@@ -380,16 +388,6 @@ async fn a_second_overflow_or_one_with_nothing_to_compact_fails_the_attempt() {
 async fn pre_compact_hooks_run_before_the_summary_and_cannot_stop_it() {
     use taskwire_definitions::hooks::{Hook, HookAction, HookEvent};
     let fx = Fixture::new();
-    write_big_file(&fx);
-    let model = ScriptedModel::new([
-        with_usage(
-            call("r1", "read", json!({"filePath": "big.txt"})),
-            3_500,
-            20,
-        ),
-        with_usage(text(SUMMARY), 1_200, 40),
-        with_usage(text("done"), 700, 5),
-    ]);
     let mut agent = builtin::build();
     agent.hooks = vec![Hook {
         event: HookEvent::PreCompact,
@@ -400,9 +398,7 @@ async fn pre_compact_hooks_run_before_the_summary_and_cannot_stop_it() {
         timeout_secs: None,
         source: "hooks.json".into(),
     }];
-    let mut params = fx.params(agent, 10);
-    params.compaction = policy();
-    let outcome = fx.run(params, &model).await;
+    let (outcome, model) = compacted_session_of(&fx, agent).await;
 
     assert_eq!(outcome.status, SessionStatus::Completed, "{outcome:?}");
     assert_eq!(model.requests().len(), 3, "step, summary, step");
