@@ -111,6 +111,11 @@ struct Args {
     /// `~/.cache/taskwire/bench/repos`].
     #[arg(long)]
     repo_cache: Option<PathBuf>,
+    /// Rounds of the trace-export phase: each round runs the throughput pass on fresh
+    /// processes without export and then with it, and the figure is the round with the
+    /// median difference (one comparison moves by ±15 % on a shared 2-core machine).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    trace_rounds: u32,
     /// Rounds of the scaling phase: every setup runs once per round, and its row is
     /// the round with the median orchestration CPU per task.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -240,6 +245,9 @@ async fn pass(
     }
     let mut meters = stack.meters().to_vec();
     meters.extend(server_meters(s)?);
+    // The benchmark's own process last: the scripted model, the callers and, when
+    // traces are exported, the span receiver, all on the same cores.
+    meters.push(Meter::Pids(vec![std::process::id()]));
     let http = traffic.map(|url| (reqwest::Client::new(), url));
     let traffic_before = match &http {
         Some((client, url)) => Some(traffic::Counters::read(client, url).await?),
@@ -518,23 +526,53 @@ async fn end_to_end(
     let mut watched = load::watch_latency(&stack.clients[0], samples).await?;
     stack.stop();
 
-    eprintln!("phase 4: {n} tasks with trace export");
     let collector = Collector::start().await?;
     let endpoint = collector.endpoint();
     let otel = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ];
-    let mut stack = Stack::start(
-        s,
-        args.coordinators,
-        args.workers,
-        args.worker_concurrency,
-        &otel,
-    )
-    .await?;
-    let exported = pass(s, &mut stack, events, args, "exported", None).await?;
-    let spans = collector.span_count();
+    // Rounds of a pass without export and one with it, each on fresh processes, one
+    // after the other: a drift of the machine's load falls on both alike.
+    let mut trace_rounds = Vec::new();
+    let mut last = None;
+    for round in 1..=args.trace_rounds {
+        eprintln!(
+            "phase 4, round {round}/{}: {n} tasks without trace export, then with it",
+            args.trace_rounds
+        );
+        // The last round's processes stay for the timeline; the others stop here.
+        if let Some(previous) = last.take() {
+            Stack::stop(previous);
+        }
+        let mut stack = Stack::start(
+            s,
+            args.coordinators,
+            args.workers,
+            args.worker_concurrency,
+            &[],
+        )
+        .await?;
+        let without = pass(s, &mut stack, events, args, "unexported", None).await?;
+        stack.stop();
+        let spans_before = collector.span_count();
+        let mut stack = Stack::start(
+            s,
+            args.coordinators,
+            args.workers,
+            args.worker_concurrency,
+            &otel,
+        )
+        .await?;
+        let with = pass(s, &mut stack, events, args, "exported", None).await?;
+        trace_rounds.push(figures::TraceRound {
+            without,
+            with,
+            spans: collector.span_count().saturating_sub(spans_before),
+        });
+        last = Some(stack);
+    }
+    let stack = last.context("at least one trace-export round")?;
     let mut where_time_goes = None;
     if args.timeline {
         let since = std::time::SystemTime::now()
@@ -574,7 +612,7 @@ async fn end_to_end(
     let rows = figures::rows(
         &setup,
         &mut plain,
-        &exported,
+        trace_rounds,
         &mut one,
         &mut watched,
         Raw {
@@ -584,7 +622,6 @@ async fn end_to_end(
             pg_rate,
             pg_cpu,
         },
-        spans,
         memory,
         paced,
     );

@@ -7,11 +7,10 @@
 //! endpoint is configured) turns them into exported spans. Without that layer every
 //! function here is a cheap no-op: [`traceparent_of`] is empty and parents are not set.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::Context;
-use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{
     SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId as OtelTraceId, TraceState,
 };
@@ -35,6 +34,32 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// The one header the propagator reads or writes here: `traceparent` (a trace state is
+/// neither carried nor kept). A carrier of its own, so that a span's context costs no
+/// map and no key copied.
+#[derive(Default)]
+struct Traceparent<'a> {
+    read: &'a str,
+    written: String,
+}
+
+impl Extractor for Traceparent<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == TRACEPARENT).then_some(self.read)
+    }
+    fn keys(&self) -> Vec<&str> {
+        vec![TRACEPARENT]
+    }
+}
+
+impl Injector for Traceparent<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if key == TRACEPARENT {
+            self.written = value;
+        }
+    }
+}
+
 /// The `traceparent` of `span`; empty when the span is not traced (no OpenTelemetry
 /// layer, or the span is disabled).
 pub fn traceparent_of(span: &tracing::Span) -> String {
@@ -45,9 +70,9 @@ pub fn traceparent_of(span: &tracing::Span) -> String {
     if !cx.span().span_context().is_valid() {
         return String::new();
     }
-    let mut carrier = HashMap::with_capacity(1);
+    let mut carrier = Traceparent::default();
     TraceContextPropagator::new().inject_context(&cx, &mut carrier);
-    carrier.remove(TRACEPARENT).unwrap_or_default()
+    carrier.written
 }
 
 /// The `traceparent` of the current span (see [`traceparent_of`]).
@@ -61,7 +86,10 @@ pub fn context_of(traceparent: &str) -> Option<Context> {
     if traceparent.is_empty() {
         return None;
     }
-    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
+    let carrier = Traceparent {
+        read: traceparent,
+        ..Traceparent::default()
+    };
     let cx = TraceContextPropagator::new().extract(&carrier);
     cx.span().span_context().is_valid().then_some(cx)
 }
@@ -75,17 +103,29 @@ pub fn set_parent(span: &tracing::Span, traceparent: &str) -> bool {
     context_of(traceparent).is_some_and(|cx| span.set_parent(cx).is_ok())
 }
 
+/// Makes `span` a span of trace `trace_id`: a child of the span `traceparent` names when
+/// that span is in this trace, else a span of the trace without a known parent. The
+/// value is parsed once.
+pub fn set_parent_in(span: &tracing::Span, traceparent: &str, trace_id: TraceId) -> bool {
+    if !exporting() {
+        return false;
+    }
+    match context_of(traceparent) {
+        Some(cx) if trace_of(cx.span().span_context().trace_id()) == Some(trace_id) => {
+            span.set_parent(cx).is_ok()
+        }
+        _ => join_trace(span, trace_id),
+    }
+}
+
 /// Puts `span` in trace `trace_id` without a known parent span (a submit that names a
 /// trace to join but sends no `traceparent`).
 pub fn join_trace(span: &tracing::Span, trace_id: TraceId) -> bool {
     if !exporting() {
         return false;
     }
-    let Ok(trace) = OtelTraceId::from_hex(&trace_id.to_string()) else {
-        return false;
-    };
     let remote = SpanContext::new(
-        trace,
+        OtelTraceId::from(trace_id.as_u128()),
         RandomIdGenerator::default().new_span_id(),
         TraceFlags::SAMPLED,
         true,
@@ -95,22 +135,29 @@ pub fn join_trace(span: &tracing::Span, trace_id: TraceId) -> bool {
         .is_ok()
 }
 
+/// Our trace id of an OpenTelemetry one; `None` for the invalid (all-zero) id.
+fn trace_of(id: OtelTraceId) -> Option<TraceId> {
+    TraceId::from_u128(u128::from_be_bytes(id.to_bytes()))
+}
+
 /// The trace `span` belongs to; `None` when it is not traced.
 pub fn trace_id_of(span: &tracing::Span) -> Option<TraceId> {
     if !exporting() {
         return None;
     }
     let cx = span.context();
-    let sc = cx.span().span_context().clone();
-    sc.is_valid()
-        .then(|| sc.trace_id().to_string().parse().ok())
-        .flatten()
+    let span = cx.span();
+    let sc = span.span_context();
+    if !sc.is_valid() {
+        return None;
+    }
+    trace_of(sc.trace_id())
 }
 
 /// The trace id of a `traceparent`, if it is valid.
 pub fn trace_id_in(traceparent: &str) -> Option<TraceId> {
     let cx = context_of(traceparent)?;
-    cx.span().span_context().trace_id().to_string().parse().ok()
+    trace_of(cx.span().span_context().trace_id())
 }
 
 /// The span id `span` is exported with, as 16 hex digits; `None` when not traced.

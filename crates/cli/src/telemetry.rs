@@ -85,12 +85,14 @@ pub fn init(
                 .with_default(LevelFilter::OFF);
             // Per span only what the exported span carries: no busy and idle times
             // (two clock reads and a lock on every poll of an instrumented future),
-            // and no OpenTelemetry context attached on entry (nothing in taskwire
-            // reads `Context::current`; propagation takes the span's own context).
+            // no OpenTelemetry context attached on entry (nothing in taskwire reads
+            // `Context::current`; propagation takes the span's own context), and no
+            // `target` attribute (the module path; the span's name says what it is).
             let layer = tracing_opentelemetry::layer()
                 .with_tracer(tracer)
                 .with_location(false)
                 .with_threads(false)
+                .with_target(false)
                 .with_tracked_inactivity(false)
                 .with_context_activation(false)
                 .with_filter(spans);

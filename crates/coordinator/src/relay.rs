@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use prost::Message as _;
 use taskwire_bus::{Bus, trace_context};
-use taskwire_protocol::pb;
 use taskwire_store::Store;
 use taskwire_store::outbox::OutboxMessage;
 use tokio::sync::{Notify, mpsc};
@@ -242,6 +241,16 @@ async fn relay_once(store: &Store, bus: &Bus, limit: i64) -> Result<usize, Strin
     }
 }
 
+/// The one field of a stored `TaskRequest` the relay reads, for the dispatch's span:
+/// decoding it skips every other field (the prompt, the agent's spec), where decoding
+/// the whole request would copy them all.
+#[derive(Clone, PartialEq, prost::Message)]
+struct StoredTraceparent {
+    /// `TaskRequest.traceparent`.
+    #[prost(string, tag = "33")]
+    traceparent: String,
+}
+
 /// Publishes `rows` pipelined (all sends, then all acks); returns the ids JetStream
 /// acknowledged, and leaves in `failure` why the others were not.
 async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<String>) -> Vec<i64> {
@@ -251,7 +260,7 @@ async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<Strin
         // Exported traces get a producer span per dispatch, under the submit's span;
         // the dispatch's `traceparent` header names it.
         let span = trace_context::exporting().then(|| {
-            let parent = pb::TaskRequest::decode(row.payload.as_slice())
+            let parent = StoredTraceparent::decode(row.payload.as_slice())
                 .map(|r| r.traceparent)
                 .unwrap_or_default();
             crate::spans::publish(&row.subject, &row.msg_id, &parent, &row.trace_id)

@@ -35,7 +35,9 @@ pub fn submit(traceparent: &str, trace: Option<TraceId>) -> tracing::Span {
         error.type = Empty,
     );
     match trace {
-        Some(trace) => join(&span, traceparent, trace),
+        Some(trace) => {
+            trace_context::set_parent_in(&span, traceparent, trace);
+        }
         None => {
             trace_context::set_parent(&span, traceparent);
         }
@@ -62,18 +64,8 @@ pub fn child_submit(
         otel.status_code = Empty,
         error.type = Empty,
     );
-    join(&span, traceparent, trace);
+    trace_context::set_parent_in(&span, traceparent, trace);
     span
-}
-
-/// Makes `span` a child of `traceparent` if it is in `trace`, else a span of `trace`
-/// without a known parent.
-fn join(span: &tracing::Span, traceparent: &str, trace: TraceId) {
-    if trace_context::trace_id_in(traceparent) == Some(trace) {
-        trace_context::set_parent(span, traceparent);
-    } else {
-        trace_context::join_trace(span, trace);
-    }
 }
 
 /// Marks `span` failed with `error_type` (a gRPC code name).
@@ -95,7 +87,9 @@ pub fn publish(subject: &str, msg_id: &str, traceparent: &str, trace: &str) -> t
         messaging.message.id = msg_id,
     );
     match trace.parse() {
-        Ok(trace) => join(&span, traceparent, trace),
+        Ok(trace) => {
+            trace_context::set_parent_in(&span, traceparent, trace);
+        }
         Err(_) => {
             trace_context::set_parent(&span, traceparent);
         }
@@ -120,6 +114,6 @@ pub fn record_result(
         db.system.name = "postgresql",
         task.recorded = Empty,
     );
-    join(&span, traceparent, *trace_id);
+    trace_context::set_parent_in(&span, traceparent, *trace_id);
     span
 }

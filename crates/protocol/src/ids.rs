@@ -85,6 +85,16 @@ impl TraceId {
             .map_err(|reason: String| ProtocolError::invalid(field, reason))
     }
 
+    /// The id as a number (its 32 hex digits, read big-endian).
+    pub fn as_u128(&self) -> u128 {
+        self.0
+    }
+
+    /// The id of a number; `None` for zero, which is not a valid trace id.
+    pub fn from_u128(v: u128) -> Option<Self> {
+        (v != 0).then_some(Self(v))
+    }
+
     /// The `traceparent` header value for a root span of this trace.
     pub fn traceparent(&self, span_id: u64) -> String {
         format!("00-{self}-{span_id:016x}-01")

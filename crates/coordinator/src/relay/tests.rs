@@ -13,6 +13,7 @@ use taskwire_test_support::{NatsServer, TestDatabase};
 use super::*;
 use crate::CoordinatorConfig;
 use crate::submit::{Origin, SubmitTrace, Submitter, build_task};
+use taskwire_protocol::pb;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -177,4 +178,24 @@ async fn what_a_dead_coordinator_committed_and_never_published_another_relay_pub
     assert_eq!(dispatched(&s, 10).await.len(), 10);
     shutdown.cancel();
     relay.await.expect("relay stops");
+}
+
+#[test]
+fn a_stored_requests_traceparent_is_read_without_the_rest_of_it() {
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let request = pb::TaskRequest {
+        prompt: "p".repeat(10_000),
+        agent: "general".into(),
+        traceparent: parent.into(),
+        ..Default::default()
+    };
+    let stored = request.encode_to_vec();
+    let read = StoredTraceparent::decode(stored.as_slice()).expect("decodes");
+    assert_eq!(read.traceparent, parent);
+    let without = pb::TaskRequest {
+        traceparent: String::new(),
+        ..request
+    };
+    let read = StoredTraceparent::decode(without.encode_to_vec().as_slice()).expect("decodes");
+    assert_eq!(read.traceparent, "");
 }
