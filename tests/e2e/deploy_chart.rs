@@ -1,7 +1,8 @@
 //! The Helm chart (`charts/taskwire`) against the real thing: its KEDA trigger names
 //! the stream and durable consumer that a worker started with the chart's environment
-//! creates, as KEDA reads them from nats-server's `/jsz`; and its workers hold no
-//! database credentials and have no network path to Postgres.
+//! creates, as KEDA reads them from nats-server's `/jsz`; its workers hold no
+//! database credentials and have no network path to Postgres; and the definitions
+//! its values carry are what the coordinator reads from the mounted directory.
 //!
 //! Needs Helm: `$TASKWIRE_HELM`, else `helm` on `PATH` (`scripts/deploy-tools.sh`
 //! installs it). Without it these tests fail when `CI` is set and are skipped otherwise.
@@ -383,5 +384,99 @@ fn termination_grace_outlasts_the_drain_grace_it_is_derived_from() {
             worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
             drain + margin
         );
+    }
+}
+
+/// The files the coordinator's definitions volume holds: each item of the volume (a
+/// ConfigMap key and the path it is mounted at) with the ConfigMap's text for it.
+fn definitions_files(docs: &[Value]) -> Vec<(String, String)> {
+    let data = &find(docs, "ConfigMap", "-definitions")["data"];
+    let coordinator = find(docs, "Deployment", "-coordinator");
+    let volume = coordinator["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "definitions")
+        .expect("a definitions volume");
+    volume["configMap"]["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| {
+            let key = item["key"].as_str().expect("key");
+            let text = data[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("{key} in the ConfigMap"));
+            (
+                item["path"].as_str().expect("path").to_owned(),
+                text.to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_charts_hooks_mcp_servers_and_skills_are_what_the_coordinator_reads() {
+    use taskwire_definitions::{
+        builtin::AgentRegistry, command::load_commands, hooks::load_hooks, loader::load_agents,
+        mcp::load_mcp, skill::load_skills,
+    };
+    let Some(helm) = helm() else { return };
+    let full = chart_dir().join("ci/full-values.yaml");
+    let docs = render(&helm, &["-f", full.to_str().expect("utf-8 path")]).expect("renders");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = definitions_files(&docs);
+    for (path, text) in &files {
+        let at = dir.path().join(path);
+        std::fs::create_dir_all(at.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&at, text).expect("write");
+    }
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    assert!(paths.contains(&"hooks.json"), "{paths:?}");
+    assert!(
+        paths.contains(&"skills/release-notes/template.md"),
+        "{paths:?}"
+    );
+
+    let (hooks, errors) = load_hooks(dir.path(), Default::default());
+    assert!(errors.is_empty(), "{errors:?}");
+    let hook = hooks.list().first().expect("one hook");
+    assert_eq!(hooks.list().len(), 1);
+    assert!(hook.matches("bash"), "{hook:?}");
+
+    let (mcp, errors) = load_mcp(dir.path(), Default::default());
+    assert!(errors.is_empty(), "{errors:?}");
+    let github = mcp.get("github").expect("the github server");
+    assert!(!github.is_local(), "{github:?}");
+
+    let (skills, errors) = load_skills(dir.path(), Default::default());
+    assert!(errors.is_empty(), "{errors:?}");
+    let skill = skills.get("release-notes").expect("the skill");
+    assert_eq!(
+        skill.description,
+        "Writes release notes from the changes since the last tag"
+    );
+    assert_eq!(skill.files.len(), 1, "{:?}", skill.files);
+
+    let (agents, errors) = load_agents(&dir.path().join("agents"), AgentRegistry::new());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(agents.get(&"reviewer".parse().expect("name")).is_some());
+    let (commands, errors) = load_commands(&dir.path().join("commands"));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(commands.get("review").is_some());
+}
+
+#[test]
+fn an_invalid_skill_name_or_a_skill_without_its_skill_md_is_refused_by_the_values_schema() {
+    let Some(helm) = helm() else { return };
+    for (set, why) in [
+        (
+            "coordinator.skills.Release_Notes.SKILL\\.md=x",
+            "Release_Notes",
+        ),
+        ("coordinator.skills.release-notes.notes\\.md=x", "SKILL.md"),
+    ] {
+        let err = render(&helm, &["--set", set]).expect_err("refused");
+        assert!(err.to_string().contains(why), "{set}: {err}");
     }
 }
