@@ -116,6 +116,11 @@ struct Args {
     /// median difference (one comparison moves by ±15 % on a shared 2-core machine).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     trace_rounds: u32,
+    /// More environment for the exporting processes of the trace-export phase, as
+    /// `KEY=VALUE` (repeatable): `OTEL_TRACES_SAMPLER=always_off` measures what the
+    /// spans cost with nothing recorded or exported.
+    #[arg(long, value_parser = parse_env_pair)]
+    trace_env: Vec<(String, String)>,
     /// Rounds of the scaling phase: every setup runs once per round, and its row is
     /// the round with the median orchestration CPU per task.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -123,6 +128,14 @@ struct Args {
     /// Run only this phase (and write only its section).
     #[arg(long, value_enum)]
     only: Option<Only>,
+}
+
+/// `KEY=VALUE`, a variable of the environment.
+fn parse_env_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 /// A phase that can run alone.
@@ -528,10 +541,11 @@ async fn end_to_end(
 
     let collector = Collector::start().await?;
     let endpoint = collector.endpoint();
-    let otel = [
+    let mut otel = vec![
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ];
+    otel.extend(args.trace_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     // Rounds of a pass without export and one with it, each on fresh processes, one
     // after the other: a drift of the machine's load falls on both alike.
     let mut trace_rounds = Vec::new();
@@ -729,4 +743,29 @@ async fn waiting_sessions(s: &Servers, events: &Events, args: &Args) -> anyhow::
         waiting,
         sessions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_env_pair_is_split_at_its_first_equals_sign_and_a_bare_word_is_refused() {
+        assert_eq!(
+            parse_env_pair("OTEL_TRACES_SAMPLER_ARG=a=b"),
+            Ok(("OTEL_TRACES_SAMPLER_ARG".to_owned(), "a=b".to_owned()))
+        );
+        assert!(parse_env_pair("OTEL_TRACES_SAMPLER").is_err());
+        assert!(parse_env_pair("=x").is_err());
+        let args = Args::try_parse_from([
+            "taskwire-bench",
+            "--trace-env",
+            "OTEL_TRACES_SAMPLER=always_off",
+        ])
+        .expect("parses");
+        assert_eq!(
+            args.trace_env,
+            [("OTEL_TRACES_SAMPLER".to_owned(), "always_off".to_owned())]
+        );
+    }
 }
