@@ -31,12 +31,18 @@ pub struct TraceRound {
     pub spans: usize,
 }
 
+impl Pass {
+    /// Orchestration CPU per task, µs: the coordinators' and the workers'.
+    pub fn orchestration(&self) -> f64 {
+        self.cpu[0] + self.cpu[1]
+    }
+}
+
 impl TraceRound {
-    /// Orchestration CPU per task (coordinators + workers) with export, as a share of
-    /// the same without: 0.10 is 10 % more.
+    /// Orchestration CPU per task with export, as a share of the same without: 0.10 is
+    /// 10 % more.
     pub fn overhead(&self) -> f64 {
-        let orchestration = |p: &Pass| p.cpu[0] + p.cpu[1];
-        orchestration(&self.with) / orchestration(&self.without) - 1.0
+        self.with.orchestration() / self.without.orchestration() - 1.0
     }
 }
 
@@ -161,7 +167,7 @@ pub fn rows(
         format!("p50 {} raw delivery", x(a, js50)),
     ));
     let c = &plain.cpu;
-    let orchestration = c[0] + c[1];
+    let orchestration = plain.orchestration();
     rows.push(Row::new(
         "CPU per task: coordinator",
         format!("{:.0} µs", c[0]),
@@ -221,8 +227,8 @@ pub fn rows(
             format!(
                 "{:.0} µs against {:.0} µs without (coordinator {:.0}, workers {:.0}; {} spans received; \
                  the benchmark's own process {:.0} against {:.0} µs)",
-                e[0] + e[1],
-                w[0] + w[1],
+                median.with.orchestration(),
+                median.without.orchestration(),
                 e[0],
                 e[1],
                 median.spans,

@@ -206,6 +206,18 @@ impl Stack {
         })
     }
 
+    /// The processes `args` name: `--coordinators`, `--workers`, `--worker-concurrency`.
+    async fn of_args(s: &Servers, args: &Args, env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::start(
+            s,
+            args.coordinators,
+            args.workers,
+            args.worker_concurrency,
+            env,
+        )
+        .await
+    }
+
     /// The first coordinator's client alone: for tasks one at a time.
     fn one(&self) -> &[Client] {
         &self.clients[..1]
@@ -468,14 +480,7 @@ async fn end_to_end(
     let pg_rate = n as f64 / pg_time.as_secs_f64();
 
     eprintln!("phase 2: {n} tasks from {} submitters", args.submitters);
-    let mut stack = Stack::start(
-        s,
-        args.coordinators,
-        args.workers,
-        args.worker_concurrency,
-        &[],
-    )
-    .await?;
+    let mut stack = Stack::of_args(s, args, &[]).await?;
     let monitoring = if args.statements {
         Some(
             s.nats
@@ -559,25 +564,11 @@ async fn end_to_end(
         if let Some(previous) = last.take() {
             Stack::stop(previous);
         }
-        let mut stack = Stack::start(
-            s,
-            args.coordinators,
-            args.workers,
-            args.worker_concurrency,
-            &[],
-        )
-        .await?;
+        let mut stack = Stack::of_args(s, args, &[]).await?;
         let without = pass(s, &mut stack, events, args, "unexported", None).await?;
         stack.stop();
         let spans_before = collector.span_count();
-        let mut stack = Stack::start(
-            s,
-            args.coordinators,
-            args.workers,
-            args.worker_concurrency,
-            &otel,
-        )
-        .await?;
+        let mut stack = Stack::of_args(s, args, &otel).await?;
         let with = pass(s, &mut stack, events, args, "exported", None).await?;
         trace_rounds.push(figures::TraceRound {
             without,
