@@ -234,6 +234,16 @@ async fn a_task_tree_on_two_workers_is_one_trace_with_genai_spans_and_no_prompt_
             tool.attr("gen_ai.tool.call.id")
                 .is_some_and(|id| id.starts_with("call_"))
         );
+        // The worker's INFO line about the child, written in the call, is its event.
+        assert!(
+            tool.span
+                .events
+                .iter()
+                .any(|e| e.name == "child task started"
+                    && e.attributes.iter().any(|kv| kv.key == "child.id")),
+            "{:?}",
+            tool.span.events
+        );
     }
     let chats = named("chat scripted");
     assert_eq!(chats.len(), 4, "two parent turns and one per child");

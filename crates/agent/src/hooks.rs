@@ -35,7 +35,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tracing::Instrument;
 
 use crate::session::{SessionEvent, SessionObserver};
 use crate::tools::{CommandSandbox, ToolContext};
@@ -187,18 +186,14 @@ impl SessionHooks<'_> {
             .filter(|h| h.event == event && h.matches(subject))
         {
             let started = Instant::now();
-            let span = span(hook, call_id);
-            let answer = self
-                .run_one(hook, &input, ctx)
-                .instrument(span.clone())
-                .await;
+            let span = crate::spans::execute_hook(hook, call_id);
+            let answer = span.instrument(self.run_one(hook, &input, ctx)).await;
             let label = hook.label().to_owned();
             let (outcome, message) = match &answer {
                 Answer::Pass { context, .. } => ("ok", context.clone()),
                 Answer::Block { reason } => ("blocked", Some(reason.clone())),
                 Answer::Failed { reason } => {
-                    span.record("otel.status_code", "ERROR");
-                    span.record("error.type", "hook_failed");
+                    span.trace.fail("hook_failed");
                     tracing::warn!(hook.event = %event, hook = %label, source = %hook.source, %reason, "hook failed");
                     ("failed", Some(reason.clone()))
                 }
@@ -416,23 +411,6 @@ fn truncate(text: &str, max: usize) -> String {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text.to_owned(),
     }
-}
-
-/// The span of one hook run.
-fn span(hook: &Hook, call_id: &str) -> tracing::Span {
-    tracing::info_span!(
-        "execute_hook",
-        otel.kind = "internal",
-        hook.event = hook.event.as_str(),
-        hook.kind = match hook.action {
-            HookAction::Command { .. } => "command",
-            HookAction::Http { .. } => "http",
-        },
-        hook.source = %hook.source,
-        gen_ai.tool.call.id = call_id,
-        error.type = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    )
 }
 
 #[allow(clippy::too_many_arguments)]

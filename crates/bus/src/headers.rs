@@ -35,7 +35,7 @@ pub fn build(out: &Outgoing<'_>) -> Option<HeaderMap> {
     if let Some(trace) = out.trace_id {
         // The current exported span's context (a dispatch's producer span) when traces
         // are exported, so the receiver's spans hang under it; otherwise one of the trace.
-        let current = crate::trace_context::current_traceparent();
+        let current = taskwire_traces::Span::current().traceparent();
         let value = if current.is_empty() {
             traceparent(trace)
         } else {

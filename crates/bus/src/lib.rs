@@ -42,8 +42,6 @@
 //!   the one loop that answers workers.
 //! - [`headers`]: header names and [`headers::build`], the one place headers are made
 //!   (a dispatch's `traceparent` is the current exported span's when there is one).
-//! - [`trace_context`]: a span's W3C `traceparent` and back, so that a task tree is one
-//!   trace across processes.
 //! - [`error`]: [`BusError`], [`RpcError`], [`CodecError`]; each maps to one
 //!   [`ErrorCode`](taskwire_protocol::ErrorCode).
 //!
@@ -88,7 +86,6 @@ pub mod specs;
 pub mod streams;
 pub mod subjects;
 pub mod subscription;
-pub mod trace_context;
 
 pub use advisories::MaxDeliveries;
 pub use client::Bus;

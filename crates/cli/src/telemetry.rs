@@ -1,22 +1,25 @@
 //! Telemetry: `tracing` logs to stderr (stdout carries only data), filtered by
 //! `RUST_LOG`, as text or as JSON lines; and, only when an OTLP endpoint is configured,
-//! the same spans exported as OpenTelemetry traces.
+//! OpenTelemetry traces (the spans of `taskwire_traces`, with the log lines written in
+//! them as events).
 //!
 //! Traces are configured by the standard variables alone (see `docs/observability.md`):
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
 //! `OTEL_EXPORTER_OTLP_PROTOCOL` (`grpc`, `http/protobuf`), `OTEL_SERVICE_NAME`,
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` / `_ARG`, `OTEL_SDK_DISABLED`.
-//! Without an endpoint no OpenTelemetry layer is installed at all.
+//! Without an endpoint no tracer is installed and no span is built.
 //!
 //! - `json` (private): the JSON line format, which names each line's task and span.
 //! - `otlp` (private): the exporter and tracer provider.
+//! - `events` (private): log lines as events of the current exported span.
 
+mod events;
 mod json;
 mod otlp;
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -74,29 +77,15 @@ pub fn init(
             .event_format(json::JsonLines)
             .boxed(),
     };
-    let (provider, otel) = match traces {
+    let (provider, events) = match traces {
         Some(settings) => {
             let (provider, tracer) = otlp::tracer(&settings)?;
             taskwire_llm::spans::set_capture_content(settings.capture_content);
-            // Spans are exported whatever RUST_LOG says about log lines; taskwire's own
-            // spans are at INFO.
-            let spans = Targets::new()
-                .with_target("taskwire", LevelFilter::INFO)
-                .with_default(LevelFilter::OFF);
-            // Per span only what the exported span carries: no busy and idle times
-            // (two clock reads and a lock on every poll of an instrumented future),
-            // no OpenTelemetry context attached on entry (nothing in taskwire reads
-            // `Context::current`; propagation takes the span's own context), and no
-            // `target` attribute (the module path; the span's name says what it is).
-            let layer = tracing_opentelemetry::layer()
-                .with_tracer(tracer)
-                .with_location(false)
-                .with_threads(false)
-                .with_target(false)
-                .with_tracked_inactivity(false)
-                .with_context_activation(false)
-                .with_filter(spans);
-            (Some(provider), Some(layer))
+            // Spans are built with the OpenTelemetry API where the work is
+            // (`taskwire_traces`), not from `tracing` spans: exported spans cost no
+            // `tracing` span, and log lines only add themselves to the current one.
+            taskwire_traces::install(tracer);
+            (Some(provider), Some(events::SpanEvents::layer()))
         }
         None => (None, None),
     };
@@ -106,11 +95,8 @@ pub fn init(
     tracing_subscriber::registry()
         .with(task_fields)
         .with(logs.with_filter(filter))
-        .with(otel)
+        .with(events)
         .try_init()
         .map_err(|e| anyhow::anyhow!("failed to start logging: {e}"))?;
-    if provider.is_some() {
-        taskwire_bus::trace_context::set_exporting();
-    }
     Ok(Telemetry { provider })
 }

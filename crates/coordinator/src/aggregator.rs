@@ -18,7 +18,7 @@ use backon::BackoffBuilder as _;
 use futures::StreamExt;
 use taskwire_bus::consumer::{Deliveries, Incoming};
 use taskwire_bus::messages::DeadLetter;
-use taskwire_bus::{Bus, BusError, PatchError, Patches, Received, Settlement, trace_context};
+use taskwire_bus::{Bus, BusError, PatchError, Patches, Received, Settlement};
 use taskwire_protocol::{ResultErrorCode, TaskError, TaskResult, TaskStatus};
 use taskwire_store::Store;
 use tokio_util::sync::CancellationToken;
@@ -167,7 +167,7 @@ async fn results_once(
         let spans: Vec<_> = results
             .iter()
             .map(|r| {
-                trace_context::exporting().then(|| {
+                taskwire_traces::exporting().then(|| {
                     crate::spans::record_result(&r.task_id, &r.trace_id, r.attempt, &r.traceparent)
                 })
             })
@@ -178,8 +178,11 @@ async fn results_once(
                 for (((delivery, result), recorded), span) in
                     acks.iter().zip(&results).zip(recorded).zip(&spans)
                 {
-                    let span = span.clone().unwrap_or_else(tracing::Span::none);
-                    span.record("task.recorded", recorded.is_some());
+                    let span = span.clone().unwrap_or_else(|| taskwire_traces::Spanned {
+                        log: tracing::Span::none(),
+                        trace: taskwire_traces::Span::none(),
+                    });
+                    span.trace.set("task.recorded", recorded.is_some());
                     match recorded {
                         Some(r) if r.transition.status == TaskStatus::Queued => {
                             metrics.task_retried(&r.agent);
@@ -210,7 +213,7 @@ async fn results_once(
             }
             Err(e) => {
                 for span in spans.iter().flatten() {
-                    crate::spans::fail(span, "store_error");
+                    span.trace.fail("store_error");
                 }
                 tracing::warn!(error = %e, batch = results.len(), "failed to record results, redelivering");
                 for delivery in &acks {

@@ -8,7 +8,6 @@ use taskwire_store::{ListFilter, ReplayOutcome, TaskRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
 use crate::auth::{Principal, principal};
 use crate::convert::task_with_subtree;
@@ -91,14 +90,20 @@ impl pb::task_service_server::TaskService for TaskApi {
             None => req.trace_id.parse().ok(),
         };
         let span = spans::submit(&traceparent, trace);
-        let submitted = submit_task(&self.state, &caller, req, parent, Origin::Request)
-            .instrument(span.clone())
+        let submitted = span
+            .instrument(submit_task(
+                &self.state,
+                &caller,
+                req,
+                parent,
+                Origin::Request,
+            ))
             .await;
         match submitted {
             Ok(r) => Ok(Response::new(r)),
             Err(e) => {
                 let status = Status::from(e);
-                spans::fail(&span, &format!("{:?}", status.code()));
+                span.trace.fail(format!("{:?}", status.code()));
                 Err(status)
             }
         }

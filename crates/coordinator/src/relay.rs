@@ -27,12 +27,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prost::Message as _;
-use taskwire_bus::{Bus, trace_context};
+use taskwire_bus::Bus;
 use taskwire_store::Store;
 use taskwire_store::outbox::OutboxMessage;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 const POLL: Duration = Duration::from_millis(250);
 /// How long after its commit a row its writer is publishing itself is left to it: then
@@ -259,7 +258,7 @@ async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<Strin
     for row in rows {
         // Exported traces get a producer span per dispatch, under the submit's span;
         // the dispatch's `traceparent` header names it.
-        let span = trace_context::exporting().then(|| {
+        let span = taskwire_traces::exporting().then(|| {
             let parent = StoredTraceparent::decode(row.payload.as_slice())
                 .map(|r| r.traceparent)
                 .unwrap_or_default();
@@ -272,7 +271,7 @@ async fn publish(bus: &Bus, rows: Vec<OutboxMessage>, failure: &mut Option<Strin
             &row.trace_id,
         );
         let sent = match span {
-            Some(span) => sent.instrument(span).await,
+            Some(span) => span.instrument(sent).await,
             None => sent.await,
         };
         match sent {

@@ -1,8 +1,9 @@
 //! The coordinator's spans, named in one place (see `docs/observability.md`).
 //!
-//! They are `tracing` spans; the binary exports them over OTLP only when an endpoint is
-//! configured. Parents cross processes as W3C `traceparent` values in the envelopes
-//! ([`taskwire_bus::trace_context`]), so one task tree is one trace:
+//! Each is an exported span ([`taskwire_traces`], built only when the binary exports
+//! traces) and, where log lines need the task's fields, a `tracing` span beside it.
+//! Parents cross processes as W3C `traceparent` values in the envelopes, so one task
+//! tree is one trace:
 //!
 //! ```text
 //! taskwire.v1.TaskService/Submit (server)     ← a caller's traceparent, if it sent one
@@ -13,107 +14,110 @@
 //!     └── record_result (the aggregator's fenced write)
 //! ```
 
-use taskwire_bus::trace_context;
-use taskwire_protocol::TraceId;
+use taskwire_protocol::{TaskId, TraceId};
+use taskwire_traces::{Attribute, Parent, Span, SpanBuilder, SpanKind, Spanned};
 use tracing::field::Empty;
 
 /// The server span of a gRPC `Submit`. It joins the caller's trace when `traceparent`
 /// (gRPC metadata) names one, unless the submit belongs to another trace (`trace`: the
 /// parent task's, or the one the request names), which it joins instead: the task's
-/// trace id is always its spans' trace id.
-pub fn submit(traceparent: &str, trace: Option<TraceId>) -> tracing::Span {
-    let span = tracing::info_span!(
-        "submit",
-        otel.name = "taskwire.v1.TaskService/Submit",
-        otel.kind = "server",
-        rpc.system = "grpc",
-        rpc.service = "taskwire.v1.TaskService",
-        rpc.method = "Submit",
-        task.id = Empty,
-        trace.id = Empty,
-        otel.status_code = Empty,
-        error.type = Empty,
-    );
-    match trace {
-        Some(trace) => {
-            trace_context::set_parent_in(&span, traceparent, trace);
-        }
-        None => {
-            trace_context::set_parent(&span, traceparent);
-        }
+/// trace id is always its spans' trace id. `task.id` and `trace.id` are set by
+/// [`submitted`] once the task is stored.
+pub fn submit(traceparent: &str, trace: Option<TraceId>) -> Spanned {
+    let parent = match trace {
+        Some(trace) => Parent::RemoteIn(traceparent, trace.as_u128()),
+        None => Parent::Remote(traceparent),
+    };
+    Spanned {
+        log: tracing::info_span!("submit", task.id = Empty, trace.id = Empty),
+        trace: Span::start(parent, || {
+            SpanBuilder::from_name("taskwire.v1.TaskService/Submit")
+                .with_kind(SpanKind::Server)
+                .with_attributes([
+                    Attribute::new("rpc.system", "grpc"),
+                    Attribute::new("rpc.service", "taskwire.v1.TaskService"),
+                    Attribute::new("rpc.method", "Submit"),
+                ])
+        }),
     }
-    span
 }
 
 /// The server span of a worker's child submit (the `task` tool), a child of the
 /// parent's `execute_tool task` span (`traceparent`), always in the parent's trace.
-pub fn child_submit(
-    traceparent: &str,
-    parent_id: taskwire_protocol::TaskId,
-    trace: TraceId,
-) -> tracing::Span {
-    let span = tracing::info_span!(
-        "child_submit",
-        otel.name = "ChildSubmit",
-        otel.kind = "server",
-        rpc.system = "nats",
-        rpc.method = "ChildSubmit",
-        task.parent_id = %parent_id,
-        task.id = Empty,
-        trace.id = Empty,
-        otel.status_code = Empty,
-        error.type = Empty,
-    );
-    trace_context::set_parent_in(&span, traceparent, trace);
-    span
+pub fn child_submit(traceparent: &str, parent_id: TaskId, trace: TraceId) -> Spanned {
+    Spanned {
+        log: tracing::info_span!(
+            "child_submit",
+            task.parent_id = %parent_id,
+            task.id = Empty,
+            trace.id = Empty,
+        ),
+        trace: Span::start(Parent::RemoteIn(traceparent, trace.as_u128()), || {
+            SpanBuilder::from_name("ChildSubmit")
+                .with_kind(SpanKind::Server)
+                .with_attributes([
+                    Attribute::new("rpc.system", "nats"),
+                    Attribute::new("rpc.method", "ChildSubmit"),
+                    Attribute::new("task.parent_id", parent_id.to_string()),
+                ])
+        }),
+    }
 }
 
-/// Marks `span` failed with `error_type` (a gRPC code name).
-pub fn fail(span: &tracing::Span, error_type: &str) {
-    span.record("otel.status_code", "ERROR");
-    span.record("error.type", error_type);
+/// Names the task a submit stored, on the current submit spans (log and exported).
+pub fn submitted(task_id: TaskId, trace_id: TraceId) {
+    let log = tracing::Span::current();
+    log.record("task.id", tracing::field::display(task_id));
+    log.record("trace.id", tracing::field::display(trace_id));
+    Span::current().set_with(|| {
+        vec![
+            Attribute::new("task.id", task_id.to_string()),
+            Attribute::new("trace.id", trace_id.to_string()),
+        ]
+    });
 }
 
 /// The producer span of one dispatch the outbox relay publishes, a child of the
 /// submit span (`traceparent`, from the stored task request) in the task's trace.
-pub fn publish(subject: &str, msg_id: &str, traceparent: &str, trace: &str) -> tracing::Span {
-    let span = tracing::info_span!(
-        "publish",
-        otel.name = format!("publish {subject}"),
-        otel.kind = "producer",
-        messaging.system = "nats",
-        messaging.operation.type = "send",
-        messaging.destination.name = subject,
-        messaging.message.id = msg_id,
-    );
-    match trace.parse() {
-        Ok(trace) => {
-            trace_context::set_parent_in(&span, traceparent, trace);
-        }
-        Err(_) => {
-            trace_context::set_parent(&span, traceparent);
-        }
-    }
-    span
+pub fn publish(subject: &str, msg_id: &str, traceparent: &str, trace: &str) -> Span {
+    let parent = match trace.parse::<TraceId>() {
+        Ok(trace) => Parent::RemoteIn(traceparent, trace.as_u128()),
+        Err(_) => Parent::Remote(traceparent),
+    };
+    Span::start(parent, || {
+        SpanBuilder::from_name(format!("publish {subject}"))
+            .with_kind(SpanKind::Producer)
+            .with_attributes([
+                Attribute::new("messaging.system", "nats"),
+                Attribute::new("messaging.operation.type", "send"),
+                Attribute::new("messaging.destination.name", subject.to_owned()),
+                Attribute::new("messaging.message.id", msg_id.to_owned()),
+            ])
+    })
 }
 
 /// The aggregator's fenced write of one attempt's result, a child of the attempt's
 /// span (`traceparent`, from the result).
 pub fn record_result(
-    task_id: &taskwire_protocol::TaskId,
+    task_id: &TaskId,
     trace_id: &TraceId,
     attempt: u32,
     traceparent: &str,
-) -> tracing::Span {
-    let span = tracing::info_span!(
-        "record_result",
-        otel.name = "record_result",
-        task.id = %task_id,
-        trace.id = %trace_id,
-        task.attempt = attempt,
-        db.system.name = "postgresql",
-        task.recorded = Empty,
-    );
-    trace_context::set_parent_in(&span, traceparent, *trace_id);
-    span
+) -> Spanned {
+    Spanned {
+        log: tracing::info_span!(
+            "record_result",
+            task.id = %task_id,
+            trace.id = %trace_id,
+            task.attempt = attempt,
+        ),
+        trace: Span::start(Parent::RemoteIn(traceparent, trace_id.as_u128()), || {
+            SpanBuilder::from_name("record_result").with_attributes([
+                Attribute::new("task.id", task_id.to_string()),
+                Attribute::new("trace.id", trace_id.to_string()),
+                Attribute::new("task.attempt", i64::from(attempt)),
+                Attribute::new("db.system.name", "postgresql"),
+            ])
+        }),
+    }
 }

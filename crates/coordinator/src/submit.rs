@@ -181,12 +181,12 @@ pub struct SubmitTrace {
 }
 
 impl SubmitTrace {
-    /// The current span's trace (nothing when traces are not exported).
+    /// The current exported span's trace (nothing when traces are not exported).
     pub fn current() -> Self {
-        let span = tracing::Span::current();
+        let span = taskwire_traces::Span::current();
         Self {
-            trace_id: taskwire_bus::trace_context::trace_id_of(&span),
-            traceparent: taskwire_bus::trace_context::traceparent_of(&span),
+            trace_id: span.trace_id().and_then(TraceId::from_u128),
+            traceparent: span.traceparent(),
         }
     }
 }
@@ -623,9 +623,7 @@ pub async fn submit_task(
             )));
         }
     };
-    let span = tracing::Span::current();
-    span.record("task.id", tracing::field::display(task_id));
-    span.record("trace.id", tracing::field::display(trace_id));
+    crate::spans::submitted(task_id, trace_id);
     if created {
         state.metrics.task_submitted(agent.as_str());
         tracing::debug!(task.id = %task_id, trace.id = %trace_id, "task submitted");

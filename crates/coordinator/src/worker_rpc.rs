@@ -22,7 +22,6 @@ use taskwire_bus::messages::{
 };
 use taskwire_protocol::{AgentSpecBundle, Subtask, TaskId, TaskRequest, TaskResult, pb};
 use taskwire_store::{SessionLoad as Loaded, TaskRecord};
-use tracing::Instrument;
 
 use crate::auth::Principal;
 use crate::submit::{Origin, ParentInfo, submit_task};
@@ -205,11 +204,11 @@ async fn child(state: &State, req: ChildSubmit) -> Answered<ChildSubmitted> {
         scopes: None,
     };
     let span = crate::spans::child_submit(&req.traceparent, parent_id, parent.trace_id);
-    let submitted = submit_task(state, &caller, submit, Some(parent), origin)
-        .instrument(span.clone())
+    let submitted = span
+        .instrument(submit_task(state, &caller, submit, Some(parent), origin))
         .await;
     if let Err(e) = &submitted {
-        crate::spans::fail(&span, e.code().as_wire());
+        span.trace.fail(e.code().as_wire());
     }
     let r = submitted?;
     Ok(ChildSubmitted {

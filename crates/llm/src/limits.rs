@@ -267,8 +267,9 @@ impl LimitedProvider {
                         wait,
                     });
                 }
-                let span = tracing::info_span!("rate_limit_wait", model, wait_ms = millis(wait));
-                tokio::time::sleep(wait).instrument_with(span).await;
+                crate::spans::rate_limit_wait(model, millis(wait))
+                    .instrument(tokio::time::sleep(wait))
+                    .await;
             }
             if matches!(reserved, Reserved::Full { .. } | Reserved::Later { .. }) {
                 continue;
@@ -453,15 +454,6 @@ pub fn estimate_tokens(request: &ChatRequest, catalogue: &ModelCatalogue) -> u64
         .unwrap_or(1024);
     (input as u64).div_ceil(4) + output
 }
-
-/// A sleep that runs inside a span.
-trait InstrumentWith: std::future::Future + Sized {
-    fn instrument_with(self, span: tracing::Span) -> tracing::instrument::Instrumented<Self> {
-        tracing::Instrument::instrument(self, span)
-    }
-}
-
-impl<F: std::future::Future> InstrumentWith for F {}
 
 fn now_ms() -> u64 {
     now_ms_at(SystemTime::now())

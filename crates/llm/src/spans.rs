@@ -1,16 +1,15 @@
-//! The `chat <model>` span of one model call (OpenTelemetry GenAI conventions), named in
-//! one place (see `docs/observability.md`).
+//! The `chat <model>` span of one model call (OpenTelemetry GenAI conventions) and the
+//! `rate_limit_wait` span of a wait for the model's budget, named in one place (see
+//! `docs/observability.md`). Each is a child of the span current where it starts.
 //!
 //! Token counts, models, finish reasons, the server's address and, on failure, the
 //! error's type. Prompt and completion text are recorded (`gen_ai.input.messages`,
 //! `gen_ai.output.messages`) only when the process opted in with
 //! [`set_capture_content`] (`TASKWIRE_OTEL_CAPTURE_CONTENT=true`); never otherwise.
 
-use opentelemetry::{Array, StringValue, Value};
-use tracing::field::Empty;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
-
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use taskwire_traces::{Array, Attribute, Parent, Span, SpanBuilder, SpanKind, StringValue, Value};
 
 use crate::{ChatRequest, ChatResponse, FinishReason, LlmError, Message};
 
@@ -27,76 +26,78 @@ fn capturing() -> bool {
 }
 
 /// The span of one chat call to `provider` (`openai`, `anthropic`) at `endpoint`.
-pub(crate) fn chat(
-    provider: &'static str,
-    request: &ChatRequest,
-    endpoint: &reqwest::Url,
-) -> tracing::Span {
-    let model = request.model.as_str();
-    let span = tracing::info_span!(
-        "chat",
-        otel.name = Empty,
-        otel.kind = "client",
-        gen_ai.operation.name = "chat",
-        gen_ai.provider.name = provider,
-        gen_ai.request.model = model,
-        gen_ai.response.model = Empty,
-        gen_ai.usage.input_tokens = Empty,
-        gen_ai.usage.output_tokens = Empty,
-        gen_ai.input.messages = Empty,
-        gen_ai.output.messages = Empty,
-        server.address = Empty,
-        server.port = Empty,
-        error.type = Empty,
-        otel.status_code = Empty,
-    );
-    if !span.is_disabled() {
-        span.record("otel.name", format!("chat {model}"));
+pub(crate) fn chat(provider: &'static str, request: &ChatRequest, endpoint: &reqwest::Url) -> Span {
+    Span::start(Parent::Current, || {
+        let model = request.model.as_str();
+        let mut attributes = vec![
+            Attribute::new("gen_ai.operation.name", "chat"),
+            Attribute::new("gen_ai.provider.name", provider),
+            Attribute::new("gen_ai.request.model", model.to_owned()),
+        ];
         if let Some(host) = endpoint.host_str() {
-            span.record("server.address", host);
+            attributes.push(Attribute::new("server.address", host.to_owned()));
         }
         if let Some(port) = endpoint.port_or_known_default() {
-            span.record("server.port", port);
+            attributes.push(Attribute::new("server.port", i64::from(port)));
         }
         if capturing() {
             let input = serde_json::to_string(&request.messages).unwrap_or_default();
-            span.record("gen_ai.input.messages", input);
+            attributes.push(Attribute::new("gen_ai.input.messages", input));
         }
-    }
-    span
+        SpanBuilder::from_name(format!("chat {model}"))
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+    })
 }
 
 /// Records the model the server says answered, on the current (`chat`) span.
 pub(crate) fn response_model(model: &str) {
-    tracing::Span::current().record("gen_ai.response.model", model);
+    Span::current().set_with(|| vec![Attribute::new("gen_ai.response.model", model.to_owned())]);
 }
 
 /// Records how the call ended on `span`.
-pub(crate) fn end(span: &tracing::Span, answer: &Result<ChatResponse, LlmError>) {
+pub(crate) fn end(span: &Span, answer: &Result<ChatResponse, LlmError>) {
     match answer {
-        Ok(r) => {
-            span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
-            // A list attribute, which `tracing` fields cannot hold; one answer is asked
-            // for (n = 1), so one reason.
+        Ok(r) => span.set_with(|| {
+            // One answer is asked for (n = 1), so one finish reason.
             let reasons = vec![StringValue::from(
                 finish_reason(&r.finish_reason).to_owned(),
             )];
-            span.set_attribute(
-                "gen_ai.response.finish_reasons",
-                Value::Array(Array::String(reasons)),
-            );
-            if capturing() && !span.is_disabled() {
+            let mut attributes = vec![
+                Attribute::new("gen_ai.usage.input_tokens", int(r.usage.input_tokens)),
+                Attribute::new("gen_ai.usage.output_tokens", int(r.usage.output_tokens)),
+                Attribute::new(
+                    "gen_ai.response.finish_reasons",
+                    Value::Array(Array::String(reasons)),
+                ),
+            ];
+            if capturing() {
                 let output = Message::assistant(r.text.clone(), r.tool_calls.clone());
                 let output = serde_json::to_string(&[output]).unwrap_or_default();
-                span.record("gen_ai.output.messages", output);
+                attributes.push(Attribute::new("gen_ai.output.messages", output));
+            }
+            attributes
+        }),
+        Err(e) => {
+            if span.is_recording() {
+                span.fail(error_type(e));
             }
         }
-        Err(e) => {
-            span.record("otel.status_code", "ERROR");
-            span.record("error.type", error_type(e));
-        }
     }
+}
+
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The span of a wait of `wait_ms` for `model`'s rate budget.
+pub(crate) fn rate_limit_wait(model: &str, wait_ms: u64) -> Span {
+    Span::start(Parent::Current, || {
+        SpanBuilder::from_name("rate_limit_wait").with_attributes([
+            Attribute::new("model", model.to_owned()),
+            Attribute::new("wait_ms", int(wait_ms)),
+        ])
+    })
 }
 
 /// The GenAI convention's finish reason names.

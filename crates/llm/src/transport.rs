@@ -248,12 +248,8 @@ impl Transport {
         encode: &(dyn Fn() -> Result<Vec<u8>, LlmError> + Sync),
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ChatResponse, LlmError> {
-        use tracing::Instrument;
         let span = crate::spans::chat(provider, request, self.url());
-        let answer = self
-            .chat::<D>(encode, on_delta)
-            .instrument(span.clone())
-            .await;
+        let answer = span.instrument(self.chat::<D>(encode, on_delta)).await;
         crate::spans::end(&span, &answer);
         answer
     }

@@ -181,7 +181,7 @@ impl SessionHost for WorkerHost<'_> {
             parent_epoch: self.epoch,
             parent_model: Some(self.model.clone()).filter(|m| !m.is_empty()),
             // The `execute_tool task` span: the child's spans hang under it.
-            traceparent: taskwire_bus::trace_context::current_traceparent(),
+            traceparent: taskwire_traces::Span::current().traceparent(),
             fork: request.fork.as_ref().map(|fork| fork.to_wire()),
             request: pb::SubmitRequest {
                 agent: request.subagent_type.clone(),

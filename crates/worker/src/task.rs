@@ -15,7 +15,6 @@ use taskwire_protocol::{
     ErrorCode, Provenance, ResultErrorCode, SessionId, TaskError, TaskRequest, TaskResult,
     TaskStatus, ToolCallSummary, WorkerId,
 };
-use tracing::Instrument;
 
 use crate::cancel::{Running, StopReason};
 use crate::outcome::{Disposition, retry_delay};
@@ -145,7 +144,7 @@ pub async fn handle(
     let span = crate::spans::invoke_agent(&request, claim.attempt, &ctx.worker_id, session_id);
     // The message is kept from redelivery by the worker's liveness thread
     // (`crate::liveness`), from the pull until it is settled.
-    Box::pin(run_claimed(ctx, msg, request, claim, session_id).instrument(span)).await
+    Box::pin(span.instrument(run_claimed(ctx, msg, request, claim, session_id))).await
 }
 
 async fn run_claimed(
@@ -402,7 +401,7 @@ fn result_of(
         title: None,
         provenance: Vec::new(),
         // Called in the attempt's span: the result write hangs under it.
-        traceparent: taskwire_bus::trace_context::current_traceparent(),
+        traceparent: taskwire_traces::Span::current().traceparent(),
         patch_ref: None,
     }
 }

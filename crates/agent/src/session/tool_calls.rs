@@ -12,7 +12,6 @@ use futures::stream::FuturesUnordered;
 use serde_json::Value;
 use taskwire_llm::{Message, ToolCall};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::events::{SessionEvent, ToolCallState, ToolCallSummary};
 use crate::error::ToolError;
@@ -110,51 +109,48 @@ impl<'a> Turn<'a> {
                     }
                     let title = title.clone();
                     let span = crate::spans::execute_tool(&call.name, &call.id);
-                    let traced = span.clone();
-                    running.push(
-                        async move {
-                            let ctx = ToolContext {
-                                call_id: call.id.clone(),
-                                ..self.ctx.clone()
-                            };
-                            let Ready {
-                                tool,
-                                mut args,
-                                mut approval,
-                            } = ready;
-                            if self.hooks.any(HookEvent::PreToolUse, tool.name()) {
-                                match self.before(call, tool, args, approval, &ctx).await {
-                                    Ok((checked, asked)) => (args, approval) = (checked, asked),
-                                    Err(err) => {
-                                        crate::spans::tool_failed(&traced, &err);
-                                        return (index, Err(err));
-                                    }
-                                }
-                            }
-                            if let Some(ask) = approval {
-                                if let Err(err) = self.approve(call, tool, &title, ask).await {
+                    let traced = span.trace.clone();
+                    running.push(span.instrument(async move {
+                        let ctx = ToolContext {
+                            call_id: call.id.clone(),
+                            ..self.ctx.clone()
+                        };
+                        let Ready {
+                            tool,
+                            mut args,
+                            mut approval,
+                        } = ready;
+                        if self.hooks.any(HookEvent::PreToolUse, tool.name()) {
+                            match self.before(call, tool, args, approval, &ctx).await {
+                                Ok((checked, asked)) => (args, approval) = (checked, asked),
+                                Err(err) => {
+                                    crate::spans::tool_failed(&traced, &err);
                                     return (index, Err(err));
                                 }
-                                // A call a hook sent for approval is already running.
-                                if !approved {
-                                    self.emit(call, ToolCallState::Running, &title, None);
-                                }
                             }
-                            let hooked_args = self
-                                .hooks
-                                .any(HookEvent::PostToolUse, tool.name())
-                                .then(|| args.clone());
-                            let mut result = tool.execute(args, &ctx).await;
-                            if let (Some(args), Ok(output)) = (hooked_args, &mut result) {
-                                self.after(call, tool, args, output, &ctx).await;
-                            }
-                            if let Err(err) = &result {
-                                crate::spans::tool_failed(&traced, err);
-                            }
-                            (index, result)
                         }
-                        .instrument(span),
-                    );
+                        if let Some(ask) = approval {
+                            if let Err(err) = self.approve(call, tool, &title, ask).await {
+                                return (index, Err(err));
+                            }
+                            // A call a hook sent for approval is already running.
+                            if !approved {
+                                self.emit(call, ToolCallState::Running, &title, None);
+                            }
+                        }
+                        let hooked_args = self
+                            .hooks
+                            .any(HookEvent::PostToolUse, tool.name())
+                            .then(|| args.clone());
+                        let mut result = tool.execute(args, &ctx).await;
+                        if let (Some(args), Ok(output)) = (hooked_args, &mut result) {
+                            self.after(call, tool, args, output, &ctx).await;
+                        }
+                        if let Err(err) = &result {
+                            crate::spans::tool_failed(&traced, err);
+                        }
+                        (index, result)
+                    }));
                 }
             }
             titles.push(title);
@@ -471,11 +467,8 @@ impl<'a> Turn<'a> {
                 patterns: patterns.clone(),
             });
         };
-        let answer = self
-            .ctx
-            .host
-            .approve(request, &announce)
-            .instrument(crate::spans::await_approval(permission, &request_id))
+        let answer = crate::spans::await_approval(permission, &request_id)
+            .instrument(self.ctx.host.approve(request, &announce))
             .await;
         tracing::debug!(tool.name = %call.name, ?answer, "approval answered");
         match answer {

@@ -140,10 +140,8 @@ where
         };
         let mut spans = Vec::new();
         // Innermost first: the line's span and then those around it.
-        let mut scope_ids = Vec::new();
         if let Some(scope) = ctx.event_scope() {
             for span in scope {
-                scope_ids.push(span.id());
                 spans.push(Value::from(span.name()));
                 if let Some(found) = span.extensions().get::<TaskFields>() {
                     task.task_id = task.task_id.or_else(|| found.task_id.clone());
@@ -156,18 +154,9 @@ where
             spans.reverse();
             line.insert("spans".into(), spans.into());
         }
-        // The ids of the innermost exported span the line is in, when there is one
-        // (they name the trace exactly); spans that are not exported (a DEBUG span
-        // inside an exported one) are passed over.
-        let ids = scope_ids.iter().find_map(|id| {
-            use opentelemetry::trace::TraceContextExt;
-            let cx = tracing::dispatcher::get_default(|dispatch| {
-                tracing_opentelemetry::get_otel_context(id, dispatch)
-            })?;
-            let sc = cx.span().span_context().clone();
-            sc.is_valid()
-                .then(|| (sc.trace_id().to_string(), sc.span_id().to_string()))
-        });
+        // The ids of the exported span current where the line is written, when there is
+        // one (they name the trace exactly): the innermost exported span it is in.
+        let ids = taskwire_traces::current_ids();
         if let Some(task_id) = task.task_id {
             line.insert("task_id".into(), task_id.into());
         }
