@@ -124,7 +124,7 @@ pub async fn watch(state: Arc<State>, dirs: Vec<PathBuf>, shutdown: Cancellation
             *state
                 .agents
                 .write()
-                .expect("registry lock is never poisoned") = Arc::new(agents);
+                .expect("registry lock is never poisoned") = Arc::new(agents.into());
             *state
                 .commands
                 .write()

@@ -7,6 +7,7 @@
 //! - [`auth`]: bearer tokens → tenant and scopes; tenant isolation.
 //! - [`ownership`]: ids named by callers, looked up with their tenant where they enter.
 //! - [`submit`]: validation and the group-commit submit batcher.
+//! - [`agents`]: the registry with its agents' wire specs, built once per registry.
 //! - [`batch`]: the group-commit loop behind submits.
 //! - [`relay`]: publishes the outbox to the JetStream tasks stream.
 //! - [`worker_rpc`]: answers workers' requests (served by `taskwire_bus::serve`): child
@@ -33,6 +34,7 @@
 //! port 0 (or [`serve_with_http`] with both listeners).
 
 pub mod advisories;
+pub mod agents;
 pub mod aggregator;
 pub mod api;
 pub mod auth;
@@ -65,7 +67,6 @@ pub mod worker_rpc;
 use std::sync::Arc;
 
 use taskwire_bus::{Bus, BusConfig, Subjects};
-use taskwire_definitions::builtin::AgentRegistry;
 use taskwire_protocol::pb;
 use taskwire_store::Store;
 use tokio::net::TcpListener;
@@ -83,8 +84,9 @@ pub struct State {
     /// The NATS connection: typed publishes, consumers, subscriptions and worker
     /// requests.
     pub bus: Bus,
-    /// The agent registry; replaced as a whole when the agents directory changes.
-    pub agents: std::sync::RwLock<Arc<AgentRegistry>>,
+    /// The agent registry (with its agents' wire specs); replaced as a whole when the
+    /// agents directory changes.
+    pub agents: std::sync::RwLock<Arc<agents::Agents>>,
     /// The slash commands; replaced as a whole when the commands directory changes.
     pub commands: std::sync::RwLock<Arc<taskwire_agent::command::CommandRegistry>>,
     pub submitter: submit::Submitter,
@@ -102,7 +104,7 @@ pub struct State {
 
 impl State {
     /// The current agent registry.
-    pub fn registry(&self) -> Arc<AgentRegistry> {
+    pub fn registry(&self) -> Arc<agents::Agents> {
         self.agents
             .read()
             .expect("registry lock is never poisoned")
@@ -222,7 +224,7 @@ pub async fn serve_with_http(
         store: store.clone(),
         subjects: subjects.clone(),
         bus: bus.clone(),
-        agents: std::sync::RwLock::new(Arc::new(agents)),
+        agents: std::sync::RwLock::new(Arc::new(agents.into())),
         commands: std::sync::RwLock::new(Arc::new(command_registry)),
         submitter,
         relay_wake: relay_wake.clone(),

@@ -18,6 +18,7 @@ use taskwire_protocol::{
 use taskwire_store::{InsertOutcome, NewTask, Store};
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::Agents;
 use crate::batch::Batcher;
 use crate::relay::Handoff;
 use crate::{CoordinatorConfig, CoordinatorError};
@@ -194,7 +195,7 @@ impl SubmitTrace {
 /// Validates a `SubmitRequest` and builds the task to insert.
 pub fn build_task(
     cfg: &CoordinatorConfig,
-    registry: &AgentRegistry,
+    registry: &Agents,
     subjects: &taskwire_bus::Subjects,
     mut req: pb::SubmitRequest,
     mut parent: Option<ParentInfo>,
@@ -414,6 +415,8 @@ pub fn build_task(
         (Some(p), true) => p.auth_scope.clone(),
         _ => req.auth_scope,
     };
+    // Built once per agent and registry, shared by the agent's tasks.
+    let wire = registry.wire_spec(spec);
     let request = TaskRequest {
         task_id: TaskId::generate(),
         parent_task_id: parent.as_ref().map(|p| p.task_id),
@@ -448,43 +451,13 @@ pub fn build_task(
         command: (!req.command.is_empty()).then_some(req.command),
         depth: parent.as_ref().map_or(0, |p| p.depth + 1),
         attempt: 0,
-        agent_spec: std::sync::Arc::new({
-            let (internal_agents, disabled_internal_agents) =
-                taskwire_protocol::agent_spec::internal_agents_to_wire(registry);
-            let mut wire = pb::AgentSpec::from(spec);
-            // The directories' hooks run first, then the agent's own.
-            let mut hooks: Vec<pb::Hook> = registry
-                .hooks()
-                .list()
-                .iter()
-                .map(taskwire_protocol::agent_spec::hook_to_wire)
-                .collect();
-            hooks.append(&mut wire.hooks);
-            pb::AgentSpec {
-                hooks,
-                mcp: registry
-                    .mcp()
-                    .list()
-                    .map(taskwire_protocol::agent_spec::mcp_to_wire)
-                    .collect(),
-                internal_agents,
-                disabled_internal_agents,
-                skills: taskwire_protocol::agent_spec::skills_to_wire(registry.skills()),
-                ..wire
-            }
-        }),
+        agent_spec: wire.spec,
         created_at: now,
         max_attempts,
         parent_model: parent.as_ref().and_then(|p| p.model.clone()),
         subtask: req.subtask.map(taskwire_protocol::Subtask::from),
         max_depth: cfg.max_depth,
-        subagents: registry
-            .list(false)
-            .into_iter()
-            .filter(|a| a.mode.is_subagent())
-            .map(|a| (a.name.to_string(), a.description.clone()))
-            .collect::<Vec<_>>()
-            .into(),
+        subagents: wire.subagents,
         inherited_permission: parent.map(|p| p.permission_layers).unwrap_or_default(),
         workspace_patch: req.workspace_patch,
         output_schema: (!req.output_schema.is_empty()).then_some(req.output_schema),
@@ -676,7 +649,7 @@ mod tests {
         let subjects = taskwire_bus::Subjects::new("t");
         build_task(
             &cfg,
-            &registry,
+            &Agents::from(registry),
             &subjects,
             req,
             parent.map(ParentInfo::of),
@@ -703,7 +676,7 @@ mod tests {
         let subjects = taskwire_bus::Subjects::new("t");
         build_task(
             &CoordinatorConfig::default(),
-            &AgentRegistry::builtin(),
+            &Agents::from(AgentRegistry::builtin()),
             &subjects,
             req,
             parent.map(ParentInfo::of),
@@ -739,7 +712,7 @@ mod tests {
             };
             build_task(
                 &CoordinatorConfig::default(),
-                &AgentRegistry::builtin(),
+                &Agents::from(AgentRegistry::builtin()),
                 &taskwire_bus::Subjects::new("t"),
                 req,
                 Some(info),

@@ -367,7 +367,7 @@ mod tests {
         };
         build_task(
             &CoordinatorConfig::default(),
-            &AgentRegistry::builtin(),
+            &crate::agents::Agents::from(AgentRegistry::builtin()),
             &taskwire_bus::Subjects::new("t"),
             req,
             None,

@@ -64,6 +64,60 @@ impl AgentSpecBundle {
     pub fn digest(&self) -> AgentSpecDigest {
         AgentSpecDigest::of(&self.spec, &self.subagents)
     }
+
+    /// Its digest and encoding, remembered for the last few bundles by identity: the
+    /// tasks of one agent share their bundle's parts (see the coordinator's wire specs),
+    /// so a bundle is encoded and hashed once, not once per task.
+    pub fn encoded(&self) -> (AgentSpecDigest, Arc<[u8]>) {
+        recent::encoded(self)
+    }
+}
+
+/// The recently encoded bundles, by the identity of their parts.
+mod recent {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use super::{AgentSpecBundle, AgentSpecDigest};
+
+    /// As many bundles as a registry has agents, and then some.
+    const KEPT: usize = 64;
+
+    struct Encoded {
+        /// Kept alive by the entry, so that the identity cannot be another bundle's.
+        bundle: AgentSpecBundle,
+        digest: AgentSpecDigest,
+        bytes: Arc<[u8]>,
+    }
+
+    static RECENT: Mutex<VecDeque<Encoded>> = Mutex::new(VecDeque::new());
+
+    pub(super) fn encoded(bundle: &AgentSpecBundle) -> (AgentSpecDigest, Arc<[u8]>) {
+        let same = |e: &Encoded| {
+            Arc::ptr_eq(&e.bundle.spec, &bundle.spec)
+                && Arc::ptr_eq(&e.bundle.subagents, &bundle.subagents)
+        };
+        if let Some(e) = RECENT
+            .lock()
+            .expect("never poisoned")
+            .iter()
+            .find(|e| same(e))
+        {
+            return (e.digest, e.bytes.clone());
+        }
+        let bytes: Arc<[u8]> = bundle.encode().into();
+        let digest = AgentSpecDigest::of_encoded(&bytes);
+        let mut recent = RECENT.lock().expect("never poisoned");
+        if recent.len() == KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(Encoded {
+            bundle: bundle.clone(),
+            digest,
+            bytes: bytes.clone(),
+        });
+        (digest, bytes)
+    }
 }
 
 fn agent_refs(subagents: &[(String, String)]) -> Vec<pb::AgentRef> {
@@ -173,6 +227,23 @@ mod tests {
         assert_eq!(one.encode(), one.to_wire().encode_to_vec());
         assert_eq!(AgentSpecBundle::decode(&one.encode()), Ok(one));
         assert!(AgentSpecBundle::decode(&[]).is_err(), "a bundle has a spec");
+    }
+
+    #[test]
+    fn a_bundle_shared_by_tasks_is_encoded_once_and_an_equal_one_alike() {
+        let shared = bundle("remembered", &[("explore", "searches")]);
+        let (digest, bytes) = shared.encoded();
+        assert_eq!(digest, shared.digest());
+        assert_eq!(&bytes[..], &shared.encode()[..]);
+        let (again, same) = shared.clone().encoded();
+        assert_eq!(again, digest);
+        assert!(Arc::ptr_eq(&bytes, &same), "the same parts: remembered");
+        // Equal parts that are not the same ones are encoded again, to the same digest.
+        let (equal, other) = bundle("remembered", &[("explore", "searches")]).encoded();
+        assert_eq!(equal, digest);
+        assert!(!Arc::ptr_eq(&bytes, &other));
+        // Other parts, another digest.
+        assert_ne!(bundle("changed", &[]).encoded().0, digest);
     }
 
     #[test]

@@ -261,7 +261,7 @@ pub struct Dispatch {
     pub wire: pb::TaskRequest,
     pub digest: AgentSpecDigest,
     /// The encoded bundle, whose SHA-256 is `digest`.
-    pub bundle: Vec<u8>,
+    pub bundle: Arc<[u8]>,
 }
 
 impl From<&TaskRequest> for pb::TaskRequest {
@@ -283,8 +283,7 @@ impl TaskRequest {
     /// The request as stored and dispatched: its agent spec and subagents named by
     /// their bundle's digest, with the bundle encoded once, to store under it.
     pub fn to_dispatch(&self) -> Dispatch {
-        let bundle = self.spec_bundle().encode();
-        let digest = AgentSpecDigest::of_encoded(&bundle);
+        let (digest, bundle) = self.spec_bundle().encoded();
         Dispatch {
             wire: self.wire(Some(digest)),
             digest,

@@ -35,7 +35,7 @@ pub struct NewTask {
 impl NewTask {
     /// The encoded request as stored and dispatched and, unless the spec is inline,
     /// its spec bundle's digest and encoding, to store once.
-    pub(crate) fn encoded(&self) -> (Vec<u8>, Option<(AgentSpecDigest, Vec<u8>)>) {
+    pub(crate) fn encoded(&self) -> (Vec<u8>, Option<(AgentSpecDigest, std::sync::Arc<[u8]>)>) {
         if self.inline_agent_spec {
             return (pb::TaskRequest::from(&self.request).encode_to_vec(), None);
         }

@@ -82,7 +82,7 @@ pub(crate) async fn insert_tasks_on(
     let mut spec_digests: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
     let mut priorities: Vec<i16> = Vec::with_capacity(n);
     // The batch's distinct spec bundles (usually one), stored once each.
-    let mut specs: HashMap<AgentSpecDigest, Vec<u8>> = HashMap::new();
+    let mut specs: HashMap<AgentSpecDigest, std::sync::Arc<[u8]>> = HashMap::new();
     for t in tasks {
         let r = &t.request;
         ids.push(r.task_id.as_uuid());
@@ -112,7 +112,7 @@ pub(crate) async fn insert_tasks_on(
 
     let (spec_keys, spec_values): (Vec<Vec<u8>>, Vec<Vec<u8>>) = specs
         .into_iter()
-        .map(|(d, spec)| (d.as_bytes().to_vec(), spec))
+        .map(|(d, spec)| (d.as_bytes().to_vec(), spec.to_vec()))
         .unzip();
     let subjects: Vec<&str> = tasks.iter().map(|t| t.subject.as_str()).collect();
     let not_before: Vec<Option<chrono::DateTime<chrono::Utc>>> =

@@ -216,7 +216,9 @@ async fn a_transcript_load_refused_while_the_database_is_down_is_retried_not_fai
 
     let mut new = taskwire_coordinator::submit::build_task(
         &taskwire_coordinator::CoordinatorConfig::default(),
-        &taskwire_definitions::builtin::AgentRegistry::builtin(),
+        &taskwire_coordinator::agents::Agents::from(
+            taskwire_definitions::builtin::AgentRegistry::builtin(),
+        ),
         &subjects,
         // Resuming a session: its transcript is loaded before the session starts.
         pb::SubmitRequest {

@@ -60,7 +60,7 @@ fn new_task(subjects: &Subjects, i: usize) -> NewTask {
     };
     build_task(
         &CoordinatorConfig::default(),
-        &AgentRegistry::builtin(),
+        &crate::agents::Agents::from(AgentRegistry::builtin()),
         subjects,
         req,
         None,
