@@ -32,10 +32,13 @@ pub struct NewTask {
     pub not_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+/// A spec bundle's digest and encoding.
+pub(crate) type SpecBundle = (AgentSpecDigest, std::sync::Arc<[u8]>);
+
 impl NewTask {
     /// The encoded request as stored and dispatched and, unless the spec is inline,
     /// its spec bundle's digest and encoding, to store once.
-    pub(crate) fn encoded(&self) -> (Vec<u8>, Option<(AgentSpecDigest, std::sync::Arc<[u8]>)>) {
+    pub(crate) fn encoded(&self) -> (Vec<u8>, Option<SpecBundle>) {
         if self.inline_agent_spec {
             return (pb::TaskRequest::from(&self.request).encode_to_vec(), None);
         }
