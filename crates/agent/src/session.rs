@@ -116,9 +116,8 @@ pub async fn run_session(
     observer: &dyn SessionObserver,
     cancel: CancellationToken,
 ) -> SessionOutcome {
-    // At DEBUG, so not exported: the attempt's `invoke_agent` span already names the
-    // agent and its `chat` spans the model, and a span per task costs every exporting
-    // worker a few microseconds for nothing a trace reader lacks.
+    // A log span only, at DEBUG (no exported span: the attempt's `invoke_agent` span
+    // already names the agent and its `chat` spans the model).
     let span =
         tracing::debug_span!("session", agent.name = %params.agent.name, model = %params.model);
     let state = SessionState::new();

@@ -7,7 +7,7 @@ use taskwire_traces::Attribute;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::{FilterFn, Filtered};
+use tracing_subscriber::filter::{FilterFn, Filtered, LevelFilter};
 use tracing_subscriber::layer::Context;
 
 /// The layer that adds log lines to the current exported span.
@@ -23,7 +23,8 @@ impl SpanEvents {
         let events: fn(&Metadata<'_>) -> bool = |meta| {
             meta.is_event() && *meta.level() <= Level::INFO && meta.target().starts_with("taskwire")
         };
-        SpanEvents.with_filter(FilterFn::new(events))
+        // The hint keeps DEBUG and TRACE callsites off at their first, static check.
+        SpanEvents.with_filter(FilterFn::new(events).with_max_level_hint(LevelFilter::INFO))
     }
 }
 
