@@ -6,11 +6,11 @@
 //! span current while it is polled, so that the spans it starts (a model call, a tool
 //! call) are the span's children and the `traceparent` it sends on is the span's.
 //!
-//! Nothing here goes through `tracing`: log lines keep their own `tracing` spans (which
-//! a [`Spanned`] pairs with the exported one), and an exported span costs nothing in a
-//! process that does not export traces. The binary installs
-//! the tracer with [`install`] only when an OTLP endpoint is configured; until then
-//! every [`Span`] is [`Span::none`] and every function here is a cheap no-op.
+//! No exported span goes through `tracing`: log lines keep their own `tracing` spans
+//! (which a [`Spanned`] pairs with the exported one), and an exported span costs
+//! nothing in a process that does not export traces. The binary installs the tracer
+//! with [`install`] only when an OTLP endpoint is configured; until then every [`Span`]
+//! is [`Span::none`] and every function here is a cheap no-op.
 //!
 //! - `propagation` (private): `traceparent` values in and out.
 
