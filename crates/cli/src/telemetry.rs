@@ -22,7 +22,7 @@ use std::io::IsTerminal;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 pub use otlp::TraceSettings;
 
@@ -67,17 +67,7 @@ pub fn init(
     let filter = EnvFilter::builder()
         .with_default_directive(default_level.into())
         .from_env_lossy();
-    let logs = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::stderr().is_terminal())
-            .boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .event_format(json::JsonLines)
-            .boxed(),
-    };
-    let (provider, events) = match traces {
+    let provider = match traces {
         Some(settings) => {
             let (provider, tracer) = otlp::tracer(&settings)?;
             taskwire_llm::spans::set_capture_content(settings.capture_content);
@@ -85,18 +75,88 @@ pub fn init(
             // (`taskwire_traces`), not from `tracing` spans: exported spans cost no
             // `tracing` span, and log lines only add themselves to the current one.
             taskwire_traces::install(tracer);
-            (Some(provider), Some(events::SpanEvents::layer()))
+            Some(provider)
         }
-        None => (None, None),
+        None => None,
     };
-    // Only JSON lines name the task of the spans they are in. Text lines have no use
-    // for it, and without it a span nobody logs or exports is never created at all.
-    let task_fields = (format == LogFormat::Json).then_some(json::TaskFieldsLayer);
+    let writer = std::io::stderr;
+    let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::registry()
-        .with(task_fields)
-        .with(logs.with_filter(filter))
-        .with(events)
+        .with(layers(format, filter, writer, ansi, provider.is_some()))
         .try_init()
         .map_err(|e| anyhow::anyhow!("failed to start logging: {e}"))?;
     Ok(Telemetry { provider })
+}
+
+/// The subscriber's layers: log lines in `format` to `writer`, filtered by `filter`;
+/// with `span_events`, log lines as events of the current exported span. A list, not
+/// a nest of optional layers: an absent layer in the nest would make every span
+/// callsite "sometimes" enabled, and spans nobody logs would be created.
+fn layers<W>(
+    format: LogFormat,
+    filter: EnvFilter,
+    writer: W,
+    ansi: bool,
+    span_events: bool,
+) -> Vec<Box<dyn Layer<Registry> + Send + Sync>>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let mut layers = Vec::new();
+    let logs = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(ansi)
+            .boxed(),
+        LogFormat::Json => {
+            // Only JSON lines name the task of the spans they are in. Text lines have
+            // no use for it, and without it a span nobody logs is never created.
+            layers.push(json::TaskFieldsLayer.boxed());
+            tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .event_format(json::JsonLines)
+                .boxed()
+        }
+    };
+    layers.push(logs.with_filter(filter).boxed());
+    if span_events {
+        layers.push(events::SpanEvents::layer().boxed());
+    }
+    layers
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing::Level;
+
+    use super::*;
+
+    fn with_layers(format: LogFormat, span_events: bool, check: impl FnOnce()) {
+        let layers = layers(
+            format,
+            EnvFilter::new("warn"),
+            std::io::sink,
+            false,
+            span_events,
+        );
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layers), check);
+    }
+
+    #[test]
+    fn with_logs_at_warn_no_info_span_is_created_whether_spans_are_exported_or_not() {
+        for span_events in [false, true] {
+            with_layers(LogFormat::Text, span_events, || {
+                let span = tracing::info_span!(target: "taskwire_worker", "invoke_agent");
+                assert!(span.is_disabled(), "span events {span_events}: not created");
+                let span = tracing::warn_span!(target: "taskwire_worker", "warned");
+                assert!(!span.is_disabled(), "a span the logs want is created");
+                assert!(!tracing::event_enabled!(target: "taskwire_worker", Level::DEBUG));
+                assert_eq!(
+                    tracing::event_enabled!(target: "taskwire_worker", Level::INFO),
+                    span_events,
+                    "INFO lines are wanted only as span events"
+                );
+            });
+        }
+    }
 }
