@@ -7,7 +7,7 @@ use async_nats::HeaderMap;
 /// JetStream's deduplication id: a relay retry of the same outbox row is dropped.
 pub const MSG_ID: &str = "Nats-Msg-Id";
 /// W3C trace context of the task.
-pub const TRACEPARENT: &str = "traceparent";
+pub use taskwire_traces::TRACEPARENT;
 /// The task id, so tools can route without decoding the payload.
 pub const TASK_ID: &str = "Taskwire-Task-Id";
 

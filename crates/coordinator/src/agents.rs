@@ -54,9 +54,12 @@ impl Agents {
     /// The wire spec of `spec` (an agent of this registry), built on first use.
     pub fn wire_spec(&self, spec: &AgentSpec) -> WireSpec {
         let mut wire = self.wire.lock().expect("wire spec lock is never poisoned");
-        wire.entry(spec.name.clone())
-            .or_insert_with(|| self.build(spec))
-            .clone()
+        if let Some(built) = wire.get(&spec.name) {
+            return built.clone();
+        }
+        let built = self.build(spec);
+        wire.insert(spec.name.clone(), built.clone());
+        built
     }
 
     fn build(&self, spec: &AgentSpec) -> WireSpec {

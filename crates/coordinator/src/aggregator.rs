@@ -178,10 +178,7 @@ async fn results_once(
                 for (((delivery, result), recorded), span) in
                     acks.iter().zip(&results).zip(recorded).zip(&spans)
                 {
-                    let span = span.clone().unwrap_or_else(|| taskwire_traces::Spanned {
-                        log: tracing::Span::none(),
-                        trace: taskwire_traces::Span::none(),
-                    });
+                    let span = span.clone().unwrap_or_else(taskwire_traces::Spanned::none);
                     span.trace.set("task.recorded", recorded.is_some());
                     match recorded {
                         Some(r) if r.transition.status == TaskStatus::Queued => {

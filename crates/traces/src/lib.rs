@@ -29,6 +29,9 @@ use opentelemetry_sdk::trace::SdkTracer;
 pub use opentelemetry::trace::{SpanBuilder, SpanKind};
 pub use opentelemetry::{Array, KeyValue as Attribute, StringValue, Value};
 
+/// The header (gRPC metadata, NATS header) that carries a span's W3C context.
+pub const TRACEPARENT: &str = "traceparent";
+
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
 /// Exports spans with `tracer` from now on (the binary calls it once, when an OTLP
@@ -245,6 +248,14 @@ pub struct Spanned {
 }
 
 impl Spanned {
+    /// Neither span: where nothing is logged or exported for the work.
+    pub fn none() -> Self {
+        Self {
+            log: tracing::Span::none(),
+            trace: Span::none(),
+        }
+    }
+
     /// `future`, in both spans while it is polled.
     pub fn instrument<F: Future>(&self, future: F) -> InSpan<tracing::instrument::Instrumented<F>> {
         let logged = tracing::Instrument::instrument(future, self.log.clone());

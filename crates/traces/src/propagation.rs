@@ -10,7 +10,7 @@ use opentelemetry::trace::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 
-const TRACEPARENT: &str = "traceparent";
+use crate::TRACEPARENT;
 
 /// The one header the propagator reads or writes here. A carrier of its own, so that a
 /// span's context costs no map and no key copied.

@@ -38,7 +38,7 @@ pub enum OtlpProtocol {
 
 impl TraceSettings {
     /// The settings `env` describes; `None` when no OTLP endpoint is set (or the SDK is
-    /// disabled): then nothing is exported and no OpenTelemetry layer is installed. An
+    /// disabled): then nothing is exported and no tracer is installed. An
     /// unsupported protocol is an error naming the variable.
     pub fn from_env(
         env: impl Fn(&str) -> Option<String>,
