@@ -448,7 +448,8 @@ impl Store {
             Reach::Tree(_) => (
                 "WITH RECURSIVE tree AS ( \
                      SELECT task_id FROM tasks WHERE task_id = $1 \
-                     UNION ALL SELECT t.task_id FROM tasks t JOIN tree ON t.parent_task_id = tree.task_id), \
+                     UNION ALL SELECT t.task_id FROM tree CROSS JOIN LATERAL ( \
+                         SELECT task_id FROM tasks WHERE parent_task_id = tree.task_id OFFSET 0) t), \
                  target AS (SELECT task_id, NULL::text AS reason FROM tree)"
                     .to_owned(),
                 "NULL",
@@ -456,7 +457,10 @@ impl Store {
             // The walk goes through finished descendants too: a live grandchild under a
             // finished child is as orphaned as a live child. It starts from the
             // children (`tasks_parent`, which holds child tasks only), so tasks without
-            // children, most of them, cost one index probe each, never a scan.
+            // children, most of them, cost one index probe each, never a scan. Each step
+            // below (and in `Tree`) is a `LATERAL` subquery behind `OFFSET 0`, which the
+            // planner cannot flatten into a join: a probe of `tasks_parent` per task
+            // whatever the statistics say (see `usage::subtree_usage`).
             Reach::DescendantsOf(_) => (
                 format!(
                     "WITH RECURSIVE tree AS ( \
@@ -466,7 +470,8 @@ impl Store {
                            AND p.status NOT IN {live} \
                          UNION ALL \
                          SELECT c.task_id, tree.ended, tree.ended_status, tree.depth + 1 \
-                         FROM tasks c JOIN tree ON c.parent_task_id = tree.task_id), \
+                         FROM tree CROSS JOIN LATERAL ( \
+                             SELECT task_id FROM tasks WHERE parent_task_id = tree.task_id OFFSET 0) c), \
                      target AS ( \
                          SELECT task_id, CASE WHEN depth = 1 THEN 'parent' ELSE 'ancestor' END \
                                          || ' task ' || ended || ' ended (' || ended_status || ')' AS reason \
@@ -487,10 +492,15 @@ impl Store {
                 "t.last_error",
             ),
         };
+        // The targets are also named as an array (`= ANY`), which the planner, not
+        // knowing its length, takes for a few keys to look up in `tasks_pkey`: joined
+        // on `target` alone, a walk's guessed size (thousands of rows on a table without
+        // statistics) made it hash the whole table.
         let statement = sql(format!(
             "{targets} \
              UPDATE tasks t SET status = {to}, last_error = {error}, updated_at = now(), finished_at = now() \
-             FROM target WHERE t.task_id = target.task_id AND t.status IN {from} \
+             FROM target WHERE t.task_id = ANY(ARRAY(SELECT task_id FROM target)) \
+               AND t.task_id = target.task_id AND t.status IN {from} \
              RETURNING t.task_id, t.status, t.last_error",
             to = lit(to),
             from = from(kind),

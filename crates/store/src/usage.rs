@@ -39,15 +39,28 @@ impl Store {
             return Ok(HashMap::new());
         }
         let ids: Vec<uuid::Uuid> = tasks.iter().map(|t| t.as_uuid()).collect();
+        // The walk carries each row's usage, so no join back to `tasks` follows it, and
+        // finds a task's children with a `LATERAL` subquery behind `OFFSET 0`, which
+        // the planner cannot flatten into a join: it runs per task as a probe of
+        // `tasks_parent`, whatever the table's statistics say. As a join, on a table
+        // that grew since its last analysis (the planner then guesses 1 in 200 rows per
+        // parent), both steps hashed the whole table: 20 ms after 20,000 tasks, a cost
+        // growing with every task ever run.
         let rows: Vec<UsageRow> = sqlx::query_as(
-            "WITH RECURSIVE tree(top, task_id) AS ( \
-                 SELECT task_id, task_id FROM tasks WHERE task_id = ANY($1) \
+            "WITH RECURSIVE tree(top, task_id, input, output, cost, unpriced, cached, written) AS ( \
+                 SELECT task_id, task_id, own_input_tokens, own_output_tokens, own_cost_picousd, \
+                        own_unpriced_tokens, own_cached_input_tokens, own_cache_write_input_tokens \
+                 FROM tasks WHERE task_id = ANY($1) \
                  UNION ALL \
-                 SELECT tree.top, c.task_id FROM tasks c JOIN tree ON c.parent_task_id = tree.task_id) \
-             SELECT tree.top, SUM(t.own_input_tokens)::int8, SUM(t.own_output_tokens)::int8, \
-                    SUM(t.own_cost_picousd)::int8, SUM(t.own_unpriced_tokens)::int8, \
-                    SUM(t.own_cached_input_tokens)::int8, SUM(t.own_cache_write_input_tokens)::int8 \
-             FROM tree JOIN tasks t ON t.task_id = tree.task_id GROUP BY tree.top",
+                 SELECT tree.top, c.task_id, c.own_input_tokens, c.own_output_tokens, c.own_cost_picousd, \
+                        c.own_unpriced_tokens, c.own_cached_input_tokens, c.own_cache_write_input_tokens \
+                 FROM tree CROSS JOIN LATERAL ( \
+                     SELECT task_id, own_input_tokens, own_output_tokens, own_cost_picousd, \
+                            own_unpriced_tokens, own_cached_input_tokens, own_cache_write_input_tokens \
+                     FROM tasks WHERE parent_task_id = tree.task_id OFFSET 0) c) \
+             SELECT top, SUM(input)::int8, SUM(output)::int8, SUM(cost)::int8, \
+                    SUM(unpriced)::int8, SUM(cached)::int8, SUM(written)::int8 \
+             FROM tree GROUP BY top",
         )
         .bind(&ids)
         .fetch_all(&self.pool)

@@ -1239,3 +1239,112 @@ async fn a_subtree_sums_its_tasks_own_usage_and_a_budget_counts_from_its_top() {
         "no budget, nothing counted"
     );
 }
+
+/// The `tasks` table's sequential scans, inserts and updates as Postgres counts them,
+/// once the store's connections have reported at least `inserts` and `updates`.
+async fn task_scans(
+    db: &TestDatabase,
+    store: &Store,
+    inserts: i64,
+    updates: i64,
+) -> (i64, i64, i64) {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(db.url())
+        .await
+        .expect("connect");
+    // A backend reports its counts when it goes idle, at most once a second: the
+    // store's one connection is kept busy with pings meanwhile.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        store.ping().await.expect("ping");
+        sqlx::query("SELECT pg_stat_clear_snapshot()")
+            .execute(&mut conn)
+            .await
+            .expect("clear the stats snapshot");
+        let counts: (i64, i64, i64) = sqlx::query_as(
+            "SELECT seq_scan, n_tup_ins, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'tasks'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("table stats");
+        if (counts.1 >= inserts && counts.2 >= updates) || std::time::Instant::now() > deadline {
+            return counts;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// A subtree's usage, a cancel of a tree and the cancel of an ended task's children walk
+/// the tree through the parent index, whatever Postgres knows of the table: on 20,000
+/// tasks it has never analysed (a table that grew since its last analysis), not one
+/// sequential scan, where a scan's cost grows with every task ever run.
+#[tokio::test]
+async fn tree_walks_scan_no_table_however_large_and_unanalysed() {
+    // One connection, which the counters' wait keeps busy until it reports them.
+    let (db, store) = store_with(1).await;
+    let pool = sqlx::PgPool::connect(db.url()).await.expect("connect");
+    sqlx::query("ALTER TABLE tasks SET (autovacuum_enabled = false)")
+        .execute(&pool)
+        .await
+        .expect("no analysis during the test");
+    // root → child → grandchild, and root → second child.
+    let root = task(None, "r");
+    let mut child = task(None, "c");
+    child.request.parent_task_id = Some(root.request.task_id);
+    let mut grandchild = task(None, "g");
+    grandchild.request.parent_task_id = Some(child.request.task_id);
+    let mut second = task(None, "s");
+    second.request.parent_task_id = Some(root.request.task_id);
+    let [root_id, child_id, grandchild_id, second_id] =
+        [&root, &child, &grandchild, &second].map(|t| t.request.task_id);
+    store
+        .insert_tasks(&[root, child, grandchild, second])
+        .await
+        .expect("insert");
+    sqlx::query(
+        "INSERT INTO tasks (task_id, trace_id, tenant, agent, prompt, status, request_digest, request, finished_at) \
+         SELECT gen_random_uuid(), md5(i::text), 'acme', 'general', 'p', 'completed', 'd', '\\x00', now() \
+         FROM generate_series(1, 20000) i",
+    )
+    .execute(&pool)
+    .await
+    .expect("20,000 finished tasks");
+    let (scans, inserts, updates) = task_scans(&db, &store, 20_004, 0).await;
+    assert!(inserts >= 20_004, "the inserts were reported: {inserts}");
+
+    let sums = store.subtree_usage(&[root_id]).await.expect("sums");
+    assert_eq!(sums[&root_id], Usage::default());
+    let cancelled = store
+        .cancel_tree(child_id)
+        .await
+        .expect("cancel the child's tree");
+    let mut ids: Vec<TaskId> = cancelled.iter().map(|t| t.task_id).collect();
+    ids.sort();
+    let mut expected = vec![child_id, grandchild_id];
+    expected.sort();
+    assert_eq!(ids, expected);
+    let ClaimOutcome::Granted { epoch, .. } = claim(&store, root_id).await else {
+        panic!("claim the root")
+    };
+    assert_eq!(
+        store
+            .record_results(&[result(root_id, epoch, "done")])
+            .await
+            .expect("record"),
+        [true]
+    );
+    let orphans = store.cancel_descendants(&[root_id]).await.expect("cancel");
+    assert_eq!(
+        orphans.iter().map(|t| t.task_id).collect::<Vec<_>>(),
+        vec![second_id],
+        "the ended root's live child is cancelled, not the finished ones"
+    );
+
+    // Two cancels, the claim, the result and the orphan's cancel.
+    let (scans_after, _, updates_after) = task_scans(&db, &store, inserts, updates + 5).await;
+    assert!(updates_after >= updates + 5, "the updates were reported");
+    assert_eq!(
+        scans_after, scans,
+        "sequential scans of `tasks` during the walks"
+    );
+}
