@@ -34,6 +34,7 @@ pub mod repo_script;
 pub mod report;
 pub mod repos;
 pub mod scaling;
+pub mod stages;
 pub mod statements;
 pub mod timeline;
 pub mod traffic;

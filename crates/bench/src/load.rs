@@ -262,12 +262,15 @@ async fn submit_all(
             let (submitted, errors) = (submitted.clone(), errors.clone());
             async move {
                 let t = Instant::now();
+                let in_flight = &crate::stages::SUBMITS_IN_FLIGHT;
+                in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // Pushed back (the fleet is behind): retry, as a client should.
                 let mut answer = client.submit(request(format!("{prompt} {i}"))).await;
                 while matches!(&answer, Err(e) if e.code() == tonic::Code::ResourceExhausted) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     answer = client.submit(request(format!("{prompt} {i}"))).await;
                 }
+                in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                 match answer {
                     Ok(r) => {
                         let id = r.into_inner().task_id;

@@ -26,7 +26,7 @@ use taskwire_bench::report;
 use taskwire_bench::repos::{self, Repo};
 use taskwire_bench::timeline;
 use taskwire_bench::{repo_figures, repo_runs, repo_script, scaling};
-use taskwire_bench::{statements, traffic};
+use taskwire_bench::{stages, statements, traffic};
 use taskwire_test_support::{
     Collector, Gate, NatsServer, PrivatePostgres, ScriptedModel, ScriptedReply,
 };
@@ -93,6 +93,12 @@ struct Args {
     /// trace export on, cut at the edges of their spans.
     #[arg(long)]
     timeline: bool,
+    /// Also print where a task's time goes under load, stage by stage (each stage's
+    /// backlog sampled during a throughput pass on fresh processes, by Little's law),
+    /// and what the stages do alone (submits with no worker running, then the workers
+    /// on that backlog).
+    #[arg(long)]
+    stages: bool,
     /// Parent + `explore` child runs per repository in the real-task phase (0 skips it).
     #[arg(long, default_value_t = 40)]
     repo_runs: u32,
@@ -295,6 +301,57 @@ async fn pass(
     }
     stack.check_running()?;
     Ok(Pass { batch, cpu })
+}
+
+/// `--stages`: a throughput pass on fresh processes with the stages' backlogs
+/// sampled, then the stages alone on fresh processes: submits while no worker runs,
+/// then the workers on that backlog.
+async fn stages(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<String> {
+    let n = args.tasks as usize;
+    let submitters = args.submitters as usize;
+    let db = s.pg.url_for("taskwire");
+    eprintln!("stages: {n} tasks with the stages' backlogs sampled");
+    let stack = Stack::of_args(s, args, &[]).await?;
+    events
+        .batch(&stack.clients, "stages warm-up", n.min(500), submitters)
+        .await?;
+    let sampler = stages::Sampler::start(&s.nats.url(), &db).await?;
+    let batch = events
+        .batch(&stack.clients, "stages no-op", n, submitters)
+        .await?;
+    let backlogs = sampler.stop().await?;
+    stack.stop();
+    let throughput = n as f64 / batch.elapsed.as_secs_f64();
+
+    eprintln!("stages: {n} submits with no worker running, then the workers on them");
+    let mut stack = Stack::start(s, args.coordinators, 0, args.worker_concurrency, &[]).await?;
+    let (submits, dispatches) =
+        stages::submit_alone(&s.nats.url(), &stack.clients, n, submitters).await?;
+    let before = events.finished_count();
+    stack.workers = (0..args.workers)
+        .map(|i| {
+            s.taskwire.worker(
+                &format!("worker-{i}"),
+                &s.nats.url(),
+                &s.model.base_url(),
+                args.worker_concurrency as usize,
+                &[],
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let results = stages::drain_alone(events, before, n).await?;
+    stack.check_running()?;
+    stack.stop();
+    Ok(stages::report(
+        &backlogs,
+        throughput,
+        stages::mean(&batch.submit_to_result),
+        Some(stages::Alone {
+            submits,
+            dispatches,
+            results,
+        }),
+    ))
 }
 
 fn server_meters(s: &Servers) -> anyhow::Result<[Meter; 2]> {
@@ -543,6 +600,9 @@ async fn end_to_end(
     }
     let mut watched = load::watch_latency(&stack.clients[0], samples).await?;
     stack.stop();
+    if args.stages {
+        println!("{}", stages(s, events, args).await?);
+    }
 
     let collector = Collector::start().await?;
     let endpoint = collector.endpoint();

@@ -1,0 +1,304 @@
+//! Where a task's time goes under load, stage by stage, and what each stage does alone
+//! (`--stages`).
+//!
+//! [`Sampler`] reads, every [`EVERY`] during the throughput pass, how many tasks each
+//! stage holds: submits sent and not yet answered (the callers' own count), dispatches
+//! committed and not yet published (the outbox's rows), task messages published and not
+//! yet delivered to a worker (the workers' consumer's pending count), delivered and not
+//! yet acknowledged (claimed, running and reporting: its ack-pending count), and results
+//! published and not yet recorded (the aggregator consumer's pending and ack-pending
+//! counts). By Little's law, a stage's mean backlog over the pass divided by the pass's
+//! throughput is the mean time a task spends in it, so the stages' times add up to
+//! about the mean submit→result; the stage that holds the most is where the fleet is
+//! bound.
+//!
+//! Alone: [`submit_alone`] submits with no worker running, so only the coordinators'
+//! submit and relay stages work (submits answered per second, dispatches published per
+//! second); [`drain_alone`] then starts the workers on that backlog, so only claims,
+//! sessions and results work (results recorded per second).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use async_nats::jetstream;
+use taskwire_bus::Subjects;
+use taskwire_bus::subjects::RESULTS_CONSUMER;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::Client;
+use crate::load::Events;
+
+/// How often the backlogs are read.
+const EVERY: Duration = Duration::from_millis(10);
+
+/// The workers' queue the benchmark's workers pull from.
+const QUEUE: &str = "default";
+
+/// Submits sent and not yet answered, counted by the benchmark's callers.
+pub static SUBMITS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Mean number of tasks in each stage over the samples taken.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Backlogs {
+    pub submitting: f64,
+    pub outbox: f64,
+    pub queued: f64,
+    /// Delivered to a worker and not yet acknowledged.
+    pub delivered: f64,
+    /// Running in the store: claimed, result not yet recorded.
+    pub running: f64,
+    pub results: f64,
+    pub samples: usize,
+}
+
+impl Backlogs {
+    /// Delivered and not yet claimed: what is delivered and not running in the store,
+    /// less the results being published (delivered, running and published at once).
+    fn claiming(&self) -> f64 {
+        (self.delivered - (self.running - self.results)).max(0.0)
+    }
+
+    /// In a session or publishing its result: running in the store, result not yet
+    /// published.
+    fn in_session(&self) -> f64 {
+        (self.running - self.results).max(0.0)
+    }
+}
+
+/// Samples the stages' backlogs until stopped.
+pub struct Sampler {
+    stop: CancellationToken,
+    task: JoinHandle<anyhow::Result<Backlogs>>,
+}
+
+/// What one reading sees: the stage counts, in [`Backlogs`]'s order.
+async fn read(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    pool: &sqlx::PgPool,
+) -> anyhow::Result<[u64; 6]> {
+    let submitting = SUBMITS_IN_FLIGHT.load(Ordering::Relaxed) as u64;
+    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
+        .fetch_one(pool)
+        .await
+        .context("count the outbox")?;
+    let running: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM tasks WHERE finished_at IS NULL AND status = 'running'",
+    )
+    .fetch_one(pool)
+    .await
+    .context("count the running tasks")?;
+    let tasks = js
+        .get_stream_no_info(subjects.tasks_stream())
+        .await
+        .context("the tasks stream")?
+        .consumer_info(subjects.workers_consumer(QUEUE))
+        .await
+        .context("the workers' consumer")?;
+    let results = js
+        .get_stream_no_info(subjects.results_stream())
+        .await
+        .context("the results stream")?
+        .consumer_info(RESULTS_CONSUMER)
+        .await
+        .context("the aggregator's consumer")?;
+    Ok([
+        submitting,
+        u64::try_from(outbox).unwrap_or_default(),
+        tasks.num_pending,
+        tasks.num_ack_pending as u64,
+        u64::try_from(running).unwrap_or_default(),
+        results.num_pending + results.num_ack_pending as u64,
+    ])
+}
+
+impl Sampler {
+    /// Starts reading the backlogs on `nats_url` and the taskwire database at `pg_url`.
+    pub async fn start(nats_url: &str, pg_url: &str) -> anyhow::Result<Self> {
+        let js = jetstream::new(async_nats::connect(nats_url).await?);
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(pg_url)
+            .await
+            .context("connect to the taskwire database")?;
+        let subjects = Subjects::default();
+        // One reading before the pass: a missing consumer fails here, not mid-pass.
+        read(&js, &subjects, &pool).await?;
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut sums = [0u64; 6];
+            let mut samples = 0usize;
+            let mut tick = tokio::time::interval(EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stopped.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                let counts = read(&js, &subjects, &pool).await?;
+                for (sum, count) in sums.iter_mut().zip(counts) {
+                    *sum += count;
+                }
+                samples += 1;
+            }
+            let mean = |i: usize| sums[i] as f64 / samples.max(1) as f64;
+            Ok(Backlogs {
+                submitting: mean(0),
+                outbox: mean(1),
+                queued: mean(2),
+                delivered: mean(3),
+                running: mean(4),
+                results: mean(5),
+                samples,
+            })
+        });
+        Ok(Self { stop, task })
+    }
+
+    /// The mean backlogs since the start.
+    pub async fn stop(self) -> anyhow::Result<Backlogs> {
+        self.stop.cancel();
+        self.task.await.context("the sampler panicked")?
+    }
+}
+
+/// What the stages did alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Alone {
+    /// Submits answered per second, no worker running.
+    pub submits: f64,
+    /// Dispatches published per second over the same time (until the last is queued).
+    pub dispatches: f64,
+    /// Results recorded per second once workers start on the backlog.
+    pub results: f64,
+}
+
+/// Submits `n` tasks from `submitters` callers while no worker runs; the submit and
+/// dispatch rates. The tasks stay queued for [`drain_alone`].
+pub async fn submit_alone(
+    nats_url: &str,
+    clients: &[Client],
+    n: usize,
+    submitters: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let js = jetstream::new(async_nats::connect(nats_url).await?);
+    let subjects = Subjects::default();
+    let mut consumer = js
+        .get_stream_no_info(subjects.tasks_stream())
+        .await
+        .context("the tasks stream")?
+        .get_consumer::<jetstream::consumer::pull::Config>(&subjects.workers_consumer(QUEUE))
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!("the workers' consumer (made by the earlier passes' workers): {e}")
+        })?;
+    let queued_before = consumer.info().await?.num_pending;
+    let t0 = Instant::now();
+    Events::submit_only(clients, "stage submit", n, submitters).await?;
+    let submitted = t0.elapsed();
+    let patience = Instant::now() + Duration::from_secs(60);
+    loop {
+        let queued = consumer.info().await?.num_pending;
+        if queued >= queued_before + n as u64 {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < patience,
+            "only {} of {n} dispatches were published within 60 s",
+            queued.saturating_sub(queued_before)
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let dispatched = t0.elapsed();
+    Ok((
+        n as f64 / submitted.as_secs_f64(),
+        n as f64 / dispatched.as_secs_f64(),
+    ))
+}
+
+/// Waits for the `n` tasks queued by [`submit_alone`] to finish once workers run
+/// (`before`: the tasks finished until then); results recorded per second, from the
+/// first result to the last.
+pub async fn drain_alone(events: &Events, before: usize, n: usize) -> anyhow::Result<f64> {
+    events
+        .until_finished(before + 1, Duration::from_secs(60))
+        .await?;
+    let first = Instant::now();
+    events
+        .until_finished(
+            before + n,
+            Duration::from_secs(60) + Duration::from_millis(n as u64 * 10),
+        )
+        .await?;
+    Ok((n.saturating_sub(1)) as f64 / first.elapsed().as_secs_f64())
+}
+
+/// The section printed by `--stages`: each stage's mean backlog and time under load,
+/// and what the stages did alone.
+pub fn report(
+    backlogs: &Backlogs,
+    throughput: f64,
+    mean_submit_to_result: Duration,
+    alone: Option<Alone>,
+) -> String {
+    let ms = |tasks: f64| tasks / throughput * 1e3;
+    let rows = [
+        (
+            "submits sent, not yet answered (`Submit`: the batcher's statement)",
+            backlogs.submitting,
+        ),
+        (
+            "committed, not yet published (the outbox, the relay)",
+            backlogs.outbox,
+        ),
+        (
+            "published, not yet delivered (the tasks stream)",
+            backlogs.queued,
+        ),
+        (
+            "delivered, not yet claimed (the claim)",
+            backlogs.claiming(),
+        ),
+        (
+            "claimed, result not yet published (the session)",
+            backlogs.in_session(),
+        ),
+        (
+            "results published, not yet recorded (the aggregator)",
+            backlogs.results,
+        ),
+    ];
+    let mut out = format!(
+        "Where a task's time goes under load ({throughput:.0} tasks/s; {} samples, every {} ms; \
+         mean submit→result {:.1} ms)\n\n| stage | mean tasks in it | mean time in it (Little's law) |\n|---|---:|---:|\n",
+        backlogs.samples,
+        EVERY.as_millis(),
+        mean_submit_to_result.as_secs_f64() * 1e3,
+    );
+    let mut total = 0.0;
+    for (stage, tasks) in rows {
+        total += ms(tasks);
+        out.push_str(&format!("| {stage} | {tasks:.1} | {:.1} ms |\n", ms(tasks)));
+    }
+    out.push_str(&format!("| all stages | | {total:.1} ms |\n"));
+    if let Some(a) = alone {
+        out.push_str(&format!(
+            "\nAlone: submits answered {:.0}/s and dispatches published {:.0}/s with no worker \
+             running; results recorded {:.0}/s once workers start on that backlog \
+             (the throughput pass: {throughput:.0} tasks/s).\n",
+            a.submits, a.dispatches, a.results
+        ));
+    }
+    out
+}
+
+/// The mean of `samples`.
+pub fn mean(samples: &[Duration]) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    samples.iter().sum::<Duration>() / u32::try_from(samples.len()).unwrap_or(u32::MAX)
+}
