@@ -302,3 +302,46 @@ pub fn mean(samples: &[Duration]) -> Duration {
     }
     samples.iter().sum::<Duration>() / u32::try_from(samples.len()).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stages_time_is_its_mean_backlog_over_the_throughput() {
+        let backlogs = Backlogs {
+            submitting: 50.0,
+            outbox: 10.0,
+            queued: 2.0,
+            delivered: 30.0,
+            // 5 of the 25 running have published their result: 20 are in a session.
+            running: 25.0,
+            results: 5.0,
+            samples: 100,
+        };
+        assert_eq!(backlogs.in_session(), 20.0);
+        assert_eq!(
+            backlogs.claiming(),
+            10.0,
+            "delivered, less those in a session"
+        );
+        let report = report(&backlogs, 1000.0, Duration::from_millis(90), None);
+        assert!(
+            report.contains("| delivered, not yet claimed (the claim) | 10.0 | 10.0 ms |"),
+            "{report}"
+        );
+        assert!(report.contains("| all stages | | 97.0 ms |"), "{report}");
+    }
+
+    #[test]
+    fn a_backlog_read_below_its_parts_counts_no_negative_stage() {
+        let backlogs = Backlogs {
+            delivered: 3.0,
+            running: 10.0,
+            results: 1.0,
+            ..Backlogs::default()
+        };
+        assert_eq!(backlogs.claiming(), 0.0);
+        assert_eq!(backlogs.in_session(), 9.0);
+    }
+}
