@@ -247,7 +247,7 @@ pub fn report(
     let ms = |tasks: f64| tasks / throughput * 1e3;
     let rows = [
         (
-            "submits sent, not yet answered (`Submit`: the batcher's statement)",
+            "`Submit` sent, not yet answered (the callers keep it full)",
             backlogs.submitting,
         ),
         (
