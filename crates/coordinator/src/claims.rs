@@ -97,6 +97,7 @@ fn verdict(
                 status,
                 effects: lifecycle::effects(lifecycle::EventKind::Claim, status),
                 reason: None,
+                children: None,
             });
             Ok(ClaimVerdict::Finished {
                 reason: format!("task is {status}"),

@@ -60,10 +60,13 @@ pub async fn end_subtrees(store: &Store, bus: &Bus, ended: &[TaskId]) {
     }
 }
 
+/// The tasks whose descendants are to be cancelled: those that ended, less those the
+/// transition's statement found without children (a recorded result says; a child
+/// submitted after it is the sweeper's, like one submitted after the walk).
 fn ended(changed: &[Transitioned]) -> Vec<TaskId> {
     changed
         .iter()
-        .filter(|t| t.has(Effect::CancelDescendants))
+        .filter(|t| t.has(Effect::CancelDescendants) && t.children != Some(false))
         .map(|t| t.task_id)
         .collect()
 }
@@ -83,5 +86,33 @@ async fn notify(bus: &Bus, t: &Transitioned, why: &str) {
         && let Err(e) = bus.notify_finished(t.task_id).await
     {
         tracing::debug!(task.id = %t.task_id, error = %e, "finished notice not sent");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use taskwire_protocol::TaskStatus;
+    use taskwire_protocol::lifecycle::{self, EventKind};
+
+    use super::*;
+
+    fn finished(children: Option<bool>) -> Transitioned {
+        Transitioned {
+            task_id: TaskId::generate(),
+            status: TaskStatus::Completed,
+            effects: lifecycle::effects(EventKind::Finish, TaskStatus::Completed),
+            reason: None,
+            children,
+        }
+    }
+
+    #[test]
+    fn an_ended_task_known_to_have_no_children_is_not_walked() {
+        let (leaf, parent, unknown) = (finished(Some(false)), finished(Some(true)), finished(None));
+        assert!(leaf.has(Effect::CancelDescendants));
+        assert_eq!(
+            ended(&[leaf, parent.clone(), unknown.clone()]),
+            vec![parent.task_id, unknown.task_id]
+        );
     }
 }

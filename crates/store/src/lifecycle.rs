@@ -28,6 +28,11 @@ pub struct Transitioned {
     /// Why, where the event names a reason (a cancel, a dead letter): the task's
     /// `last_error`, or `None`.
     pub reason: Option<String>,
+    /// Whether the task had children when the transition was written, where the
+    /// statement looked (a recorded result); `None`: not known. A task known to have
+    /// none has no descendants to cancel, and its end costs no walk (nor the probe
+    /// before it).
+    pub children: Option<bool>,
 }
 
 impl Transitioned {
@@ -43,6 +48,7 @@ impl Transitioned {
             status,
             effects: lifecycle::effects(kind, status),
             reason,
+            children: None,
         })
     }
 
@@ -103,7 +109,9 @@ pub(crate) fn outcomes(report: Report) -> Result<(TaskStatus, TaskStatus), Inval
 /// The attempt's row gets its outcome (`RecordAttempt`: the status the task moves to,
 /// `queued` for a retry) in a CTE, so the statement sees every table as it was before
 /// it. It returns each changed task with its new
-/// status, agent, and the seconds since its submit and its claim.
+/// status, agent, the seconds since its submit and its claim, and whether it has
+/// children (`tasks_parent`: an ended task's descendants are cancelled next, and most
+/// tasks have none, so then no statement follows).
 pub(crate) fn finish_statement(saved: &str) -> sqlx::AssertSqlSafe<String> {
     let claimed = from(EventKind::Finish);
     sql(format!(
@@ -135,7 +143,8 @@ pub(crate) fn finish_statement(saved: &str) -> sqlx::AssertSqlSafe<String> {
          RETURNING t.task_id, t.claim_epoch, t.status, t.agent, \
                    EXTRACT(EPOCH FROM now() - t.created_at)::float8, \
                    (SELECT EXTRACT(EPOCH FROM now() - a.started_at)::float8 FROM attempts a \
-                    WHERE a.task_id = t.task_id AND a.claim_epoch = t.claim_epoch)",
+                    WHERE a.task_id = t.task_id AND a.claim_epoch = t.claim_epoch), \
+                   EXISTS (SELECT 1 FROM tasks c WHERE c.parent_task_id = t.task_id)",
         live = live(),
     ))
 }

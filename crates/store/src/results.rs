@@ -102,7 +102,7 @@ impl Store {
         let writes = transcripts(results);
         let (s_sessions, s_tasks, s_epochs, s_transcripts) =
             crate::sessions::columns(writes.iter());
-        type Row = (uuid::Uuid, i64, String, String, f64, Option<f64>);
+        type Row = (uuid::Uuid, i64, String, String, f64, Option<f64>, bool);
         // One statement, so one round trip and its own transaction: the attempt's
         // outcome and the transcripts are written by CTEs on other tables, so all see
         // the rows as they were before it.
@@ -133,12 +133,14 @@ impl Store {
         let seconds = |s: f64| Duration::from_secs_f64(s.max(0.0));
         let mut recorded: HashMap<(uuid::Uuid, i64), RecordedResult> = recorded
             .into_iter()
-            .map(|(id, epoch, status, agent, submitted, claimed)| {
+            .map(|(id, epoch, status, agent, submitted, claimed, children)| {
+                let mut transition = Transitioned::new(id, EventKind::Finish, &status, None)?;
+                transition.children = Some(children);
                 let recorded = RecordedResult {
                     agent,
                     since_submit: seconds(submitted),
                     since_claim: claimed.map(seconds),
-                    transition: Transitioned::new(id, EventKind::Finish, &status, None)?,
+                    transition,
                 };
                 Ok(((id, epoch), recorded))
             })

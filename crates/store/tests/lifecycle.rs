@@ -205,6 +205,7 @@ async fn step(
                         status,
                         effects: lifecycle::effects(lifecycle::EventKind::Claim, status),
                         reason: None,
+                        children: None,
                     });
                 }
             }
@@ -329,10 +330,11 @@ async fn check(pool: &sqlx::PgPool, store: &Store, steps: Vec<Step>) -> Result<(
     let mut model = Model::new(max_attempts);
     for (n, s) in steps.iter().enumerate() {
         let changed = step(pool, store, &tree, &mut model, s).await;
-        // The coordinator's effect: the subtrees of ended tasks end.
+        // The coordinator's effect: the subtrees of ended tasks end, but for the tasks
+        // the transition found without children (which must then have none).
         let ended: Vec<TaskId> = changed
             .iter()
-            .filter(|t| t.has(Effect::CancelDescendants))
+            .filter(|t| t.has(Effect::CancelDescendants) && t.children != Some(false))
             .map(|t| t.task_id)
             .collect();
         if !ended.is_empty() {

@@ -1207,7 +1207,7 @@ async fn a_subtree_sums_its_tasks_own_usage_and_a_budget_counts_from_its_top() {
         .insert_tasks(&[root, budgeted, leaf])
         .await
         .expect("insert");
-    for (id, tokens) in ids.iter().zip([1000_u64, 20, 5]) {
+    for ((id, tokens), children) in ids.iter().zip([1000_u64, 20, 5]).zip([true, true, false]) {
         let ClaimOutcome::Granted { epoch, .. } = claim(&store, *id).await else {
             panic!("claim")
         };
@@ -1220,7 +1220,10 @@ async fn a_subtree_sums_its_tasks_own_usage_and_a_budget_counts_from_its_top() {
             cache_write_input_tokens: 0,
             cached_input_tokens: 0,
         };
-        assert_eq!(store.record_results(&[r]).await.expect("record"), [true]);
+        let recorded = store.record_results_timed(&[r]).await.expect("record");
+        let transition = &recorded[0].as_ref().expect("recorded").transition;
+        // The result write says whether the task has children: a leaf's end walks nothing.
+        assert_eq!(transition.children, Some(children), "task {id}");
     }
     let sums = store.subtree_usage(&ids).await.expect("sums");
     assert_eq!(sums[&ids[0]].input_tokens, 1025);
@@ -1326,12 +1329,15 @@ async fn tree_walks_scan_no_table_however_large_and_unanalysed() {
     let ClaimOutcome::Granted { epoch, .. } = claim(&store, root_id).await else {
         panic!("claim the root")
     };
+    let recorded = store
+        .record_results_timed(&[result(root_id, epoch, "done")])
+        .await
+        .expect("record");
+    let transition = &recorded[0].as_ref().expect("recorded").transition;
     assert_eq!(
-        store
-            .record_results(&[result(root_id, epoch, "done")])
-            .await
-            .expect("record"),
-        [true]
+        transition.children,
+        Some(true),
+        "the result write saw the children"
     );
     let orphans = store.cancel_descendants(&[root_id]).await.expect("cancel");
     assert_eq!(
