@@ -197,10 +197,11 @@ impl Events {
             let prompt = format!("{prompt} {i}");
             sent.spawn(async move {
                 let at = Instant::now();
-                client
-                    .submit(request(prompt))
-                    .await
-                    .map(|r| (r.into_inner().task_id, at))
+                let in_flight = &crate::stages::SUBMITS_IN_FLIGHT;
+                in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let answer = client.submit(request(prompt)).await;
+                in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                answer.map(|r| (r.into_inner().task_id, at))
             });
         }
         let mut submitted = Vec::with_capacity(n);

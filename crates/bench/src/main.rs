@@ -94,9 +94,9 @@ struct Args {
     #[arg(long)]
     timeline: bool,
     /// Also print where a task's time goes under load, stage by stage (each stage's
-    /// backlog sampled during a throughput pass on fresh processes, by Little's law),
-    /// and what the stages do alone (submits with no worker running, then the workers
-    /// on that backlog).
+    /// backlog sampled during a throughput pass on fresh processes, and during the
+    /// sustained load, by Little's law), and what the stages do alone (submits with no
+    /// worker running, then the workers on that backlog).
     #[arg(long)]
     stages: bool,
     /// Parent + `explore` child runs per repository in the real-task phase (0 skips it).
@@ -570,6 +570,11 @@ async fn end_to_end(
             args.paced_secs,
             args.paced_share * 100.0
         );
+        // With `--stages`, where a task's time goes at this load too.
+        let sampler = match args.stages {
+            true => Some(stages::Sampler::start(&s.nats.url(), &s.pg.url_for("taskwire")).await?),
+            false => None,
+        };
         let submit_to_result = events
             .paced(
                 &stack.clients,
@@ -578,6 +583,13 @@ async fn end_to_end(
                 Duration::from_secs(args.paced_secs),
             )
             .await?;
+        if let Some(sampler) = sampler {
+            let backlogs = sampler.stop().await?;
+            println!(
+                "At the sustained load: {}",
+                stages::report(&backlogs, rate, stages::mean(&submit_to_result), None)
+            );
+        }
         Some(figures::Paced {
             rate,
             share: args.paced_share,

@@ -31,7 +31,7 @@ use crate::cluster::Client;
 use crate::load::Events;
 
 /// How often the backlogs are read.
-const EVERY: Duration = Duration::from_millis(10);
+const EVERY: Duration = Duration::from_millis(25);
 
 /// The workers' queue the benchmark's workers pull from.
 const QUEUE: &str = "default";
@@ -246,10 +246,7 @@ pub fn report(
 ) -> String {
     let ms = |tasks: f64| tasks / throughput * 1e3;
     let rows = [
-        (
-            "`Submit` sent, not yet answered (the callers keep it full)",
-            backlogs.submitting,
-        ),
+        ("`Submit` sent, not yet answered", backlogs.submitting),
         (
             "committed, not yet published (the outbox, the relay)",
             backlogs.outbox,
