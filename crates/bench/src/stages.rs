@@ -80,30 +80,21 @@ async fn read(
     pool: &sqlx::PgPool,
 ) -> anyhow::Result<[u64; 6]> {
     let submitting = SUBMITS_IN_FLIGHT.load(Ordering::Relaxed) as u64;
-    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
-        .fetch_one(pool)
-        .await
-        .context("count the outbox")?;
-    let running: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM tasks WHERE finished_at IS NULL AND status = 'running'",
+    // One round trip for both store counts.
+    let (outbox, running): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM outbox), \
+                (SELECT count(*) FROM tasks WHERE finished_at IS NULL AND status = 'running')",
     )
     .fetch_one(pool)
     .await
-    .context("count the running tasks")?;
-    let tasks = js
-        .get_stream_no_info(subjects.tasks_stream())
-        .await
-        .context("the tasks stream")?
-        .consumer_info(subjects.workers_consumer(QUEUE))
-        .await
-        .context("the workers' consumer")?;
-    let results = js
-        .get_stream_no_info(subjects.results_stream())
-        .await
-        .context("the results stream")?
-        .consumer_info(RESULTS_CONSUMER)
-        .await
-        .context("the aggregator's consumer")?;
+    .context("count the outbox and the running tasks")?;
+    let tasks = consumer_info(
+        js,
+        &subjects.tasks_stream(),
+        &subjects.workers_consumer(QUEUE),
+    )
+    .await?;
+    let results = consumer_info(js, &subjects.results_stream(), RESULTS_CONSUMER).await?;
     Ok([
         submitting,
         u64::try_from(outbox).unwrap_or_default(),
@@ -112,6 +103,20 @@ async fn read(
         u64::try_from(running).unwrap_or_default(),
         results.num_pending + results.num_ack_pending as u64,
     ])
+}
+
+/// The info of the durable consumer `consumer` on `stream`.
+async fn consumer_info(
+    js: &jetstream::Context,
+    stream: &str,
+    consumer: &str,
+) -> anyhow::Result<jetstream::consumer::Info> {
+    js.get_stream_no_info(stream)
+        .await
+        .with_context(|| format!("the stream {stream}"))?
+        .consumer_info(consumer)
+        .await
+        .with_context(|| format!("the consumer {consumer} of {stream}"))
 }
 
 impl Sampler {
@@ -186,22 +191,16 @@ pub async fn submit_alone(
 ) -> anyhow::Result<(f64, f64)> {
     let js = jetstream::new(async_nats::connect(nats_url).await?);
     let subjects = Subjects::default();
-    let mut consumer = js
-        .get_stream_no_info(subjects.tasks_stream())
-        .await
-        .context("the tasks stream")?
-        .get_consumer::<jetstream::consumer::pull::Config>(&subjects.workers_consumer(QUEUE))
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!("the workers' consumer (made by the earlier passes' workers): {e}")
-        })?;
-    let queued_before = consumer.info().await?.num_pending;
+    let (stream, workers) = (subjects.tasks_stream(), subjects.workers_consumer(QUEUE));
+    // The workers' consumer was made by the earlier passes' workers.
+    let pending = || async { anyhow::Ok(consumer_info(&js, &stream, &workers).await?.num_pending) };
+    let queued_before = pending().await?;
     let t0 = Instant::now();
     Events::submit_only(clients, "stage submit", n, submitters).await?;
     let submitted = t0.elapsed();
     let patience = Instant::now() + Duration::from_secs(60);
     loop {
-        let queued = consumer.info().await?.num_pending;
+        let queued = pending().await?;
         if queued >= queued_before + n as u64 {
             break;
         }

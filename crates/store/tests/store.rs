@@ -179,9 +179,23 @@ async fn a_title_a_retried_attempt_brought_is_kept_by_a_final_result_without_one
     assert_eq!(rec.title.as_deref(), Some("Fix the parser"));
 }
 
-/// The task table's updates and, of those, the ones Postgres wrote in place (heap-only
-/// tuples), once the store's connections have reported at least `updates` of them.
-async fn task_updates(db: &TestDatabase, store: &Store, updates: i64) -> (i64, i64) {
+/// What Postgres counted on the task table: sequential scans, inserts, updates and, of
+/// those, the ones written in place (heap-only tuples).
+#[derive(Debug, Clone, Copy)]
+struct TaskCounts {
+    seq_scans: i64,
+    inserts: i64,
+    updates: i64,
+    in_place: i64,
+}
+
+/// The task table's counts, once the store's connections have reported what `until`
+/// waits for (or after 20 s).
+async fn task_counts(
+    db: &TestDatabase,
+    store: &Store,
+    until: impl Fn(&TaskCounts) -> bool,
+) -> TaskCounts {
     use sqlx::Connection as _;
     let mut conn = sqlx::PgConnection::connect(db.url())
         .await
@@ -195,13 +209,20 @@ async fn task_updates(db: &TestDatabase, store: &Store, updates: i64) -> (i64, i
             .execute(&mut conn)
             .await
             .expect("clear the stats snapshot");
-        let counts: (i64, i64) = sqlx::query_as(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'tasks'",
+        let (seq_scans, inserts, updates, in_place): (i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT seq_scan, n_tup_ins, n_tup_upd, n_tup_hot_upd \
+             FROM pg_stat_user_tables WHERE relname = 'tasks'",
         )
         .fetch_one(&mut conn)
         .await
         .expect("table stats");
-        if counts.0 >= updates || std::time::Instant::now() > deadline {
+        let counts = TaskCounts {
+            seq_scans,
+            inserts,
+            updates,
+            in_place,
+        };
+        if until(&counts) || std::time::Instant::now() > deadline {
             return counts;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -235,8 +256,8 @@ async fn claims_and_scheduled_retries_rewrite_the_task_row_in_place() {
     );
     // Two claims and the retry leave every indexed column as it was: written in place.
     // The end sets `finished_at`, which takes the task out of the unfinished-task indexes.
-    let (updates, in_place) = task_updates(&db, &store, 4).await;
-    assert_eq!((updates, in_place), (4, 3));
+    let counts = task_counts(&db, &store, |c| c.updates >= 4).await;
+    assert_eq!((counts.updates, counts.in_place), (4, 3));
 }
 
 #[tokio::test]
@@ -1243,40 +1264,6 @@ async fn a_subtree_sums_its_tasks_own_usage_and_a_budget_counts_from_its_top() {
     );
 }
 
-/// The `tasks` table's sequential scans, inserts and updates as Postgres counts them,
-/// once the store's connections have reported at least `inserts` and `updates`.
-async fn task_scans(
-    db: &TestDatabase,
-    store: &Store,
-    inserts: i64,
-    updates: i64,
-) -> (i64, i64, i64) {
-    use sqlx::Connection as _;
-    let mut conn = sqlx::PgConnection::connect(db.url())
-        .await
-        .expect("connect");
-    // A backend reports its counts when it goes idle, at most once a second: the
-    // store's one connection is kept busy with pings meanwhile.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        store.ping().await.expect("ping");
-        sqlx::query("SELECT pg_stat_clear_snapshot()")
-            .execute(&mut conn)
-            .await
-            .expect("clear the stats snapshot");
-        let counts: (i64, i64, i64) = sqlx::query_as(
-            "SELECT seq_scan, n_tup_ins, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'tasks'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .expect("table stats");
-        if (counts.1 >= inserts && counts.2 >= updates) || std::time::Instant::now() > deadline {
-            return counts;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
 /// A subtree's usage, a cancel of a tree and the cancel of an ended task's children walk
 /// the tree through the parent index, whatever Postgres knows of the table: on 20,000
 /// tasks it has never analysed (a table that grew since its last analysis), not one
@@ -1312,8 +1299,11 @@ async fn tree_walks_scan_no_table_however_large_and_unanalysed() {
     .execute(&pool)
     .await
     .expect("20,000 finished tasks");
-    let (scans, inserts, updates) = task_scans(&db, &store, 20_004, 0).await;
-    assert!(inserts >= 20_004, "the inserts were reported: {inserts}");
+    let before = task_counts(&db, &store, |c| c.inserts >= 20_004).await;
+    assert!(
+        before.inserts >= 20_004,
+        "the inserts were reported: {before:?}"
+    );
 
     let sums = store.subtree_usage(&[root_id]).await.expect("sums");
     assert_eq!(sums[&root_id], Usage::default());
@@ -1347,10 +1337,13 @@ async fn tree_walks_scan_no_table_however_large_and_unanalysed() {
     );
 
     // Two cancels, the claim, the result and the orphan's cancel.
-    let (scans_after, _, updates_after) = task_scans(&db, &store, inserts, updates + 5).await;
-    assert!(updates_after >= updates + 5, "the updates were reported");
+    let after = task_counts(&db, &store, |c| c.updates >= before.updates + 5).await;
+    assert!(
+        after.updates >= before.updates + 5,
+        "the updates were reported"
+    );
     assert_eq!(
-        scans_after, scans,
+        after.seq_scans, before.seq_scans,
         "sequential scans of `tasks` during the walks"
     );
 }
