@@ -242,7 +242,7 @@ impl Events {
 }
 
 /// Generous time for `n` tasks to finish: a stuck run fails rather than hangs.
-fn patience(n: usize) -> Duration {
+pub(crate) fn patience(n: usize) -> Duration {
     Duration::from_secs(60) + Duration::from_millis(n as u64 * 10)
 }
 

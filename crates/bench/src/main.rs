@@ -305,7 +305,8 @@ async fn pass(
 
 /// `--stages`: a throughput pass on fresh processes with the stages' backlogs
 /// sampled, then the stages alone on fresh processes: submits while no worker runs,
-/// then the workers on that backlog.
+/// then the workers on that backlog, then, the workers stopped, claims and results
+/// with the benchmark in the workers' place.
 async fn stages(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<String> {
     let n = args.tasks as usize;
     let submitters = args.submitters as usize;
@@ -341,6 +342,13 @@ async fn stages(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<Str
         .collect::<Result<_, _>>()?;
     let results = stages::drain_alone(events, before, n).await?;
     stack.check_running()?;
+
+    eprintln!("stages: {n} submits with the workers stopped, claimed and reported by the benchmark");
+    stack.workers.clear();
+    stages::submit_alone(&s.nats.url(), &stack.clients, n, submitters).await?;
+    let (claims, recorded) =
+        stages::claims_and_results_alone(&s.nats.url(), &db, events, n).await?;
+    stack.check_running()?;
     stack.stop();
     Ok(stages::report(
         &backlogs,
@@ -350,6 +358,8 @@ async fn stages(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<Str
             submits,
             dispatches,
             results,
+            claims,
+            recorded,
         }),
     ))
 }

@@ -15,7 +15,11 @@
 //! Alone: [`submit_alone`] submits with no worker running, so only the coordinators'
 //! submit and relay stages work (submits answered per second, dispatches published per
 //! second); [`drain_alone`] then starts the workers on that backlog, so only claims,
-//! sessions and results work (results recorded per second).
+//! sessions and results work (results recorded per second). Then, with the workers
+//! stopped, [`claims_and_results_alone`] takes a new backlog through the two
+//! coordinator stages a worker calls on, with the benchmark in the workers' place: it
+//! claims every task (claim batches as workers send them) and then publishes every
+//! task's result at once, so each of the two is timed with nothing else running.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,8 +31,13 @@ use taskwire_bus::subjects::RESULTS_CONSUMER;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use futures::{StreamExt as _, TryStreamExt as _};
+use taskwire_bus::messages::{Claim, ClaimRequest, ClaimVerdict};
+use taskwire_bus::{Bus, NatsOptions};
+use taskwire_protocol::{TaskId, TaskResult, TaskStatus, TraceId, Usage, WorkerId};
+
 use crate::cluster::Client;
-use crate::load::Events;
+use crate::load::{Events, patience};
 
 /// How often the backlogs are read.
 const EVERY: Duration = Duration::from_millis(25);
@@ -179,6 +188,146 @@ pub struct Alone {
     pub dispatches: f64,
     /// Results recorded per second once workers start on the backlog.
     pub results: f64,
+    /// Claims granted per second, the benchmark claiming as workers do.
+    pub claims: f64,
+    /// Results recorded per second, the benchmark publishing them all at once.
+    pub recorded: f64,
+}
+
+/// Claims in one of the benchmark's claim batches (a worker's batch holds what its
+/// sessions asked for while its previous batch was answered).
+pub const CLAIM_BATCH: usize = 64;
+
+/// The benchmark's claim batches in flight at once (a worker keeps one in flight).
+pub const CLAIMERS: usize = 4;
+
+/// Results the benchmark has in flight at once while publishing.
+const PUBLISHERS: usize = 256;
+
+/// The claim and result stages alone, on the `n` tasks queued by [`submit_alone`] with
+/// no worker running: every task claimed by the benchmark ([`CLAIMERS`] batches of
+/// [`CLAIM_BATCH`] in flight, as that many workers would), then every result published
+/// at once and recorded by the aggregators. Claims granted per second, and results
+/// recorded per second from the first publish to the last finished notice. The tasks'
+/// messages are then purged from the tasks stream, so that no later worker pulls them.
+pub async fn claims_and_results_alone(
+    nats_url: &str,
+    pg_url: &str,
+    events: &Events,
+    n: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(pg_url)
+        .await
+        .context("connect to the taskwire database")?;
+    let queued: Vec<(uuid::Uuid, String)> = sqlx::query_as(
+        "SELECT task_id, trace_id FROM tasks WHERE status = 'queued' AND finished_at IS NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .context("read the queued tasks")?;
+    anyhow::ensure!(
+        queued.len() == n,
+        "{} tasks are queued where {n} were submitted",
+        queued.len()
+    );
+    let bus = Bus::connect(
+        nats_url,
+        "taskwire-bench-claims",
+        &NatsOptions::default(),
+        Subjects::default(),
+    )
+    .await?;
+    let worker = WorkerId::new("bench-claimer");
+
+    let t0 = Instant::now();
+    let granted: Vec<Vec<(TaskId, TraceId, Claim)>> =
+        futures::stream::iter(queued.chunks(CLAIM_BATCH))
+            .map(|chunk| {
+                let (bus, worker) = (&bus, &worker);
+                async move {
+                    let claims: Vec<ClaimRequest> = chunk
+                        .iter()
+                        .map(|(task, _)| ClaimRequest {
+                            task: TaskId::from_uuid(*task),
+                            worker: worker.clone(),
+                            delivery: 1,
+                        })
+                        .collect();
+                    let answers = bus
+                        .claim_batch(&claims)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("a claim batch was refused: {e}"))?
+                        .context("no coordinator serves claim batches")?;
+                    chunk
+                        .iter()
+                        .zip(answers)
+                        .map(|((task, trace), answer)| match answer {
+                            Ok(ClaimVerdict::Granted(claim)) => Ok((
+                                TaskId::from_uuid(*task),
+                                trace.parse::<TraceId>().map_err(|e| anyhow::anyhow!("a stored trace id: {e}"))?,
+                                claim,
+                            )),
+                            other => anyhow::bail!("task {task} was not granted: {other:?}"),
+                        })
+                        .collect::<anyhow::Result<Vec<_>>>()
+                }
+            })
+            .buffer_unordered(CLAIMERS)
+            .try_collect()
+            .await?;
+    let claims = n as f64 / t0.elapsed().as_secs_f64();
+
+    let before = events.finished_count();
+    let t0 = Instant::now();
+    futures::stream::iter(granted.into_iter().flatten())
+        .map(|(task_id, trace_id, claim)| {
+            let bus = &bus;
+            async move {
+                let result = TaskResult {
+                    task_id,
+                    trace_id,
+                    attempt: claim.attempt,
+                    claim_epoch: claim.epoch,
+                    status: TaskStatus::Completed,
+                    text: "done".to_owned(),
+                    structured: None,
+                    tool_calls: Vec::new(),
+                    errors: Vec::new(),
+                    usage: Usage::default(),
+                    own_usage: Usage::default(),
+                    latency_ms: 0,
+                    steps: 1,
+                    session_id: None,
+                    worker_id: Some(WorkerId::new("bench-claimer")),
+                    retry_scheduled: false,
+                    transcript_json: None,
+                    patch: String::new(),
+                    title: None,
+                    provenance: Vec::new(),
+                    traceparent: String::new(),
+                    patch_ref: None,
+                };
+                bus.publish_result(&result).await
+            }
+        })
+        .buffer_unordered(PUBLISHERS)
+        .try_collect::<()>()
+        .await
+        .context("publish a result")?;
+    events.until_finished(before + n, patience(n)).await?;
+    let recorded = n as f64 / t0.elapsed().as_secs_f64();
+
+    // The claimed tasks' messages were never pulled: no worker is to see them.
+    let js = jetstream::new(async_nats::connect(nats_url).await?);
+    js.get_stream_no_info(Subjects::default().tasks_stream())
+        .await
+        .context("the tasks stream")?
+        .purge()
+        .await
+        .context("purge the tasks stream")?;
+    Ok((claims, recorded))
 }
 
 /// Submits `n` tasks from `submitters` callers while no worker runs; the submit and
@@ -284,8 +433,10 @@ pub fn report(
         out.push_str(&format!(
             "\nAlone: submits answered {:.0}/s and dispatches published {:.0}/s with no worker \
              running; results recorded {:.0}/s once workers start on that backlog \
-             (the throughput pass: {throughput:.0} tasks/s).\n",
-            a.submits, a.dispatches, a.results
+             (the throughput pass: {throughput:.0} tasks/s). With the workers stopped and the \
+             benchmark in their place: claims granted {:.0}/s ({CLAIMERS} batches of \
+             {CLAIM_BATCH} in flight), results recorded {:.0}/s (all published at once).\n",
+            a.submits, a.dispatches, a.results, a.claims, a.recorded
         ));
     }
     out
