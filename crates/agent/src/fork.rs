@@ -90,7 +90,7 @@ impl Fork {
             .iter()
             .map(|t| WireTool {
                 name: std::borrow::Cow::Borrowed(&t.name),
-                description: std::borrow::Cow::Borrowed(&t.description),
+                description: std::borrow::Cow::Borrowed(&*t.description),
                 parameters: t.parameters.raw(),
             })
             .collect();
@@ -113,7 +113,7 @@ impl Fork {
                     .map_err(|e| format!("fork.tools_json: {e}"))?;
                 Ok(ToolDef {
                     name: Arc::from(t.name.as_ref()),
-                    description: Arc::from(t.description.as_ref()),
+                    description: t.description.as_ref().into(),
                     parameters: ToolSchema::new(&schema),
                 })
             })
@@ -183,7 +183,7 @@ mod tests {
     fn tool(name: &str) -> ToolDef {
         ToolDef {
             name: Arc::from(name),
-            description: Arc::from("does it"),
+            description: "does it".into(),
             parameters: ToolSchema::new(
                 &json!({"type": "object", "properties": {"b": {}, "a": {}}}),
             ),

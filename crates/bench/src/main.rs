@@ -343,7 +343,9 @@ async fn stages(s: &Servers, events: &Events, args: &Args) -> anyhow::Result<Str
     let results = stages::drain_alone(events, before, n).await?;
     stack.check_running()?;
 
-    eprintln!("stages: {n} submits with the workers stopped, claimed and reported by the benchmark");
+    eprintln!(
+        "stages: {n} submits with the workers stopped, claimed and reported by the benchmark"
+    );
     stack.workers.clear();
     stages::submit_alone(&s.nats.url(), &stack.clients, n, submitters).await?;
     let (claims, recorded) =

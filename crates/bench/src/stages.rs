@@ -266,7 +266,9 @@ pub async fn claims_and_results_alone(
                         .map(|((task, trace), answer)| match answer {
                             Ok(ClaimVerdict::Granted(claim)) => Ok((
                                 TaskId::from_uuid(*task),
-                                trace.parse::<TraceId>().map_err(|e| anyhow::anyhow!("a stored trace id: {e}"))?,
+                                trace
+                                    .parse::<TraceId>()
+                                    .map_err(|e| anyhow::anyhow!("a stored trace id: {e}"))?,
                                 claim,
                             )),
                             other => anyhow::bail!("task {task} was not granted: {other:?}"),

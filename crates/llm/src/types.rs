@@ -89,9 +89,92 @@ impl Message {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
     pub name: Arc<str>,
-    pub description: Arc<str>,
+    pub description: ToolDescription,
     /// JSON Schema (`{"type":"object","properties":{...}}`).
     pub parameters: ToolSchema,
+}
+
+/// A tool's description, held with its encoding as a JSON string, made once and shared
+/// between clones: a request writes the encoded form as it is instead of escaping the
+/// text again (descriptions run to kilobytes, and every model call sends them all).
+#[derive(Clone)]
+pub struct ToolDescription(Arc<Described>);
+
+struct Described {
+    text: Box<str>,
+    json: Box<RawValue>,
+}
+
+impl ToolDescription {
+    /// Encodes `text`.
+    pub fn new(text: &str) -> Self {
+        // A string always encodes.
+        let json = serde_json::value::to_raw_value(text).expect("a string always encodes");
+        Self(Arc::new(Described {
+            text: text.into(),
+            json,
+        }))
+    }
+
+    /// The description as a JSON string, for request bodies.
+    pub fn raw(&self) -> &RawValue {
+        &self.0.json
+    }
+
+    /// Whether both are the same shared description (a clone of the other).
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for ToolDescription {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0.text
+    }
+}
+
+impl AsRef<str> for ToolDescription {
+    fn as_ref(&self) -> &str {
+        self
+    }
+}
+
+impl PartialEq for ToolDescription {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for ToolDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl std::fmt::Display for ToolDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl From<&str> for ToolDescription {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<String> for ToolDescription {
+    fn from(text: String) -> Self {
+        Self::new(&text)
+    }
+}
+
+impl From<Arc<str>> for ToolDescription {
+    fn from(text: Arc<str>) -> Self {
+        Self::new(&text)
+    }
 }
 
 /// A tool's JSON Schema, encoded once as compact JSON text and shared between clones;
@@ -300,6 +383,17 @@ mod tests {
     }
 
     #[test]
+    fn a_description_is_written_as_its_json_string() {
+        let text = "say \"hi\"\n\tthen \\ go \u{1}";
+        let description = ToolDescription::from(text);
+        assert_eq!(&*description, text);
+        assert_eq!(
+            description.raw().get(),
+            serde_json::to_string(text).expect("a string encodes")
+        );
+    }
+
+    #[test]
     fn a_cloned_definition_shares_its_text() {
         let tool = ToolDef {
             name: "grep".into(),
@@ -307,7 +401,11 @@ mod tests {
             parameters: serde_json::json!({"type": "object"}).into(),
         };
         let copy = tool.clone();
-        assert!(Arc::ptr_eq(&tool.description, &copy.description));
+        assert!(tool.description.ptr_eq(&copy.description));
+        assert_eq!(
+            serde_json::to_string(tool.description.raw()).expect("raw value encodes"),
+            "\"search files\""
+        );
         assert!(std::ptr::eq(tool.parameters.json(), copy.parameters.json()));
         assert_eq!(tool, copy);
     }

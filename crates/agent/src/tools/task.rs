@@ -20,7 +20,7 @@
 //! [`crate::session::background`]); its result reaches the model at its next step,
 //! or through `task_status`.
 
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -41,7 +41,7 @@ pub struct TaskTool {
     /// The last description built, with the subagent list it was built for. Sessions
     /// offered the same subagents (in a fleet, nearly all of them) share one copy of
     /// it, which each would otherwise hold for as long as it runs.
-    described: Mutex<Option<(String, Arc<str>)>>,
+    described: Mutex<Option<(String, taskwire_llm::ToolDescription)>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -82,7 +82,7 @@ pub fn task_output(text: &str, session_id: &str) -> String {
 
 impl TaskTool {
     /// The description listing `agents`, shared while the list stays the same.
-    fn described(&self, agents: String) -> Arc<str> {
+    fn described(&self, agents: String) -> taskwire_llm::ToolDescription {
         let mut last = self
             .described
             .lock()
@@ -90,7 +90,8 @@ impl TaskTool {
         match &*last {
             Some((listed, description)) if *listed == agents => description.clone(),
             _ => {
-                let description: Arc<str> = DESCRIPTION.replace("{agents}", &agents).into();
+                let description =
+                    taskwire_llm::ToolDescription::new(&DESCRIPTION.replace("{agents}", &agents));
                 *last = Some((agents, description.clone()));
                 description
             }
@@ -492,11 +493,11 @@ mod tests {
         let first = tool.described("- explore: reads code".into());
         let again = tool.described("- explore: reads code".into());
         assert!(first.contains("- explore: reads code"), "{first}");
-        assert!(Arc::ptr_eq(&first, &again));
+        assert!(first.ptr_eq(&again));
         let other = tool.described("- general: does anything".into());
         assert!(other.contains("- general: does anything"), "{other}");
         assert!(!other.contains("explore"), "{other}");
-        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(!first.ptr_eq(&other));
     }
 
     #[test]

@@ -128,7 +128,7 @@ enum Block<'a> {
 #[derive(Debug, Serialize)]
 struct WireTool<'a> {
     name: &'a str,
-    description: &'a str,
+    description: &'a RawValue,
     input_schema: &'a RawValue,
 }
 
@@ -221,7 +221,7 @@ impl<'a> MessagesRequest<'a> {
             .map(|tool| {
                 Cached::plain(WireTool {
                     name: &tool.name,
-                    description: &tool.description,
+                    description: tool.description.raw(),
                     input_schema: if tool.parameters.is_null() {
                         EMPTY_SCHEMA.raw()
                     } else {

@@ -78,7 +78,8 @@ struct WireTool<'a> {
 #[derive(Debug, Serialize)]
 struct WireFunction<'a> {
     name: &'a str,
-    description: &'a str,
+    /// Encoded when the tool was defined.
+    description: &'a RawValue,
     parameters: &'a RawValue,
 }
 
@@ -144,7 +145,7 @@ impl<'a> From<&'a ToolDef> for WireTool<'a> {
             kind: "function",
             function: WireFunction {
                 name: &tool.name,
-                description: &tool.description,
+                description: tool.description.raw(),
                 parameters: tool.parameters.raw(),
             },
         }

@@ -82,7 +82,7 @@ struct WireTool<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     name: &'a str,
-    description: &'a str,
+    description: &'a RawValue,
     parameters: &'a RawValue,
     /// The API defaults to strict schemas, which require every property and
     /// `additionalProperties: false`; tools' schemas are not written for that.
@@ -174,7 +174,7 @@ impl<'a> From<&'a ToolDef> for WireTool<'a> {
         Self {
             kind: "function",
             name: &tool.name,
-            description: &tool.description,
+            description: tool.description.raw(),
             parameters: tool.parameters.raw(),
             strict: false,
         }
