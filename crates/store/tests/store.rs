@@ -196,6 +196,16 @@ async fn task_counts(
     store: &Store,
     until: impl Fn(&TaskCounts) -> bool,
 ) -> TaskCounts {
+    table_counts(db, store, "tasks", until).await
+}
+
+/// [`task_counts`], of the table `table`.
+async fn table_counts(
+    db: &TestDatabase,
+    store: &Store,
+    table: &str,
+    until: impl Fn(&TaskCounts) -> bool,
+) -> TaskCounts {
     use sqlx::Connection as _;
     let mut conn = sqlx::PgConnection::connect(db.url())
         .await
@@ -211,8 +221,9 @@ async fn task_counts(
             .expect("clear the stats snapshot");
         let (seq_scans, inserts, updates, in_place): (i64, i64, i64, i64) = sqlx::query_as(
             "SELECT seq_scan, n_tup_ins, n_tup_upd, n_tup_hot_upd \
-             FROM pg_stat_user_tables WHERE relname = 'tasks'",
+             FROM pg_stat_user_tables WHERE relname = $1",
         )
+        .bind(table)
         .fetch_one(&mut conn)
         .await
         .expect("table stats");
@@ -227,6 +238,82 @@ async fn task_counts(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// A result batch finds its attempts and tasks by primary key however much the tables
+/// grew after its statement first ran: its plan is made for the tables as they are.
+/// Planned once on a few rows and kept (a prepared statement's generic plan, kept until
+/// the table is next analysed), it read every attempt ever made for each batch.
+#[tokio::test]
+async fn a_result_batch_scans_no_table_that_grew_after_its_statement_first_ran() {
+    // One connection, so that every batch runs on the statement it prepared first.
+    let (db, store) = store_with(1).await;
+    let pool = sqlx::PgPool::connect(db.url()).await.expect("connect");
+    for table in ["tasks", "attempts"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {table} SET (autovacuum_enabled = false)"
+        )))
+        .execute(&pool)
+        .await
+        .expect("no analysis during the test");
+    }
+    // Claims and results of batches of 25, on small tables, more than the five runs
+    // after which a prepared statement may keep a generic plan.
+    async fn run_batch(store: &Store) -> usize {
+        let tasks: Vec<_> = (0..25).map(|_| task(None, "d")).collect();
+        let ids: Vec<TaskId> = tasks.iter().map(|t| t.request.task_id).collect();
+        store.insert_tasks(&tasks).await.expect("insert");
+        let claims: Vec<_> = ids.iter().map(|id| (*id, WorkerId::new("w1"))).collect();
+        let outcomes = store.claim_tasks(&claims, None).await.expect("claim");
+        let results: Vec<_> = ids
+            .iter()
+            .zip(outcomes)
+            .map(|(id, outcome)| match outcome {
+                ClaimOutcome::Granted { epoch, .. } => result(*id, epoch, "done"),
+                other => panic!("claim of {id}: {other:?}"),
+            })
+            .collect();
+        let recorded = store.record_results(&results).await.expect("record");
+        recorded.iter().filter(|r| **r).count()
+    }
+    for _ in 0..8 {
+        assert_eq!(run_batch(&store).await, 25);
+    }
+    sqlx::query(
+        "WITH t AS ( \
+             INSERT INTO tasks (task_id, trace_id, tenant, agent, prompt, status, request_digest, request, finished_at) \
+             SELECT gen_random_uuid(), md5(i::text), 'acme', 'general', 'p', 'completed', 'd', '\\x00', now() \
+             FROM generate_series(1, 20000) i RETURNING task_id) \
+         INSERT INTO attempts (task_id, attempt, claim_epoch, worker_id, status, finished_at) \
+         SELECT task_id, 1, 1, 'w0', 'completed', now() FROM t",
+    )
+    .execute(&pool)
+    .await
+    .expect("20,000 finished tasks and their attempts");
+    let grown = |c: &TaskCounts| c.inserts >= 20_200;
+    let before = table_counts(&db, &store, "attempts", grown).await;
+    assert!(grown(&before), "the inserts were reported: {before:?}");
+    let tasks_before = task_counts(&db, &store, |_| true).await;
+
+    assert_eq!(run_batch(&store).await, 25);
+    // The claim's 25 attempt rows, then the result's 25 updates of them.
+    let after = table_counts(&db, &store, "attempts", |c| {
+        c.updates >= before.updates + 25
+    })
+    .await;
+    assert!(
+        after.updates >= before.updates + 25,
+        "the attempts' updates were reported: {after:?}"
+    );
+    assert_eq!(
+        after.seq_scans, before.seq_scans,
+        "sequential scans of `attempts` by a claim and a result batch"
+    );
+    let tasks_after = task_counts(&db, &store, |_| true).await;
+    assert_eq!(
+        tasks_after.seq_scans, tasks_before.seq_scans,
+        "sequential scans of `tasks` by a claim and a result batch"
+    );
 }
 
 #[tokio::test]
