@@ -6,7 +6,8 @@
 //! worker that vanished and the task still queued. It publishes a cancel notice (the
 //! worker, if any, stops) and a "finished" notice (watchers end). It also looks for
 //! ended tasks that still have live children (a coordinator that stopped between the
-//! two writes, a child submitted while its parent ended) and ends their subtrees.
+//! two writes, a child submitted while its parent ended) and ends their subtrees, and
+//! has the tables the hot path joins analysed while they grow.
 //! Failure policy: log and try again next tick.
 
 use std::sync::Arc;
@@ -39,6 +40,10 @@ pub async fn run(state: Arc<State>, shutdown: CancellationToken) {
                 state.perform(&expired, "deadline exceeded").await;
             }
             Err(e) => tracing::warn!(error = %e, "sweep for overdue tasks failed"),
+        }
+        // Plans follow the tables while they grow (see `taskwire_store::stats`).
+        if let Err(e) = state.store.analyze_grown().await {
+            tracing::warn!(error = %e, "analysis of grown tables failed");
         }
         match state.store.ended_with_live_children(1000).await {
             Ok(ids) => {

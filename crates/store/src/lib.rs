@@ -15,6 +15,7 @@
 //! - [`subtrees`]: ended tasks that still have live descendants.
 //! - [`usage`]: subtree usage summed in SQL; what a budgeted tree has spent.
 //! - [`gauges`]: the counts behind the coordinator's gauges; a readiness ping.
+//! - [`stats`]: the hot path's tables analysed while they grow, so plans follow them.
 //! - [`record`]: the row types read back.
 //! - [`error`]: the error type, [`StoreError`].
 //!
@@ -36,6 +37,7 @@ pub mod results;
 pub mod schedules;
 pub mod sessions;
 pub mod specs;
+pub mod stats;
 pub mod subtrees;
 pub mod tasks;
 pub mod usage;
@@ -91,18 +93,10 @@ impl Store {
         // JIT compilation pays off for long analytic queries, not for these: a statement
         // whose estimate crosses `jit_above_cost` (a subtree walk on a large table) would
         // spend hundreds of milliseconds compiling to save microseconds.
-        //
-        // Every statement is planned for its own parameters, on the tables as they are
-        // (`plan_cache_mode`): a prepared statement otherwise settles, after five runs,
-        // on a generic plan made on the tables of that moment and keeps it until the
-        // table is next analysed. A plan made while `attempts` held a few rows (a new
-        // deployment, its first minute) scanned the whole table for every result batch
-        // once it held thousands: the result write's cost per task doubled over 40,000
-        // tasks, where planned afresh it stays flat.
         let options = url
             .parse::<sqlx::postgres::PgConnectOptions>()
             .map_err(|e| StoreError::from_sqlx("parse the database url", e))?
-            .options([("jit", "off"), ("plan_cache_mode", "force_custom_plan")]);
+            .options([("jit", "off")]);
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(5))

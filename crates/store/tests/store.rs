@@ -241,7 +241,8 @@ async fn table_counts(
 }
 
 /// A result batch finds its attempts and tasks by primary key however much the tables
-/// grew after its statement first ran: its plan is made for the tables as they are.
+/// grew after its statement first ran, once the grown tables are analysed
+/// ([`Store::analyze_grown`], which the coordinator's sweeper calls every second).
 /// Planned once on a few rows and kept (a prepared statement's generic plan, kept until
 /// the table is next analysed), it read every attempt ever made for each batch.
 #[tokio::test]
@@ -294,6 +295,18 @@ async fn a_result_batch_scans_no_table_that_grew_after_its_statement_first_ran()
     let before = table_counts(&db, &store, "attempts", grown).await;
     assert!(grown(&before), "the inserts were reported: {before:?}");
     let tasks_before = task_counts(&db, &store, |_| true).await;
+    let mut analysed = store.analyze_grown().await.expect("analyse");
+    analysed.sort_unstable();
+    assert_eq!(
+        analysed,
+        ["attempts", "tasks"],
+        "the grown tables, not the unchanged ones"
+    );
+    assert_eq!(
+        store.analyze_grown().await.expect("analyse"),
+        Vec::<&str>::new(),
+        "nothing changed since"
+    );
 
     assert_eq!(run_batch(&store).await, 25);
     // The claim's 25 attempt rows, then the result's 25 updates of them.
