@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use futures::{StreamExt as _, TryStreamExt as _};
 use taskwire_bus::messages::{Claim, ClaimRequest, ClaimVerdict};
 use taskwire_bus::{Bus, NatsOptions};
-use taskwire_protocol::{TaskId, TaskResult, TaskStatus, TraceId, Usage, WorkerId};
+use taskwire_protocol::{TaskId, TaskResult, WorkerId, pb};
 
 use crate::cluster::Client;
 use crate::load::{Events, patience};
@@ -242,7 +242,7 @@ pub async fn claims_and_results_alone(
     let worker = WorkerId::new("bench-claimer");
 
     let t0 = Instant::now();
-    let granted: Vec<Vec<(TaskId, TraceId, Claim)>> =
+    let granted: Vec<Vec<(&(uuid::Uuid, String), Claim)>> =
         futures::stream::iter(queued.chunks(CLAIM_BATCH))
             .map(|chunk| {
                 let (bus, worker) = (&bus, &worker);
@@ -263,15 +263,9 @@ pub async fn claims_and_results_alone(
                     chunk
                         .iter()
                         .zip(answers)
-                        .map(|((task, trace), answer)| match answer {
-                            Ok(ClaimVerdict::Granted(claim)) => Ok((
-                                TaskId::from_uuid(*task),
-                                trace
-                                    .parse::<TraceId>()
-                                    .map_err(|e| anyhow::anyhow!("a stored trace id: {e}"))?,
-                                claim,
-                            )),
-                            other => anyhow::bail!("task {task} was not granted: {other:?}"),
+                        .map(|(queued, answer)| match answer {
+                            Ok(ClaimVerdict::Granted(claim)) => Ok((queued, claim)),
+                            other => anyhow::bail!("task {} was not granted: {other:?}", queued.0),
                         })
                         .collect::<anyhow::Result<Vec<_>>>()
                 }
@@ -284,34 +278,19 @@ pub async fn claims_and_results_alone(
     let before = events.finished_count();
     let t0 = Instant::now();
     futures::stream::iter(granted.into_iter().flatten())
-        .map(|(task_id, trace_id, claim)| {
+        .map(|((task, trace), claim)| {
             let bus = &bus;
             async move {
-                let result = TaskResult {
-                    task_id,
-                    trace_id,
+                // Read as a worker's result is: through its wire form.
+                let result = TaskResult::try_from(pb::TaskResult {
+                    task_id: task.to_string(),
+                    trace_id: trace.clone(),
                     attempt: claim.attempt,
-                    claim_epoch: claim.epoch,
-                    status: TaskStatus::Completed,
-                    text: "done".to_owned(),
-                    structured: None,
-                    tool_calls: Vec::new(),
-                    errors: Vec::new(),
-                    usage: Usage::default(),
-                    own_usage: Usage::default(),
-                    latency_ms: 0,
-                    steps: 1,
-                    session_id: None,
-                    worker_id: Some(WorkerId::new("bench-claimer")),
-                    retry_scheduled: false,
-                    transcript_json: None,
-                    patch: String::new(),
-                    title: None,
-                    provenance: Vec::new(),
-                    traceparent: String::new(),
-                    patch_ref: None,
-                };
-                bus.publish_result(&result).await
+                    claim_epoch: claim.epoch.0,
+                    status: pb::TaskStatus::Completed as i32,
+                    ..Default::default()
+                })?;
+                anyhow::Ok(bus.publish_result(&result).await?)
             }
         })
         .buffer_unordered(PUBLISHERS)
