@@ -3,7 +3,8 @@
 //! the other worker is one trace, whose id is the task's; every span's parent is in it;
 //! the spans carry the GenAI attributes and no prompt text; the spans are flushed when
 //! the processes stop; and the processes' JSON log lines name the spans they were
-//! written in.
+//! written in. With no protocol named, the same spans go over the default protocol,
+//! OTLP/HTTP with protobuf bodies.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -302,4 +303,94 @@ async fn a_task_tree_on_two_workers_is_one_trace_with_genai_spans_and_no_prompt_
         lines.len(),
         tree.join("\n  ")
     );
+}
+
+/// With no protocol named, the processes speak the default, OTLP/HTTP with protobuf
+/// bodies (`POST /v1/traces`): one task's spans from the coordinator and its worker
+/// reach the receiver as one trace, the task's, whose root is the submit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_protocol_named_spans_are_exported_over_otlp_http() {
+    let taskwire = Taskwire::locate().expect("taskwire binary");
+    let nats = NatsServer::start().expect("nats");
+    let db = TestDatabase::create().await.expect("database");
+    let model = ScriptedModel::start(|_: &SeenRequest| ScriptedReply::text("done")).await;
+    let workspace = tempfile::tempdir().expect("workspace");
+    let receiver = Collector::start().await.expect("otlp receiver");
+    let endpoint = receiver.http_endpoint();
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
+
+    let addr = free_addr().expect("port");
+    let mut coordinator = taskwire
+        .coordinator_with_env("coordinator", db.url(), &nats.url(), addr, ACK_WAIT, &env)
+        .expect("start coordinator");
+    let mut client = wait_serving(&mut coordinator, addr, None)
+        .await
+        .expect("coordinator serving");
+    let (nats_url, model_url) = (nats.url(), model.base_url());
+    let options = WorkerOptions {
+        ack_wait: Some(ACK_WAIT),
+        ..WorkerOptions::new(&nats_url, &model_url, workspace.path())
+    };
+    let mut worker = taskwire
+        .worker_with_env("worker-http", &options, &env)
+        .expect("start worker");
+
+    let submitted = client
+        .submit(pb::SubmitRequest {
+            agent: "general".into(),
+            prompt: "say done".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("submit")
+        .into_inner();
+    loop {
+        let task = client
+            .get(pb::GetRequest {
+                task_id: submitted.task_id.clone(),
+            })
+            .await
+            .expect("get")
+            .into_inner();
+        if ![pb::TaskStatus::Queued, pb::TaskStatus::Running].contains(&task.status()) {
+            assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
+            break;
+        }
+        coordinator.check_running().expect("coordinator runs");
+        worker.check_running().expect("worker runs");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Stopping flushes what the batch processors hold.
+    for process in [&mut worker, &mut coordinator] {
+        let status = process.terminate().await.expect("stops");
+        assert!(status.success(), "{status:?}\n{}", process.tail(20));
+    }
+
+    let spans = receiver.spans();
+    let traces: HashSet<String> = spans.iter().map(Received::trace_id).collect();
+    assert_eq!(traces, HashSet::from([submitted.trace_id.clone()]));
+    let mut names: Vec<(String, String)> = spans
+        .iter()
+        .map(|s| (s.span.name.clone(), s.service.clone()))
+        .collect();
+    names.sort();
+    for expected in [
+        ("taskwire.v1.TaskService/Submit", "taskwire-coordinator"),
+        ("invoke_agent general", "taskwire-worker"),
+        ("chat scripted", "taskwire-worker"),
+        ("record_result", "taskwire-coordinator"),
+    ] {
+        assert!(
+            names
+                .iter()
+                .any(|(n, s)| n == expected.0 && s == expected.1),
+            "no {expected:?} in {names:?}"
+        );
+    }
+    let run = spans
+        .iter()
+        .find(|s| s.span.name == "invoke_agent general")
+        .expect("the attempt's span");
+    assert_eq!(run.attr("task.id"), Some(submitted.task_id.clone()));
+    assert_eq!(run.instance, "worker-http");
 }

@@ -26,6 +26,8 @@ pub struct Pass {
 /// export and then with it, and the spans received by the end of the second.
 #[derive(Debug)]
 pub struct TraceRound {
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` of the exporting processes.
+    pub protocol: &'static str,
     pub without: Pass,
     pub with: Pass,
     pub spans: usize,
@@ -225,12 +227,13 @@ pub fn rows(
         rows.push(Row::new(
             "with trace export: orchestration CPU per task",
             format!(
-                "{:.0} µs against {:.0} µs without (coordinator {:.0}, workers {:.0}; {} spans received; \
+                "{:.0} µs against {:.0} µs without (coordinator {:.0}, workers {:.0}; OTLP over {}, {} spans received; \
                  the benchmark's own process {:.0} against {:.0} µs)",
                 median.with.orchestration(),
                 median.without.orchestration(),
                 e[0],
                 e[1],
+                median.protocol,
                 median.spans,
                 e.get(4).copied().unwrap_or_default(),
                 w.get(4).copied().unwrap_or_default(),

@@ -127,6 +127,10 @@ struct Args {
     /// spans cost with nothing recorded or exported.
     #[arg(long, value_parser = parse_env_pair)]
     trace_env: Vec<(String, String)>,
+    /// The OTLP protocol of the trace-export phase: `http/protobuf` (taskwire's
+    /// default) or `grpc`.
+    #[arg(long, value_enum, default_value_t = TraceProtocol::HttpProtobuf)]
+    trace_protocol: TraceProtocol,
     /// Rounds of the scaling phase: every setup runs once per round, and its row is
     /// the round with the median orchestration CPU per task.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -152,6 +156,26 @@ enum Only {
     /// The scaling phase (7): the throughput pass for 1, 2 and 4 coordinators and 1,
     /// 2, 4 and 8 workers, each setup on fresh processes.
     Scaling,
+}
+
+/// An OTLP protocol the trace-export phase can measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TraceProtocol {
+    /// OTLP/HTTP with protobuf bodies, taskwire's default.
+    #[value(name = "http/protobuf")]
+    HttpProtobuf,
+    /// OTLP/gRPC.
+    Grpc,
+}
+
+impl TraceProtocol {
+    /// The value of `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    fn name(self) -> &'static str {
+        match self {
+            Self::HttpProtobuf => "http/protobuf",
+            Self::Grpc => "grpc",
+        }
+    }
 }
 
 /// The servers and the model, shared by every phase.
@@ -629,10 +653,14 @@ async fn end_to_end(
     }
 
     let collector = Collector::start().await?;
-    let endpoint = collector.endpoint();
+    let protocol = args.trace_protocol.name();
+    let endpoint = match args.trace_protocol {
+        TraceProtocol::Grpc => collector.endpoint(),
+        TraceProtocol::HttpProtobuf => collector.http_endpoint(),
+    };
     let mut otel = vec![
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
     ];
     otel.extend(args.trace_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     // Rounds of a pass without export and one with it, each on fresh processes, one
@@ -655,6 +683,7 @@ async fn end_to_end(
         let mut stack = Stack::of_args(s, args, &otel).await?;
         let with = pass(s, &mut stack, events, args, "exported", None).await?;
         trace_rounds.push(figures::TraceRound {
+            protocol,
             without,
             with,
             spans: collector.span_count().saturating_sub(spans_before),
@@ -842,5 +871,17 @@ mod tests {
             args.trace_env,
             [("OTEL_TRACES_SAMPLER".to_owned(), "always_off".to_owned())]
         );
+    }
+
+    #[test]
+    fn trace_export_is_measured_over_the_default_protocol_unless_grpc_is_named() {
+        let default = Args::try_parse_from(["taskwire-bench"]).expect("parses");
+        assert_eq!(default.trace_protocol.name(), "http/protobuf");
+        for (given, expected) in [("grpc", "grpc"), ("http/protobuf", "http/protobuf")] {
+            let args = Args::try_parse_from(["taskwire-bench", "--trace-protocol", given])
+                .expect("parses");
+            assert_eq!(args.trace_protocol.name(), expected);
+        }
+        assert!(Args::try_parse_from(["taskwire-bench", "--trace-protocol", "http/json"]).is_err());
     }
 }

@@ -1,10 +1,14 @@
-//! An OTLP trace receiver: the OTLP/gRPC `TraceService` on a port of 127.0.0.1 chosen
-//! by the system, keeping every span it is sent with the resource (the process) that
-//! sent it. Tests of trace export read the spans; the benchmark counts them.
+//! An OTLP trace receiver: the OTLP/gRPC `TraceService` and OTLP/HTTP (`POST
+//! /v1/traces`, binary protobuf) each on a port of 127.0.0.1 chosen by the system,
+//! keeping every span it is sent with the resource (the process) that sent it. Tests of
+//! trace export read the spans; the benchmark counts them.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -13,6 +17,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 
 /// One received span and the process that sent it.
@@ -83,14 +88,10 @@ fn value_text(value: Option<&AnyValue>) -> String {
 #[derive(Clone, Default)]
 struct Store(Arc<Mutex<Vec<Received>>>);
 
-#[tonic::async_trait]
-impl TraceService for Store {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+impl Store {
+    fn keep(&self, request: ExportTraceServiceRequest) {
         let mut kept = self.0.lock().expect("collector lock");
-        for resource_spans in request.into_inner().resource_spans {
+        for resource_spans in request.resource_spans {
             let resource = resource_spans.resource.unwrap_or_default();
             let service = attr(&resource.attributes, "service.name").unwrap_or_default();
             let instance = attr(&resource.attributes, "service.instance.id").unwrap_or_default();
@@ -104,13 +105,56 @@ impl TraceService for Store {
                 }
             }
         }
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Store {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.keep(request.into_inner());
         Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
     }
 }
 
+/// OTLP/HTTP's `POST /v1/traces` with a binary protobuf body; another content type is
+/// refused (415), as a collector does, and a body that does not decode is a 400.
+async fn http_export(
+    axum::extract::State(store): axum::extract::State<Store>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if content_type != PROTOBUF {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("expected {PROTOBUF}, got {content_type:?}"),
+        )
+            .into_response();
+    }
+    match ExportTraceServiceRequest::decode(body) {
+        Ok(request) => {
+            store.keep(request);
+            let reply = ExportTraceServiceResponse::default().encode_to_vec();
+            ([(header::CONTENT_TYPE, PROTOBUF)], reply).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    }
+}
+
+const PROTOBUF: &str = "application/x-protobuf";
+
 /// The running receiver; stops when dropped.
 pub struct Collector {
+    /// The OTLP/gRPC port.
     pub addr: SocketAddr,
+    /// The OTLP/HTTP port.
+    pub http_addr: SocketAddr,
     store: Store,
     stop: CancellationToken,
 }
@@ -119,8 +163,21 @@ impl Collector {
     pub async fn start() -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let http_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let http_addr = http_listener.local_addr()?;
         let store = Store::default();
         let stop = CancellationToken::new();
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(http_export))
+            .with_state(store.clone());
+        let http = axum::serve(http_listener, app)
+            .with_graceful_shutdown(stop.clone().cancelled_owned())
+            .into_future();
+        tokio::spawn(async move {
+            if let Err(error) = http.await {
+                tracing::warn!(%error, "otlp/http receiver stopped with an error");
+            }
+        });
         let incoming = futures::stream::unfold(listener, |listener| async move {
             let accepted = listener.accept().await.map(|(socket, _)| socket);
             Some((accepted, listener))
@@ -129,12 +186,24 @@ impl Collector {
             .add_service(TraceServiceServer::new(store.clone()))
             .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
         tokio::spawn(server);
-        Ok(Self { addr, store, stop })
+        Ok(Self {
+            addr,
+            http_addr,
+            store,
+            stop,
+        })
     }
 
-    /// The endpoint for `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    /// The OTLP/gRPC endpoint for `OTEL_EXPORTER_OTLP_ENDPOINT` (with
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`).
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The OTLP/HTTP endpoint for `OTEL_EXPORTER_OTLP_ENDPOINT` with the default
+    /// protocol, `http/protobuf` (the exporter adds `/v1/traces`).
+    pub fn http_endpoint(&self) -> String {
+        format!("http://{}", self.http_addr)
     }
 
     /// Every span received so far.
