@@ -52,7 +52,7 @@ pub trait SessionHost: Send + Sync {
     /// tool is not offered at all. Not the authority on which names exist: a hidden
     /// subagent is callable by name, and [`SessionHost::run_child`] refuses an unknown
     /// one.
-    fn subagents(&self) -> Vec<(String, String)>;
+    fn subagents(&self) -> &[(String, String)];
 
     /// The skills the `skill` tool offers (and whose files `read` serves under
     /// `.taskwire/skills/`); none by default.
@@ -261,8 +261,8 @@ impl SessionHost for NoopHost {
         ))
     }
 
-    fn subagents(&self) -> Vec<(String, String)> {
-        Vec::new()
+    fn subagents(&self) -> &[(String, String)] {
+        &[]
     }
 }
 

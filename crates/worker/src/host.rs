@@ -252,8 +252,8 @@ impl SessionHost for WorkerHost<'_> {
         })
     }
 
-    fn subagents(&self) -> Vec<(String, String)> {
-        self.subagents.clone()
+    fn subagents(&self) -> &[(String, String)] {
+        &self.subagents
     }
 
     fn skills(&self) -> std::sync::Arc<[taskwire_definitions::skill::Skill]> {

@@ -38,11 +38,15 @@ const DESCRIPTION: &str = include_str!("../prompt/task_tool.txt");
 /// Starts child tasks through the session host.
 #[derive(Debug, Default)]
 pub struct TaskTool {
-    /// The last description built, with the subagent list it was built for. Sessions
-    /// offered the same subagents (in a fleet, nearly all of them) share one copy of
-    /// it, which each would otherwise hold for as long as it runs.
-    described: Mutex<Option<(String, taskwire_llm::ToolDescription)>>,
+    /// The last description built, with the subagents it lists. Sessions offered the
+    /// same subagents (in a fleet, nearly all of them) share one copy of it, which each
+    /// would otherwise hold for as long as it runs, and compare their list with it
+    /// instead of formatting it again.
+    described: Mutex<Option<Described>>,
 }
+
+/// A description of the `task` tool and the subagents, `(name, description)`, it lists.
+type Described = (Vec<(String, String)>, taskwire_llm::ToolDescription);
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -82,17 +86,22 @@ pub fn task_output(text: &str, session_id: &str) -> String {
 
 impl TaskTool {
     /// The description listing `agents`, shared while the list stays the same.
-    fn described(&self, agents: String) -> taskwire_llm::ToolDescription {
+    fn described(&self, agents: &[(String, String)]) -> taskwire_llm::ToolDescription {
         let mut last = self
             .described
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         match &*last {
-            Some((listed, description)) if *listed == agents => description.clone(),
+            Some((listed, description)) if listed[..] == *agents => description.clone(),
             _ => {
-                let description =
-                    taskwire_llm::ToolDescription::new(&DESCRIPTION.replace("{agents}", &agents));
-                *last = Some((agents, description.clone()));
+                let listing: Vec<String> = agents
+                    .iter()
+                    .map(|(name, description)| format!("- {name}: {description}"))
+                    .collect();
+                let description = taskwire_llm::ToolDescription::new(
+                    &DESCRIPTION.replace("{agents}", &listing.join("\n")),
+                );
+                *last = Some((agents.to_vec(), description.clone()));
                 description
             }
         }
@@ -145,13 +154,8 @@ impl Tool for TaskTool {
         definition: &taskwire_llm::ToolDef,
         host: &dyn SessionHost,
     ) -> taskwire_llm::ToolDef {
-        let agents: Vec<String> = host
-            .subagents()
-            .iter()
-            .map(|(name, description)| format!("- {name}: {description}"))
-            .collect();
         taskwire_llm::ToolDef {
-            description: self.described(agents.join("\n")),
+            description: self.described(host.subagents()),
             ..definition.clone()
         }
     }
@@ -490,11 +494,13 @@ mod tests {
     #[test]
     fn sessions_offered_the_same_subagents_share_one_description() {
         let tool = TaskTool::default();
-        let first = tool.described("- explore: reads code".into());
-        let again = tool.described("- explore: reads code".into());
+        let listed =
+            |name: &str, description: &str| vec![(name.to_owned(), description.to_owned())];
+        let first = tool.described(&listed("explore", "reads code"));
+        let again = tool.described(&listed("explore", "reads code"));
         assert!(first.contains("- explore: reads code"), "{first}");
         assert!(first.ptr_eq(&again));
-        let other = tool.described("- general: does anything".into());
+        let other = tool.described(&listed("general", "does anything"));
         assert!(other.contains("- general: does anything"), "{other}");
         assert!(!other.contains("explore"), "{other}");
         assert!(!first.ptr_eq(&other));

@@ -331,6 +331,8 @@ pub(crate) struct TestHost {
     pub(crate) child_tokens: Mutex<Vec<CancellationToken>>,
     /// Every patch brought in with `apply_child_changes`.
     pub(crate) applied: Mutex<Vec<String>>,
+    /// What the `task` tool lists.
+    subagents: Vec<(String, String)>,
 }
 
 impl TestHost {
@@ -348,6 +350,10 @@ impl TestHost {
             done: tokio::sync::watch::Sender::new(Vec::new()),
             child_tokens: Mutex::default(),
             applied: Mutex::default(),
+            subagents: vec![
+                ("explore".into(), "Fast read-only search".into()),
+                ("general".into(), "General-purpose".into()),
+            ],
         }
     }
 
@@ -510,10 +516,7 @@ impl SessionHost for TestHost {
         Ok(())
     }
 
-    fn subagents(&self) -> Vec<(String, String)> {
-        vec![
-            ("explore".into(), "Fast read-only search".into()),
-            ("general".into(), "General-purpose".into()),
-        ]
+    fn subagents(&self) -> &[(String, String)] {
+        &self.subagents
     }
 }

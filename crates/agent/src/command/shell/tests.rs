@@ -109,8 +109,8 @@ impl SessionHost for Approver {
         Err("no children here".into())
     }
 
-    fn subagents(&self) -> Vec<(String, String)> {
-        Vec::new()
+    fn subagents(&self) -> &[(String, String)] {
+        &[]
     }
 }
 
