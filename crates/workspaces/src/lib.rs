@@ -182,7 +182,7 @@ impl Workspaces {
     /// no file system work (what an earlier run of this worker left is removed when the
     /// worker opens its workspaces).
     pub fn path_of(&self, name: &str) -> PathBuf {
-        self.paths(name).0
+        self.inner.tasks.join(file_name_of(name))
     }
 
     fn paths(&self, name: &str) -> (PathBuf, PathBuf) {

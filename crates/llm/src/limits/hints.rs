@@ -29,6 +29,17 @@ pub struct RateHints {
 impl RateHints {
     /// The hints among `headers`, with times relative to `now`.
     pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Self {
+        // Most answers of a server without limits carry none of these: one pass over
+        // the names spares a dozen lookups.
+        let limits_named = headers.keys().any(|name| {
+            let name = name.as_str();
+            name == header::RETRY_AFTER
+                || name.starts_with("x-ratelimit-")
+                || name.starts_with("anthropic-ratelimit-")
+        });
+        if !limits_named {
+            return Self::default();
+        }
         let text = |name: &str| {
             headers
                 .get(name)
@@ -154,6 +165,23 @@ mod tests {
             map.insert(*name, HeaderValue::from_str(value).expect("test value"));
         }
         map
+    }
+
+    #[test]
+    fn an_answer_naming_no_limit_says_nothing_and_retry_after_alone_is_read() {
+        let now = SystemTime::now();
+        let plain = [
+            ("content-type", "application/json"),
+            ("x-request-id", "req_1"),
+        ];
+        assert!(RateHints::from_headers(&headers(&plain), now).is_empty());
+        let hints = RateHints::from_headers(&headers(&[plain[0], ("retry-after", "7")]), now);
+        assert_eq!(hints.retry_after, Some(Duration::from_secs(7)));
+        let anthropic = headers(&[("anthropic-ratelimit-requests-remaining", "3")]);
+        assert_eq!(
+            RateHints::from_headers(&anthropic, now).remaining_requests,
+            Some(3)
+        );
     }
 
     #[test]
