@@ -676,16 +676,15 @@ fn remove_leftovers(dir: &Path) {
 /// `name` as one path component: letters, digits, `.`, `_` and `-` kept, anything else
 /// replaced by `_`.
 fn file_name_of(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    // Made at its final size: a char's iterator gives no length to reserve.
+    let mut cleaned = String::with_capacity(name.len());
+    cleaned.extend(name.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            c
+        } else {
+            '_'
+        }
+    }));
     match cleaned.trim_matches('.') {
         "" => "_".to_owned(),
         _ => cleaned,
@@ -695,6 +694,16 @@ fn file_name_of(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_becomes_a_file_name_of_safe_characters() {
+        assert_eq!(file_name_of("task-1_a.b"), "task-1_a.b");
+        assert_eq!(file_name_of("a/b c\\d"), "a_b_c_d");
+        assert_eq!(file_name_of("café"), "caf_");
+        assert_eq!(file_name_of(".."), "_");
+        assert_eq!(file_name_of(""), "_");
+        assert_eq!(file_name_of("../x"), ".._x");
+    }
 
     /// Workers that start at once, each with its own id, all get their workspaces: none
     /// takes another's lock for a stopped worker's while it is being taken.
