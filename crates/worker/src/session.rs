@@ -247,15 +247,16 @@ pub async fn run<'a>(
     // resumed session's or a retried attempt's history already says what it is.
     // The `title` agent the definitions directories left (overridden, or the
     // built-in); none when one disabled it, and then no session is titled.
-    let title_agent = taskwire_protocol::agent_spec::internal_agent(
-        &request.agent_spec,
-        taskwire_definitions::builtin::title(),
-    );
+    // Built only for a session that is titled.
     let title_source =
         (ctx.titles && request.parent_task_id.is_none() && history_was_empty && !from_checkpoint)
             .then(|| title_source(request))
             .flatten()
-            .zip(title_agent);
+            .and_then(|source| {
+                let builtin = taskwire_definitions::builtin::title();
+                taskwire_protocol::agent_spec::internal_agent(&request.agent_spec, builtin)
+                    .map(|agent| (source, agent))
+            });
     // Handed down through two more async functions: boxed once, not copied into each.
     let run = Box::pin(run);
     let ((mut outcome, structured), title) = run_beside_title(

@@ -155,12 +155,17 @@ impl<'a> SetupBuilder<'a> {
             .filter(|m| !m.trim().is_empty());
         // The `compaction` agent the definitions directories left (overridden, or the
         // built-in); none when one disabled it, and then the session is not compacted.
-        let compaction_agent = taskwire_protocol::agent_spec::internal_agent(
-            &request.agent_spec,
-            taskwire_definitions::builtin::compaction(),
-        );
-        let compaction = self.compaction.zip(compaction_agent).map(
-            |((threshold, with_small, catalogue), agent)| {
+        // Built only for a session that is compacted.
+        let compaction_agent = || {
+            taskwire_protocol::agent_spec::internal_agent(
+                &request.agent_spec,
+                taskwire_definitions::builtin::compaction(),
+            )
+        };
+        let compaction = self
+            .compaction
+            .and_then(|policy| compaction_agent().map(|agent| (policy, agent)))
+            .map(|((threshold, with_small, catalogue), agent)| {
                 let limits = catalogue.limits(&model);
                 CompactionPolicy {
                     context_window: limits.context_window,
@@ -169,8 +174,7 @@ impl<'a> SetupBuilder<'a> {
                     model: small_model.clone().filter(|_| with_small),
                     agent,
                 }
-            },
-        );
+            });
         let max_steps = request
             .max_steps
             .map_or(agent.max_steps, |m| m.min(agent.max_steps));
