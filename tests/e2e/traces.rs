@@ -12,8 +12,10 @@ use std::time::Duration;
 use taskwire_e2e::PATIENCE;
 use taskwire_e2e::process::{Process, Taskwire, WorkerOptions, free_addr, wait_serving};
 use taskwire_protocol::pb;
+use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 use taskwire_test_support::otlp::{Collector, Received};
 use taskwire_test_support::{NatsServer, ScriptedModel, ScriptedReply, SeenRequest, TestDatabase};
+use tonic::transport::Channel;
 
 const PARENT: &str = "parent: survey the coast";
 const CHILDREN: [&str; 2] = ["child: survey the north", "child: survey the south"];
@@ -48,6 +50,31 @@ async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
             "timed out after {PATIENCE:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `task_id` once it is no longer queued or running, checking meanwhile that
+/// `processes` still run.
+async fn ended<const N: usize>(
+    client: &mut TaskServiceClient<Channel>,
+    task_id: &str,
+    mut processes: [&mut Process; N],
+) -> pb::Task {
+    loop {
+        let task = client
+            .get(pb::GetRequest {
+                task_id: task_id.to_owned(),
+            })
+            .await
+            .expect("get")
+            .into_inner();
+        if ![pb::TaskStatus::Queued, pb::TaskStatus::Running].contains(&task.status()) {
+            return task;
+        }
+        for process in &mut processes {
+            process.check_running().expect("process runs");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -127,21 +154,12 @@ async fn a_task_tree_on_two_workers_is_one_trace_with_genai_spans_and_no_prompt_
     })
     .await;
     let mut child_worker = worker("worker-children", 2);
-    let parent = loop {
-        let task = client
-            .get(pb::GetRequest {
-                task_id: submitted.task_id.clone(),
-            })
-            .await
-            .expect("get")
-            .into_inner();
-        if ![pb::TaskStatus::Queued, pb::TaskStatus::Running].contains(&task.status()) {
-            break task;
-        }
-        coordinator.check_running().expect("coordinator runs");
-        child_worker.check_running().expect("child worker runs");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let parent = ended(
+        &mut client,
+        &submitted.task_id,
+        [&mut coordinator, &mut child_worker],
+    )
+    .await;
     assert_eq!(parent.status(), pb::TaskStatus::Completed, "{parent:?}");
     let children = client
         .list(pb::ListRequest {
@@ -344,22 +362,13 @@ async fn without_a_protocol_named_spans_are_exported_over_otlp_http() {
         .await
         .expect("submit")
         .into_inner();
-    loop {
-        let task = client
-            .get(pb::GetRequest {
-                task_id: submitted.task_id.clone(),
-            })
-            .await
-            .expect("get")
-            .into_inner();
-        if ![pb::TaskStatus::Queued, pb::TaskStatus::Running].contains(&task.status()) {
-            assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
-            break;
-        }
-        coordinator.check_running().expect("coordinator runs");
-        worker.check_running().expect("worker runs");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let task = ended(
+        &mut client,
+        &submitted.task_id,
+        [&mut coordinator, &mut worker],
+    )
+    .await;
+    assert_eq!(task.status(), pb::TaskStatus::Completed, "{task:?}");
     // Stopping flushes what the batch processors hold.
     for process in [&mut worker, &mut coordinator] {
         let status = process.terminate().await.expect("stops");

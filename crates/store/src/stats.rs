@@ -6,7 +6,7 @@
 //! `attempts` held a few rows joined it by a sequential scan, and kept scanning every
 //! attempt ever made until autovacuum next analysed the table (a minute or more away,
 //! and then only once enough of it changed): over 40,000 tasks its cost per task
-//! doubled. [`Store::analyze_grown`], called every few seconds, analyses each such
+//! doubled. [`Store::analyze_grown`], called at every sweep of the coordinator, analyses each such
 //! table once it has changed by half since its last analysis; a table that grows
 //! from nothing is analysed O(log n) times, and a large one is left to autovacuum.
 //! Planning every statement afresh instead (`plan_cache_mode = force_custom_plan`)

@@ -156,24 +156,21 @@ impl<'a> SetupBuilder<'a> {
         // The `compaction` agent the definitions directories left (overridden, or the
         // built-in); none when one disabled it, and then the session is not compacted.
         // Built only for a session that is compacted.
-        let compaction_agent = || {
-            taskwire_protocol::agent_spec::internal_agent(
-                &request.agent_spec,
-                taskwire_definitions::builtin::compaction(),
-            )
-        };
         let compaction = self
             .compaction
-            .and_then(|policy| compaction_agent().map(|agent| (policy, agent)))
-            .map(|((threshold, with_small, catalogue), agent)| {
+            .and_then(|(threshold, with_small, catalogue)| {
+                let agent = taskwire_protocol::agent_spec::internal_agent(
+                    &request.agent_spec,
+                    taskwire_definitions::builtin::compaction(),
+                )?;
                 let limits = catalogue.limits(&model);
-                CompactionPolicy {
+                Some(CompactionPolicy {
                     context_window: limits.context_window,
                     max_output_tokens: limits.max_output_tokens,
                     threshold,
                     model: small_model.clone().filter(|_| with_small),
                     agent,
-                }
+                })
             });
         let max_steps = request
             .max_steps
