@@ -166,6 +166,46 @@ impl Incoming for TaskNotice {
     }
 }
 
+/// The fleet's backlog, by the stage a task waits in, as one coordinator sampled it;
+/// shared on `<P>.backlog` so that the other coordinators need not sample it too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Dispatches committed and not yet published.
+    pub outbox: u64,
+    /// Task messages in the tasks stream: waiting for a worker, or running.
+    pub tasks: u64,
+    /// Results published by workers and not yet recorded.
+    pub results: u64,
+}
+
+impl Backlog {
+    /// Tasks the fleet is behind on, all stages together.
+    pub fn total(&self) -> u64 {
+        self.outbox
+            .saturating_add(self.tasks)
+            .saturating_add(self.results)
+    }
+}
+
+impl Envelope for Backlog {
+    const NAME: &'static str = "backlog sample";
+    type Wire = pb::BacklogSample;
+    fn to_wire(&self) -> pb::BacklogSample {
+        pb::BacklogSample {
+            outbox: self.outbox,
+            tasks: self.tasks,
+            results: self.results,
+        }
+    }
+    fn from_wire(w: pb::BacklogSample) -> Result<Self, ProtocolError> {
+        Ok(Self {
+            outbox: w.outbox,
+            tasks: w.tasks,
+            results: w.results,
+        })
+    }
+}
+
 fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }

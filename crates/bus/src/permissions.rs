@@ -178,6 +178,10 @@ pub fn coordinator(s: &Subjects) -> Permissions {
         "wake watchers and waiting parents when a task is finished",
         [s.finished_all()],
     );
+    publish.allow(
+        "share its sample of the fleet's backlog with the other coordinators",
+        [s.backlog()],
+    );
 
     let mut subscribe = Grants::default();
     subscribe.allow(
@@ -190,6 +194,10 @@ pub fn coordinator(s: &Subjects) -> Permissions {
             .map(|subject| format!("{subject} {COORDINATORS_GROUP}")),
     );
     subscribe.allow("end a Watch when its task is finished", [s.finished_all()]);
+    subscribe.allow(
+        "take the other coordinators' samples of the backlog instead of sampling",
+        [s.backlog()],
+    );
     Permissions {
         publish: publish.0,
         subscribe: subscribe.0,

@@ -15,7 +15,7 @@ use crate::client::Bus;
 use crate::codec::encode;
 use crate::error::BusError;
 use crate::headers::{self, Outgoing};
-use crate::messages::{ApprovalDecision, CancelNotice, DeadLetter};
+use crate::messages::{ApprovalDecision, Backlog, CancelNotice, DeadLetter};
 
 impl Bus {
     /// Sends one dispatch (an outbox row: a `TaskRequest` encoded at submit) to the
@@ -80,6 +80,13 @@ impl Bus {
         let subject = self.subjects().finished(task);
         self.finished_here().notify_one();
         self.publish_core(subject, &Outgoing::default(), Bytes::new())
+            .await
+    }
+
+    /// Shares a sample of the fleet's backlog with the other coordinators.
+    pub async fn share_backlog(&self, backlog: &Backlog) -> Result<(), BusError> {
+        let subject = self.subjects().backlog();
+        self.publish_core(subject, &Outgoing::default(), encode(backlog))
             .await
     }
 

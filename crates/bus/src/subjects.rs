@@ -104,6 +104,10 @@ impl Subjects {
     pub fn finished_all(&self) -> String {
         format!("{}.finished.*", self.prefix)
     }
+    /// Coordinators share their samples of the fleet's backlog here.
+    pub fn backlog(&self) -> String {
+        format!("{}.backlog", self.prefix)
+    }
 
     pub fn tasks_stream(&self) -> String {
         format!("{}_TASKS", self.stream_prefix)

@@ -13,7 +13,7 @@ use taskwire_protocol::TaskId;
 use crate::Bus;
 use crate::consumer::{Incoming, Malformed};
 use crate::error::BusError;
-use crate::messages::{ApprovalDecision, CancelNotice, TaskNotice};
+use crate::messages::{ApprovalDecision, Backlog, CancelNotice, TaskNotice};
 use crate::progress::ProgressEvents;
 
 /// A core NATS subscription whose messages are `T`s. Dropping it unsubscribes.
@@ -82,6 +82,11 @@ impl Bus {
     /// Every task's finished notice.
     pub async fn all_finished_notices(&self) -> Result<Subscription<TaskNotice>, BusError> {
         self.subscribe(self.subjects().finished_all()).await
+    }
+
+    /// The backlog samples coordinators share (this one's own included).
+    pub async fn backlog_samples(&self) -> Result<Subscription<Backlog>, BusError> {
+        self.subscribe(self.subjects().backlog()).await
     }
 
     /// Every task's progress, live (core NATS: no replay, nothing to settle).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use taskwire_bus::messages::{CancelNotice, DeadLetter};
+use taskwire_bus::messages::{Backlog, CancelNotice, DeadLetter};
 use taskwire_bus::{Bus, BusConfig, MaxDeliveries, NatsOptions, Received, Settlement, Subjects};
 use taskwire_protocol::{ClaimEpoch, TaskId, TaskResult, TaskStatus, TraceId, Usage};
 use taskwire_test_support::NatsServer;
@@ -223,6 +223,17 @@ async fn subscriptions_read_notices_and_name_what_they_cannot_read() {
     let task = TaskId::generate();
     bus.notify_finished(task).await.expect("sent");
     assert_eq!(next(&mut finished).await.expect("read").task, task);
+
+    let mut samples = bus.backlog_samples().await.expect("subscribed");
+    bus.flush().await.expect("flushed");
+    let sample = Backlog {
+        outbox: 3,
+        tasks: 2,
+        results: 1,
+    };
+    bus.share_backlog(&sample).await.expect("sent");
+    let read = next(&mut samples).await.expect("read");
+    assert_eq!((read, read.total()), (sample, 6));
 }
 
 #[tokio::test]
@@ -238,6 +249,15 @@ async fn streams_are_read_by_depth_pending_count_last_progress_and_advised_messa
     publish_raw(&bus, cfg.subjects.tasks("default"), b"one").await;
     publish_raw(&bus, cfg.subjects.tasks("default"), b"two").await;
     assert_eq!(bus.stream_depth(&tasks).await.expect("read"), 2);
+    let missing = bus
+        .stream_depth("NO_SUCH_STREAM")
+        .await
+        .expect_err("a stream that does not exist has no depth");
+    assert!(
+        missing.to_string().contains("NO_SUCH_STREAM")
+            && missing.to_string().contains("not found"),
+        "{missing}"
+    );
     bus.consume_tasks(&cfg, "default", -1)
         .await
         .expect("consumer");

@@ -2,22 +2,39 @@
 //! on (`RESOURCE_EXHAUSTED`, with a hint to retry) rather than accepting it and letting
 //! the backlog and its latency grow.
 //!
-//! A named loop samples, every `SAMPLE`, the fleet's backlog at each stage a task waits
-//! in: dispatches in the outbox, task messages in the tasks stream (queued or running),
-//! and results in the results stream that no coordinator has recorded yet. Submits
-//! compare the tasks stream's depth with `--max-queued-tasks` (the stream's bound) and
-//! the whole backlog with `--max-backlog`. The sample lags by at most `SAMPLE`: a burst
-//! may overshoot a bound by what arrives in that window, and those tasks are kept
-//! (never lost).
+//! A named loop samples the fleet's backlog at each stage a task waits in: dispatches
+//! in the outbox, task messages in the tasks stream (queued or running), and results in
+//! the results stream that no coordinator has recorded yet. Submits compare the tasks
+//! stream's depth with `--max-queued-tasks` (the stream's bound) and the whole backlog
+//! with `--max-backlog`.
+//!
+//! The coordinators sample for one another: each shares its sample on `<P>.backlog`,
+//! and a coordinator that hears a peer's sample takes it and puts off its own, so the
+//! fleet reads the streams and the outbox about once per `SAMPLE` whatever its number
+//! of coordinators (each timer runs `SAMPLE` plus up to `JITTER`, so one coordinator
+//! draws the shortest and the others take its sample). While the fleet is idle (an
+//! empty backlog and no submit since) a sample is taken every `IDLE_SAMPLE`; the first
+//! submit after it brings the next sample forward to `SAMPLE` after the last. The
+//! sample thus lags by at most `SAMPLE` + `JITTER`: a burst may overshoot a bound by
+//! what arrives in that window, and those tasks are kept (never lost).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use taskwire_bus::Bus;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use taskwire_bus::messages::Backlog;
+
+/// How often the backlog is sampled while the fleet has work.
 const SAMPLE: Duration = Duration::from_millis(100);
+/// The most a sampler's timer adds to `SAMPLE`, drawn afresh each time.
+const JITTER: Duration = Duration::from_millis(50);
+/// How often it is sampled while the fleet is idle.
+const IDLE_SAMPLE: Duration = Duration::from_secs(1);
 
 /// The latest sampled backlog, by stage. Cheap to clone.
 #[derive(Clone, Default)]
@@ -28,26 +45,10 @@ struct Stages {
     outbox: AtomicU64,
     tasks: AtomicU64,
     results: AtomicU64,
-}
-
-/// A backlog sample, by stage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Backlog {
-    /// Dispatches committed and not yet published.
-    pub outbox: u64,
-    /// Task messages in the tasks stream: waiting for a worker, or running.
-    pub tasks: u64,
-    /// Results published by workers and not yet recorded.
-    pub results: u64,
-}
-
-impl Backlog {
-    /// Tasks the fleet is behind on, all stages together.
-    pub fn total(&self) -> u64 {
-        self.outbox
-            .saturating_add(self.tasks)
-            .saturating_add(self.results)
-    }
+    /// A submit was admitted since the sampler last sampled.
+    submitted: AtomicBool,
+    /// Wakes an idle sampler on the first submit.
+    wake: tokio::sync::Notify,
 }
 
 impl QueueDepth {
@@ -63,6 +64,27 @@ impl QueueDepth {
             tasks: self.0.tasks.load(Ordering::Relaxed),
             results: self.0.results.load(Ordering::Relaxed),
         }
+    }
+
+    fn set(&self, backlog: Backlog) {
+        self.0.outbox.store(backlog.outbox, Ordering::Relaxed);
+        self.0.tasks.store(backlog.tasks, Ordering::Relaxed);
+        self.0.results.store(backlog.results, Ordering::Relaxed);
+    }
+
+    /// A submit was admitted: an idle sampler samples again `SAMPLE` after its last.
+    fn submitted(&self) {
+        if !self.0.submitted.swap(true, Ordering::Relaxed) {
+            self.0.wake.notify_one();
+        }
+    }
+
+    /// How long until the sample after `backlog`: `IDLE_SAMPLE` when it is empty and no
+    /// submit came since this coordinator's last sample, else `SAMPLE`; plus jitter.
+    fn period_after(&self, backlog: &Backlog) -> Duration {
+        let idle = backlog.total() == 0 && !self.0.submitted.load(Ordering::Relaxed);
+        let base = if idle { IDLE_SAMPLE } else { SAMPLE };
+        base + JITTER.mul_f64(fastrand::f64())
     }
 }
 
@@ -92,6 +114,7 @@ pub fn admit(state: &crate::State) -> Result<(), crate::CoordinatorError> {
             backlog.results
         )));
     }
+    state.queue_depth.submitted();
     Ok(())
 }
 
@@ -107,44 +130,91 @@ pub struct Sources {
     pub outbox_cap: i64,
 }
 
-/// Samples the backlog until `shutdown`. Failure policy: keep a stage's last sample and
-/// try again next tick.
+/// Samples the backlog until `shutdown`, sharing each sample with the other
+/// coordinators and taking theirs. Failure policy: keep a stage's last sample and try
+/// again next time; without the shared subject (it could not be subscribed), sample
+/// alone.
 pub async fn run(sources: Sources, depth: QueueDepth, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(SAMPLE);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut peers = match sources.bus.backlog_samples().await {
+        Ok(samples) => Some(samples),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot hear the other coordinators' backlog samples, sampling alone");
+            None
+        }
+    };
+    let mut last = Instant::now();
+    let mut next = last;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        // Each stage is read before the stage a task comes to it from (results, the
-        // tasks stream, the outbox), so a task that moves on between two reads is
-        // counted at most once: a relay publishes a row before it deletes it, and read
-        // the other way round the task could be counted in both.
-        match sources.bus.stream_depth(&sources.results_stream).await {
-            Ok(messages) => depth.0.results.store(messages, Ordering::Relaxed),
-            Err(e) => tracing::debug!(error = %e, "failed to sample the results stream"),
-        }
-        let stream = sources.bus.stream_depth(&sources.tasks_stream).await;
-        match sources.store.outbox_count_up_to(sources.outbox_cap).await {
-            Ok(n) => depth.0.outbox.store(n, Ordering::Relaxed),
-            Err(e) => tracing::debug!(error = %e, "failed to count the outbox"),
-        }
-        match stream {
-            Ok(messages) => {
-                let waiting = if sources.window {
-                    depth.0.outbox.load(Ordering::Relaxed)
-                } else {
-                    0
-                };
-                depth
-                    .0
-                    .tasks
-                    .store(messages.saturating_add(waiting), Ordering::Relaxed);
+            _ = tokio::time::sleep_until(next) => {}
+            _ = depth.0.wake.notified() => {
+                next = next.min(last + SAMPLE);
+                continue;
             }
-            Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
+            Some(shared) = next_shared(&mut peers) => {
+                match shared {
+                    Ok(backlog) => {
+                        depth.set(backlog);
+                        last = Instant::now();
+                        next = last + depth.period_after(&backlog);
+                    }
+                    Err(m) => tracing::debug!(error = %m.error, "malformed backlog sample, ignored"),
+                }
+                continue;
+            }
         }
+        // Cleared before reading: a submit admitted meanwhile keeps the next sample near.
+        depth.0.submitted.store(false, Ordering::Relaxed);
+        let backlog = sample(&sources, &depth).await;
+        depth.set(backlog);
+        if peers.is_some()
+            && let Err(e) = sources.bus.share_backlog(&backlog).await
+        {
+            tracing::debug!(error = %e, "failed to share a backlog sample");
+        }
+        last = Instant::now();
+        next = last + depth.period_after(&backlog);
     }
+}
+
+/// The next sample a coordinator shared; pending forever without the subscription.
+async fn next_shared(
+    peers: &mut Option<taskwire_bus::subscription::Subscription<Backlog>>,
+) -> Option<Result<Backlog, taskwire_bus::consumer::Malformed>> {
+    match peers {
+        Some(samples) => match samples.next().await {
+            Some(sample) => Some(sample),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// One sample of the backlog; a stage that cannot be read keeps its last value.
+async fn sample(sources: &Sources, depth: &QueueDepth) -> Backlog {
+    let mut backlog = depth.backlog();
+    // Each stage is read before the stage a task comes to it from (results, the tasks
+    // stream, the outbox), so a task that moves on between two reads is counted at
+    // most once: a relay publishes a row before it deletes it, and read the other way
+    // round the task could be counted in both.
+    match sources.bus.stream_depth(&sources.results_stream).await {
+        Ok(messages) => backlog.results = messages,
+        Err(e) => tracing::debug!(error = %e, "failed to sample the results stream"),
+    }
+    let stream = sources.bus.stream_depth(&sources.tasks_stream).await;
+    match sources.store.outbox_count_up_to(sources.outbox_cap).await {
+        Ok(n) => backlog.outbox = n,
+        Err(e) => tracing::debug!(error = %e, "failed to count the outbox"),
+    }
+    match stream {
+        Ok(messages) => {
+            let waiting = if sources.window { backlog.outbox } else { 0 };
+            backlog.tasks = messages.saturating_add(waiting);
+        }
+        Err(e) => tracing::debug!(error = %e, "failed to sample the tasks stream"),
+    }
+    backlog
 }
 
 /// How often the dispatch window's count of undelivered tasks is sampled.
@@ -205,3 +275,6 @@ pub async fn sample_undelivered(
         undelivered.set(count, started);
     }
 }
+
+#[cfg(test)]
+mod tests;
