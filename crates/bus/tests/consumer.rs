@@ -254,8 +254,7 @@ async fn streams_are_read_by_depth_pending_count_last_progress_and_advised_messa
         .await
         .expect_err("a stream that does not exist has no depth");
     assert!(
-        missing.to_string().contains("NO_SUCH_STREAM")
-            && missing.to_string().contains("not found"),
+        missing.to_string().contains("NO_SUCH_STREAM") && missing.to_string().contains("not found"),
         "{missing}"
     );
     bus.consume_tasks(&cfg, "default", -1)

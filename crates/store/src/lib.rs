@@ -70,6 +70,9 @@ pub fn migrator() -> sqlx::migrate::Migrator {
     migrator
 }
 
+/// How long a pooled connection may sit idle before it is pinged as it is taken.
+const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
+
 /// A handle to the database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -97,9 +100,23 @@ impl Store {
             .parse::<sqlx::postgres::PgConnectOptions>()
             .map_err(|e| StoreError::from_sqlx("parse the database url", e))?
             .options([("jit", "off")]);
+        // A connection taken from the pool is pinged (a round trip) only when it sat idle
+        // for `PING_IDLE_AFTER`: pinging every one (sqlx's default) added a round trip,
+        // and a wake-up of the coordinator and of a Postgres backend, to every statement
+        // (docs/performance.md). One that broke meanwhile fails its statement, which the
+        // caller retries, and is closed as it is returned.
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(5))
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_IDLE_AFTER {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await
             .map_err(|e| StoreError::from_sqlx("connect to postgres", e))?;

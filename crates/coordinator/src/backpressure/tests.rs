@@ -100,7 +100,10 @@ async fn coordinators_take_one_shared_sample_instead_of_each_reading_the_streams
     ];
     // Past the first samples (each coordinator samples once as it starts).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    while tokio::time::timeout(Duration::ZERO, reads.next()).await.is_ok() {}
+    while tokio::time::timeout(Duration::ZERO, reads.next())
+        .await
+        .is_ok()
+    {}
 
     let window = Duration::from_secs(3);
     let n = count_within(&mut reads, window).await;
@@ -113,7 +116,11 @@ async fn coordinators_take_one_shared_sample_instead_of_each_reading_the_streams
         "{n} reads in {window:?}: more than one sampler's {one} (alone, {alone} or more)"
     );
     for depth in &depths {
-        assert_eq!(depth.backlog().results, 1, "every coordinator has the sample");
+        assert_eq!(
+            depth.backlog().results,
+            1,
+            "every coordinator has the sample"
+        );
     }
     s.shutdown.cancel();
 }
