@@ -218,7 +218,9 @@ pub async fn serve_with_http(
     let dispatch_window = config.dispatch_window;
     let (handoff, own_rows) =
         relay::Handoff::new(dispatch_window > 0, relay_wake.clone(), relay::OWN_GRACE);
-    let submitter = submit::Submitter::start(store.clone(), handoff, loops.clone());
+    // The batch loops each keep a connection between their statements.
+    let submitter =
+        submit::Submitter::start(store.holding_a_connection(), handoff, loops.clone());
     let state = Arc::new(State {
         config,
         store: store.clone(),
@@ -249,7 +251,7 @@ pub async fn serve_with_http(
         ));
     }
     tasks.spawn(relay::run(
-        store.clone(),
+        store.holding_a_connection(),
         bus.clone(),
         relay_wake,
         own_rows,
@@ -269,7 +271,7 @@ pub async fn serve_with_http(
     tasks.spawn(aggregator::run_results(
         bus.clone(),
         patches,
-        store.clone(),
+        store.holding_a_connection(),
         state.metrics.clone(),
         loops.clone(),
     ));

@@ -30,11 +30,14 @@ use crate::{CoordinatorError, State};
 /// Answers workers from the coordinator's state.
 pub struct Handler {
     state: Arc<State>,
+    /// The claim statements' store, which keeps their connection between them.
+    claims: taskwire_store::Store,
 }
 
 impl Handler {
     pub fn new(state: Arc<State>) -> Self {
-        Self { state }
+        let claims = state.store.holding_a_connection();
+        Self { state, claims }
     }
 }
 
@@ -48,7 +51,7 @@ impl taskwire_bus::WorkerRequests for Handler {
     ) -> Vec<Option<Result<ClaimVerdict, RpcError>>> {
         let st = &self.state;
         crate::claims::answer(
-            &st.store,
+            &self.claims,
             &st.bus,
             &st.metrics,
             claims,

@@ -34,37 +34,40 @@ impl Store {
         let limit = max_running_per_tenant.map(|l| i64::from(l.max(1)));
         let statement = claim_statement(limit.is_some());
         let query = sqlx::query(statement).bind(&ids).bind(&workers).bind(limit);
-        let rows = match limit {
-            // One statement is one transaction: no BEGIN and COMMIT round trips.
-            None => query.fetch_all(&self.pool).await,
-            Some(_) => {
-                // Serialise claims per tenant, so concurrent batches cannot both take
-                // the last slot. Locks are taken in tenant order (no deadlock between
-                // batches), in a statement before the claim's: a statement sees what
-                // was committed when it began, so the count must start after the locks.
-                let mut tx = self
-                    .pool
-                    .begin()
-                    .await
-                    .map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
-                sqlx::query(
-                    "SELECT pg_advisory_xact_lock(hashtext('taskwire-tenant:' || tenant)) \
-                     FROM (SELECT DISTINCT tenant FROM tasks WHERE task_id = ANY($1) ORDER BY tenant) AS t",
-                )
-                .bind(&ids)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| StoreError::from_sqlx("lock tenants for a claim", e))?;
-                let rows = query.fetch_all(&mut *tx).await;
-                if rows.is_ok() {
-                    tx.commit()
+        let rows = self
+            .on_connection("claim tasks", async |conn| {
+                match limit {
+                    // One statement is one transaction: no BEGIN and COMMIT round trips.
+                    None => query.fetch_all(conn).await,
+                    Some(_) => {
+                        // Serialise claims per tenant, so concurrent batches cannot both
+                        // take the last slot. Locks are taken in tenant order (no deadlock
+                        // between batches), in a statement before the claim's: a statement
+                        // sees what was committed when it began, so the count must start
+                        // after the locks.
+                        let mut tx = sqlx::Connection::begin(conn)
+                            .await
+                            .map_err(|e| StoreError::from_sqlx("begin a claim", e))?;
+                        sqlx::query(
+                            "SELECT pg_advisory_xact_lock(hashtext('taskwire-tenant:' || tenant)) \
+                             FROM (SELECT DISTINCT tenant FROM tasks WHERE task_id = ANY($1) ORDER BY tenant) AS t",
+                        )
+                        .bind(&ids)
+                        .execute(&mut *tx)
                         .await
-                        .map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
+                        .map_err(|e| StoreError::from_sqlx("lock tenants for a claim", e))?;
+                        let rows = query.fetch_all(&mut *tx).await;
+                        if rows.is_ok() {
+                            tx.commit()
+                                .await
+                                .map_err(|e| StoreError::from_sqlx("commit a claim", e))?;
+                        }
+                        rows
+                    }
                 }
-                rows
-            }
-        }
-        .map_err(|e| StoreError::from_sqlx("claim tasks", e))?;
+                .map_err(|e| StoreError::from_sqlx("claim tasks", e))
+            })
+            .await?;
 
         let mut outcome: HashMap<uuid::Uuid, ClaimOutcome> = HashMap::with_capacity(rows.len());
         for row in rows {

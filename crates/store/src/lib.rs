@@ -29,6 +29,7 @@ pub mod claims;
 pub mod dead_letters;
 pub mod error;
 pub mod gauges;
+mod held;
 pub mod lifecycle;
 pub mod outbox;
 pub mod ownership;
@@ -43,6 +44,7 @@ pub mod tasks;
 pub mod usage;
 pub mod webhooks;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use approvals::{AnswerOutcome, ApprovalAnswer};
@@ -77,6 +79,8 @@ const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct Store {
     pool: sqlx::PgPool,
+    /// The connection a loop's statements share (see [`Store::holding_a_connection`]).
+    held: Option<Arc<held::Held>>,
 }
 
 impl Store {
@@ -124,6 +128,6 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migrate(e.to_string()))?;
-        Ok(Self { pool })
+        Ok(Self { pool, held: None })
     }
 }

@@ -105,11 +105,14 @@ impl Store {
         if ids.is_empty() {
             return Ok(());
         }
-        sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-            .bind(ids)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| StoreError::from_sqlx("delete published outbox rows", e))?;
+        self.on_connection("delete published outbox rows", async |conn| {
+            sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
+                .bind(ids)
+                .execute(conn)
+                .await
+                .map_err(|e| StoreError::from_sqlx("delete published outbox rows", e))
+        })
+        .await?;
         Ok(())
     }
 }

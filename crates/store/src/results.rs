@@ -106,30 +106,34 @@ impl Store {
         // One statement, so one round trip and its own transaction: the attempt's
         // outcome and the transcripts are written by CTEs on other tables, so all see
         // the rows as they were before it.
-        let recorded: Vec<Row> = sqlx::query_as(crate::lifecycle::finish_statement(
-            &crate::sessions::upsert_statement(13),
-        ))
-        .bind(&ids)
-        .bind(&epochs)
-        .bind(&if_left)
-        .bind(&payloads)
-        .bind(&if_spent)
-        .bind(&errors)
-        .bind(&titles)
-        .bind(&own_input)
-        .bind(&own_output)
-        .bind(&own_cost)
-        .bind(&own_unpriced)
-        .bind(&retryable)
-        .bind(&s_sessions)
-        .bind(&s_tasks)
-        .bind(&s_epochs)
-        .bind(&s_transcripts)
-        .bind(&own_cached)
-        .bind(&own_cache_write)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| StoreError::from_sqlx("record results", e))?;
+        let recorded: Vec<Row> = self
+            .on_connection("record results", async |conn| {
+                sqlx::query_as(crate::lifecycle::finish_statement(
+                    &crate::sessions::upsert_statement(13),
+                ))
+                .bind(&ids)
+                .bind(&epochs)
+                .bind(&if_left)
+                .bind(&payloads)
+                .bind(&if_spent)
+                .bind(&errors)
+                .bind(&titles)
+                .bind(&own_input)
+                .bind(&own_output)
+                .bind(&own_cost)
+                .bind(&own_unpriced)
+                .bind(&retryable)
+                .bind(&s_sessions)
+                .bind(&s_tasks)
+                .bind(&s_epochs)
+                .bind(&s_transcripts)
+                .bind(&own_cached)
+                .bind(&own_cache_write)
+                .fetch_all(conn)
+                .await
+                .map_err(|e| StoreError::from_sqlx("record results", e))
+            })
+            .await?;
         let seconds = |s: f64| Duration::from_secs_f64(s.max(0.0));
         let mut recorded: HashMap<(uuid::Uuid, i64), RecordedResult> = recorded
             .into_iter()

@@ -24,12 +24,10 @@ impl Store {
         if tasks.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
-        Ok(insert_tasks_on(&mut conn, tasks, None).await?.0)
+        self.on_connection("insert tasks", async |conn| {
+            Ok(insert_tasks_on(conn, tasks, None).await?.0)
+        })
+        .await
     }
 
     /// [`Store::insert_tasks`] for a caller that publishes the dispatches itself once
@@ -45,12 +43,10 @@ impl Store {
         if tasks.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| StoreError::from_sqlx("insert tasks", e))?;
-        insert_tasks_on(&mut conn, tasks, Some(grace)).await
+        self.on_connection("insert tasks", async |conn| {
+            insert_tasks_on(conn, tasks, Some(grace)).await
+        })
+        .await
     }
 }
 
