@@ -256,7 +256,7 @@ impl Metrics {
         }
         r.register(
             "taskwire_coordinator_backlog",
-            "Tasks the fleet is behind on, by stage, as this coordinator's backpressure last sampled them: outbox (dispatches not yet published), tasks (task messages in the tasks stream, waiting or running), results (results not yet recorded); --max-backlog bounds their sum",
+            "Tasks the fleet is behind on, by stage, as backpressure last sampled them for the fleet (this coordinator or another): outbox (dispatches not yet published), tasks (task messages in the tasks stream, waiting or running), results (results not yet recorded); --max-backlog bounds their sum",
             backlog.clone(),
         );
         let schedule_ticks = Family::<OutcomeLabels, Counter>::default();
