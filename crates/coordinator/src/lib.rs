@@ -219,8 +219,7 @@ pub async fn serve_with_http(
     let (handoff, own_rows) =
         relay::Handoff::new(dispatch_window > 0, relay_wake.clone(), relay::OWN_GRACE);
     // The batch loops each keep a connection between their statements.
-    let submitter =
-        submit::Submitter::start(store.holding_a_connection(), handoff, loops.clone());
+    let submitter = submit::Submitter::start(store.holding_a_connection(), handoff, loops.clone());
     let state = Arc::new(State {
         config,
         store: store.clone(),
