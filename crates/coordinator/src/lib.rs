@@ -48,6 +48,8 @@ pub mod convert;
 pub mod dashboard;
 pub mod effects;
 pub mod error;
+#[cfg(test)]
+mod fixture;
 pub mod http;
 pub mod mcp;
 pub mod metrics;

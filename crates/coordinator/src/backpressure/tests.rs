@@ -4,55 +4,31 @@
 
 use std::time::Duration;
 
+use crate::fixture::Fixture;
 use futures::StreamExt as _;
-use taskwire_bus::{BusConfig, NatsOptions, Subjects};
-use taskwire_store::Store;
-use taskwire_test_support::{NatsServer, TestDatabase};
 
 use super::*;
 
 struct Setup {
-    _db: TestDatabase,
-    nats: NatsServer,
-    store: Store,
-    subjects: Subjects,
+    fixture: Fixture,
     shutdown: CancellationToken,
 }
 
 async fn setup() -> Setup {
-    let db = TestDatabase::create().await.expect("test database");
-    let nats = NatsServer::start().expect("nats-server");
-    let store = Store::connect(db.url(), 2).await.expect("store");
-    let subjects = Subjects::new("sampletest");
-    let bus = connect(&nats, &subjects, "setup").await;
-    let cfg = BusConfig {
-        subjects: subjects.clone(),
-        ..BusConfig::default()
-    };
-    bus.ensure_streams(&cfg).await.expect("streams");
     Setup {
-        _db: db,
-        nats,
-        store,
-        subjects,
+        fixture: Fixture::start("sampletest", 2).await,
         shutdown: CancellationToken::new(),
     }
-}
-
-async fn connect(nats: &NatsServer, subjects: &Subjects, name: &str) -> Bus {
-    Bus::connect(&nats.url(), name, &NatsOptions::default(), subjects.clone())
-        .await
-        .expect("bus")
 }
 
 /// Starts a sampler on a connection of its own, as a coordinator would.
 async fn start_sampler(s: &Setup, name: &str) -> QueueDepth {
     let depth = QueueDepth::default();
     let sources = Sources {
-        bus: connect(&s.nats, &s.subjects, name).await,
-        tasks_stream: s.subjects.tasks_stream(),
-        results_stream: s.subjects.results_stream(),
-        store: s.store.clone(),
+        bus: s.fixture.connect(name).await,
+        tasks_stream: s.fixture.subjects.tasks_stream(),
+        results_stream: s.fixture.subjects.results_stream(),
+        store: s.fixture.store.clone(),
         window: false,
         outbox_cap: 1_000,
     };
@@ -63,8 +39,11 @@ async fn start_sampler(s: &Setup, name: &str) -> QueueDepth {
 /// Every read of the results stream's info, as it is requested (core NATS hands a
 /// copy of each request to this listener too).
 async fn stream_reads(s: &Setup) -> async_nats::Subscriber {
-    let bus = connect(&s.nats, &s.subjects, "listener").await;
-    let subject = format!("$JS.API.STREAM.INFO.{}", s.subjects.results_stream());
+    let bus = s.fixture.connect("listener").await;
+    let subject = format!(
+        "$JS.API.STREAM.INFO.{}",
+        s.fixture.subjects.results_stream()
+    );
     let reads = bus.client().subscribe(subject).await.expect("subscribe");
     bus.client().flush().await.expect("flush");
     reads
@@ -84,10 +63,13 @@ async fn count_within(reads: &mut async_nats::Subscriber, window: Duration) -> u
 async fn coordinators_take_one_shared_sample_instead_of_each_reading_the_streams() {
     let s = setup().await;
     // One result waiting: a backlog, so the samplers run at the busy pace.
-    let publisher = connect(&s.nats, &s.subjects, "publisher").await;
+    let publisher = s.fixture.connect("publisher").await;
     publisher
         .js()
-        .publish(format!("{}.results.x", s.subjects.prefix()), "r".into())
+        .publish(
+            format!("{}.results.x", s.fixture.subjects.prefix()),
+            "r".into(),
+        )
         .await
         .expect("publish")
         .await

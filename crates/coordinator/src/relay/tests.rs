@@ -5,10 +5,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use taskwire_bus::{BusConfig, NatsOptions, Subjects};
+use taskwire_bus::Subjects;
 use taskwire_definitions::builtin::AgentRegistry;
 use taskwire_store::NewTask;
-use taskwire_test_support::{NatsServer, TestDatabase};
 
 use super::*;
 use crate::CoordinatorConfig;
@@ -17,39 +16,10 @@ use taskwire_protocol::pb;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-struct Setup {
-    _db: TestDatabase,
-    _nats: NatsServer,
-    store: Store,
-    bus: Bus,
-    subjects: Subjects,
-}
+type Setup = crate::fixture::Fixture;
 
 async fn setup() -> Setup {
-    let db = TestDatabase::create().await.expect("test database");
-    let nats = NatsServer::start().expect("nats-server");
-    let store = Store::connect(db.url(), 4).await.expect("store");
-    let subjects = Subjects::new("relaytest");
-    let bus = Bus::connect(
-        &nats.url(),
-        "relay-test",
-        &NatsOptions::default(),
-        subjects.clone(),
-    )
-    .await
-    .expect("bus");
-    let cfg = BusConfig {
-        subjects: subjects.clone(),
-        ..BusConfig::default()
-    };
-    bus.ensure_streams(&cfg).await.expect("streams");
-    Setup {
-        _db: db,
-        _nats: nats,
-        store,
-        bus,
-        subjects,
-    }
+    Setup::start("relaytest", 4).await
 }
 
 fn new_task(subjects: &Subjects, i: usize) -> NewTask {
