@@ -1,25 +1,37 @@
 //! Connections a batch loop keeps between its statements ([`Store::holding_a_connection`]).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use sqlx::pool::PoolConnection;
 
-use crate::{Store, StoreError};
+use crate::{PING_IDLE_AFTER, Store, StoreError};
 
 /// The smallest pool that lends connections to be held (see
 /// [`Store::holding_a_connection`]): a coordinator holds up to four.
 const HOLD_FROM_POOL_SIZE: u32 = 8;
 
-/// A connection kept out of the pool between one loop's statements.
+/// A connection kept out of the pool between one loop's statements, with when its
+/// last statement ended.
 #[derive(Default)]
-pub(crate) struct Held(std::sync::Mutex<Option<PoolConnection<sqlx::Postgres>>>);
+pub(crate) struct Held(std::sync::Mutex<Option<(PoolConnection<sqlx::Postgres>, Instant)>>);
 
 impl Held {
-    fn take(&self) -> Option<PoolConnection<sqlx::Postgres>> {
-        self.0
+    /// The kept connection, if any; one idle for `PING_IDLE_AFTER` is pinged first, as
+    /// the pool does, and dropped (back to the pool, which closes it) if it fails.
+    async fn take(&self) -> Option<PoolConnection<sqlx::Postgres>> {
+        let (mut conn, since) = self
+            .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+            .take()?;
+        if since.elapsed() >= PING_IDLE_AFTER
+            && let Err(e) = sqlx::Connection::ping(&mut *conn).await
+        {
+            tracing::info!(error = %e, "a held connection failed its ping, taking another");
+            return None;
+        }
+        Some(conn)
     }
 
     /// Keeps `conn` for the next statement (one already kept, by a concurrent caller,
@@ -30,7 +42,7 @@ impl Held {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
-            *slot = Some(conn);
+            *slot = Some((conn, Instant::now()));
         }
     }
 }
@@ -40,8 +52,10 @@ impl Store {
     /// batch statements share one connection, kept out of the pool between them.
     /// Every connection given back to the pool costs a round trip (sqlx pings it to
     /// make sure it is clean), a wake-up of the caller and of a Postgres backend, on
-    /// each statement (docs/performance.md). A statement that fails gives its
-    /// connection back (where the ping closes a broken one) and the next takes another.
+    /// each statement (docs/performance.md). A held connection idle for a second or
+    /// more is pinged before its next statement, as the pool pings its own; a statement
+    /// that fails gives its connection back (where the ping closes a broken one) and
+    /// the next takes another.
     /// The handle's other statements use the pool. A pool of fewer than
     /// `HOLD_FROM_POOL_SIZE` connections lends none to be held: the handle is a plain
     /// clone, so that held connections never starve the rest.
@@ -61,7 +75,10 @@ impl Store {
         what: &'static str,
         statement: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let held = self.held.as_ref().and_then(|h| h.take());
+        let held = match &self.held {
+            Some(held) => held.take().await,
+            None => None,
+        };
         let mut conn = match held {
             Some(conn) => conn,
             None => self
