@@ -17,12 +17,28 @@ async fn backend(store: &Store) -> Result<i32, StoreError> {
         .await
 }
 
-#[tokio::test]
-async fn a_loops_statements_share_one_connection_and_a_broken_one_is_replaced() {
+/// A database, its store, a handle holding a connection, and that connection's backend.
+async fn holding() -> (TestDatabase, Store, Store, i32) {
     let db = TestDatabase::create().await.expect("test database");
     let store = Store::connect(db.url(), 8).await.expect("store");
     let held = store.holding_a_connection();
     let first = backend(&held).await.expect("first statement");
+    (db, store, held, first)
+}
+
+/// Ends the backend `pid` from another connection, as a restart or a proxy would.
+async fn terminate(store: &Store, pid: i32) {
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(&store.pool)
+        .await
+        .expect("terminate");
+    assert!(killed, "backend {pid} was not terminated");
+}
+
+#[tokio::test]
+async fn a_loops_statements_share_one_connection_and_a_broken_one_is_replaced() {
+    let (_db, store, held, first) = holding().await;
     for _ in 0..5 {
         assert_eq!(backend(&held).await.expect("statement"), first);
     }
@@ -30,12 +46,7 @@ async fn a_loops_statements_share_one_connection_and_a_broken_one_is_replaced() 
     // Its backend goes away (a restart, a proxy's timeout): one statement fails (or,
     // on a machine so slow that the connection sat idle past the ping's threshold,
     // the ping finds the loss and the statement runs elsewhere)...
-    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(first)
-        .fetch_one(&store.pool)
-        .await
-        .expect("terminate");
-    assert!(killed);
+    terminate(&store, first).await;
     if let Ok(elsewhere) = backend(&held).await {
         assert_ne!(
             elsewhere, first,
@@ -67,16 +78,8 @@ async fn a_small_pool_lends_no_connection_to_hold() {
 
 #[tokio::test]
 async fn a_held_connection_that_broke_while_idle_is_replaced_before_its_next_statement() {
-    let db = TestDatabase::create().await.expect("test database");
-    let store = Store::connect(db.url(), 8).await.expect("store");
-    let held = store.holding_a_connection();
-    let first = backend(&held).await.expect("first statement");
-    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(first)
-        .fetch_one(&store.pool)
-        .await
-        .expect("terminate");
-    assert!(killed);
+    let (_db, store, held, first) = holding().await;
+    terminate(&store, first).await;
     // Idle past the ping's threshold: the next statement finds the loss by the ping
     // and runs on another connection, failing nothing.
     tokio::time::sleep(PING_IDLE_AFTER + std::time::Duration::from_millis(200)).await;
