@@ -253,8 +253,8 @@ impl Bus {
             reason: e.to_string(),
         };
         // One request, the stream's info, of which only the message count is decoded
-        // (the whole info, config and all, cost an idle coordinator's sampler a third
-        // of its CPU; see docs/performance.md).
+        // (decoding the whole info, config and all, was about a fifth of an idle
+        // coordinator's CPU; see docs/performance.md).
         let reply: DepthReply = self
             .js()
             .request(format!("STREAM.INFO.{stream}"), &())
