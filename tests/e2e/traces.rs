@@ -54,12 +54,13 @@ async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
 }
 
 /// `task_id` once it is no longer queued or running, checking meanwhile that
-/// `processes` still run.
+/// `processes` still run; a failure after [`PATIENCE`].
 async fn ended<const N: usize>(
     client: &mut TaskServiceClient<Channel>,
     task_id: &str,
     mut processes: [&mut Process; N],
 ) -> pb::Task {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let task = client
             .get(pb::GetRequest {
@@ -71,6 +72,11 @@ async fn ended<const N: usize>(
         if ![pb::TaskStatus::Queued, pb::TaskStatus::Running].contains(&task.status()) {
             return task;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task {task_id} still {:?} after {PATIENCE:?}",
+            task.status()
+        );
         for process in &mut processes {
             process.check_running().expect("process runs");
         }

@@ -50,6 +50,21 @@ impl TestDatabase {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// Ends every connection to this database (as a restart or a proxy would); returns
+    /// how many there were.
+    pub async fn terminate_connections(&self) -> anyhow::Result<i64> {
+        let mut conn = sqlx::PgConnection::connect(&self.admin_url).await?;
+        let ended: i64 = sqlx::query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1",
+        )
+        .bind(&self.name)
+        .fetch_one(&mut conn)
+        .await
+        .with_context(|| format!("failed to end the connections to {}", self.name))?;
+        let _ = conn.close().await;
+        Ok(ended)
+    }
 }
 
 impl Drop for TestDatabase {

@@ -185,10 +185,12 @@ impl Workspaces {
         self.inner.tasks.join(file_name_of(name))
     }
 
+    /// [`Workspaces::path_of`] and, beside it, the workspace's git dir (`<path>.git`).
     fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
-        let name = file_name_of(name);
-        let git_dir = self.inner.tasks.join(format!("{name}.git"));
-        (self.inner.tasks.join(name), git_dir)
+        let work = self.path_of(name);
+        let mut git_dir = work.clone().into_os_string();
+        git_dir.push(".git");
+        (work, PathBuf::from(git_dir))
     }
 
     /// Makes the workspace `name` from `source` (in [`Workspaces::path_of`], which must

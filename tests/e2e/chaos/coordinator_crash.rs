@@ -72,6 +72,11 @@ impl Deployment {
         (coordinator, client)
     }
 
+    /// The deployment's database.
+    pub(super) fn database(&self) -> &TestDatabase {
+        &self.db
+    }
+
     /// A worker process named `worker` that runs `concurrency` sessions at once.
     pub(super) fn worker(&self, concurrency: usize) -> Process {
         let (nats_url, model_url) = (self.nats.url(), self.model.base_url());

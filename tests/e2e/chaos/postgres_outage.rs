@@ -307,3 +307,69 @@ async fn answer(
         .await
         .expect("answer");
 }
+
+/// The twin with a task tree of the store's held-connection tests: every connection the
+/// coordinator has to its database is ended while both children run (its batch loops
+/// keep theirs between statements); the loops take new ones, and the tree completes
+/// once, with its two children, each run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_tree_completes_once_when_the_coordinators_database_connections_are_cut_under_it() {
+    use super::coordinator_crash::Deployment;
+    use super::two_coordinators::{CHILDREN, PARENT, tree_script};
+
+    let deployment = Deployment::with_model(ScriptedModel::start(tree_script).await).await;
+    let (mut coordinator, mut client) = deployment.coordinator("coordinator-1").await;
+    let mut worker = deployment.worker(4);
+    let parent = client
+        .submit(task(PARENT))
+        .await
+        .expect("submit")
+        .into_inner()
+        .task_id;
+    super::eventually("both children to run", || {
+        coordinator.check_running()?;
+        let seen = prompts_seen(&deployment.model);
+        Ok(CHILDREN.iter().all(|c| seen.contains_key(*c)).then_some(()))
+    })
+    .await
+    .expect("children running");
+    let cut = deployment
+        .database()
+        .terminate_connections()
+        .await
+        .expect("connections ended");
+    assert!(cut > 0, "the coordinator had no connection to end");
+
+    let done = wait_finished(&mut client, &parent)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\ncoordinator log:\n{}", coordinator.tail(20)));
+    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
+    assert_eq!(done.attempts.len(), 1, "the parent ran once: {done:?}");
+    let children = client
+        .list(pb::ListRequest {
+            parent_task_id: parent.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .tasks;
+    assert_eq!(children.len(), 2, "exactly the two children: {children:?}");
+    assert!(
+        children
+            .iter()
+            .all(|c| c.status() == pb::TaskStatus::Completed),
+        "{children:?}"
+    );
+    let seen = prompts_seen(&deployment.model);
+    let child_runs: Vec<usize> = CHILDREN
+        .iter()
+        .map(|c| seen.get(*c).copied().unwrap_or(0))
+        .collect();
+    assert_eq!(child_runs, [1, 1], "each child's model was asked once");
+    eprintln!("connections cut under a tree: {cut} ended, child runs {child_runs:?}");
+    coordinator
+        .check_running()
+        .expect("the coordinator kept serving");
+    worker.check_running().expect("the worker kept running");
+}

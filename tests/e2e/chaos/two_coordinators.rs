@@ -95,12 +95,12 @@ async fn two_coordinators_share_submits_and_one_finishes_the_work_after_the_othe
         .expect("the worker rode out the coordinator's death");
 }
 
-const PARENT: &str = "parent: split the work";
-const CHILDREN: [&str; 2] = ["child: left half", "child: right half"];
+pub(super) const PARENT: &str = "parent: split the work";
+pub(super) const CHILDREN: [&str; 2] = ["child: left half", "child: right half"];
 
 /// The parent starts two children in one turn and reports when they answered; each
 /// child answers slowly, so both are running when a coordinator dies.
-fn tree_script(req: &SeenRequest) -> ScriptedReply {
+pub(super) fn tree_script(req: &SeenRequest) -> ScriptedReply {
     let first = req.first_user_message().unwrap_or_default();
     if first.starts_with("child:") {
         return ScriptedReply::text(format!("done: {first}"))
