@@ -315,7 +315,7 @@ async fn answer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_tree_completes_once_when_the_coordinators_database_connections_are_cut_under_it() {
     use super::coordinator_crash::Deployment;
-    use super::two_coordinators::{CHILDREN, PARENT, tree_script};
+    use super::two_coordinators::{CHILDREN, PARENT, assert_tree_completed_once, tree_script};
 
     let deployment = Deployment::with_model(ScriptedModel::start(tree_script).await).await;
     let (mut coordinator, mut client) = deployment.coordinator("coordinator-1").await;
@@ -343,30 +343,7 @@ async fn a_task_tree_completes_once_when_the_coordinators_database_connections_a
     let done = wait_finished(&mut client, &parent)
         .await
         .unwrap_or_else(|e| panic!("{e}\ncoordinator log:\n{}", coordinator.tail(20)));
-    assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
-    assert_eq!(done.attempts.len(), 1, "the parent ran once: {done:?}");
-    let children = client
-        .list(pb::ListRequest {
-            parent_task_id: parent.clone(),
-            ..Default::default()
-        })
-        .await
-        .expect("list")
-        .into_inner()
-        .tasks;
-    assert_eq!(children.len(), 2, "exactly the two children: {children:?}");
-    assert!(
-        children
-            .iter()
-            .all(|c| c.status() == pb::TaskStatus::Completed),
-        "{children:?}"
-    );
-    let seen = prompts_seen(&deployment.model);
-    let child_runs: Vec<usize> = CHILDREN
-        .iter()
-        .map(|c| seen.get(*c).copied().unwrap_or(0))
-        .collect();
-    assert_eq!(child_runs, [1, 1], "each child's model was asked once");
+    let (_, child_runs) = assert_tree_completed_once(&done, &mut client, &deployment.model).await;
     eprintln!("connections cut under a tree: {cut} ended, child runs {child_runs:?}");
     coordinator
         .check_running()

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use taskwire_protocol::pb;
+use taskwire_protocol::pb::task_service_client::TaskServiceClient;
 use taskwire_test_support::{ScriptedModel, ScriptedReply, SeenRequest};
+use tonic::transport::Channel;
 
 use super::coordinator_crash::{
     Deployment, assert_each_ran_once, eventually_all_finished, keyed_submit, retry_refused,
@@ -146,11 +148,32 @@ async fn a_task_tree_completes_once_when_one_of_two_coordinators_dies_under_it()
     let done = super::wait_finished(&mut second_client, &parent)
         .await
         .unwrap_or_else(|e| panic!("{e}\nsurvivor log:\n{}", second.tail(20)));
+    let (children, child_runs) =
+        assert_tree_completed_once(&done, &mut second_client, &deployment.model).await;
+    eprintln!(
+        "two coordinators, one killed under a tree: {} children, child runs {child_runs:?}, \
+         parent attempts {}, parent {:?}",
+        children.len(),
+        done.attempts.len(),
+        done.status()
+    );
+    second.check_running().expect("the survivor kept serving");
+    worker.check_running().expect("the worker kept running");
+}
+
+/// Asserts that the tree under `done` (finished) completed once: the parent in one
+/// attempt, exactly its two children, both completed, each child's model asked once.
+/// Returns the children and each child's runs.
+pub(super) async fn assert_tree_completed_once(
+    done: &pb::Task,
+    client: &mut TaskServiceClient<Channel>,
+    model: &ScriptedModel,
+) -> (Vec<pb::Task>, Vec<usize>) {
     assert_eq!(done.status(), pb::TaskStatus::Completed, "{done:?}");
     assert_eq!(done.attempts.len(), 1, "the parent ran once: {done:?}");
-    let children = second_client
+    let children = client
         .list(pb::ListRequest {
-            parent_task_id: parent.clone(),
+            parent_task_id: done.task_id.clone(),
             ..Default::default()
         })
         .await
@@ -163,19 +186,11 @@ async fn a_task_tree_completes_once_when_one_of_two_coordinators_dies_under_it()
             .iter()
             .all(|c| c.status() == pb::TaskStatus::Completed)
     );
-    let seen = prompts_seen(&deployment.model);
+    let seen = prompts_seen(model);
     let child_runs: Vec<usize> = CHILDREN
         .iter()
         .map(|c| seen.get(*c).copied().unwrap_or(0))
         .collect();
     assert_eq!(child_runs, [1, 1], "each child's model was asked once");
-    eprintln!(
-        "two coordinators, one killed under a tree: {} children, child runs {child_runs:?}, \
-         parent attempts {}, parent {:?}",
-        children.len(),
-        done.attempts.len(),
-        done.status()
-    );
-    second.check_running().expect("the survivor kept serving");
-    worker.check_running().expect("the worker kept running");
+    (children, child_runs)
 }
