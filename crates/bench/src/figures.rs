@@ -30,7 +30,27 @@ pub struct TraceRound {
     pub protocol: &'static str,
     pub without: Pass,
     pub with: Pass,
+    /// The same open-loop load on both process sets, after their throughput passes.
+    pub paced: Option<PacedCpu>,
     pub spans: usize,
+}
+
+/// CPU per task (µs, per meter as in [`Pass`]) under one open-loop load, without
+/// export and with it: the export's cost on equal work, where the throughput passes
+/// also differ in how much work each batch carries.
+#[derive(Debug)]
+pub struct PacedCpu {
+    /// Tasks per second submitted to both.
+    pub rate: f64,
+    pub without: Vec<f64>,
+    pub with: Vec<f64>,
+}
+
+impl PacedCpu {
+    /// Orchestration CPU per task with export as a share of the same without.
+    pub fn overhead(&self) -> f64 {
+        (self.with[0] + self.with[1]) / (self.without[0] + self.without[1]) - 1.0
+    }
 }
 
 impl Pass {
@@ -246,6 +266,43 @@ pub fn rows(
             ),
         ));
     }
+    // At equal load: the rounds' open-loop passes, their own median.
+    let mut paced: Vec<&PacedCpu> = trace_rounds
+        .iter()
+        .filter_map(|r| r.paced.as_ref())
+        .collect();
+    paced.sort_by(|a, b| a.overhead().total_cmp(&b.overhead()));
+    if let Some(median) = paced.get(paced.len() / 2) {
+        let all: Vec<String> = paced
+            .iter()
+            .map(|p| format!("{:+.1}", p.overhead() * 100.0))
+            .collect();
+        let (w, e) = (&median.without, &median.with);
+        rows.push(Row::new(
+            format!(
+                "with trace export at one load ({:.0} tasks/s, open loop, on both): orchestration CPU per task",
+                median.rate
+            ),
+            format!(
+                "{:.0} µs against {:.0} µs without (coordinator {:.0} against {:.0}, workers {:.0} against {:.0}; \
+                 the benchmark's own process {:.0} against {:.0} µs)",
+                e[0] + e[1],
+                w[0] + w[1],
+                e[0],
+                w[0],
+                e[1],
+                w[1],
+                e.get(4).copied().unwrap_or_default(),
+                w.get(4).copied().unwrap_or_default(),
+            ),
+            format!(
+                "{:+.1}%, the median of {} rounds ({} %; target ≤ +10%)",
+                median.overhead() * 100.0,
+                paced.len(),
+                all.join(", ")
+            ),
+        ));
+    }
     if let Some(m) = memory {
         let per = m.waiting.saturating_sub(m.idle) as f64 / m.sessions as f64 / 1024.0;
         rows.push(Row::new(
@@ -265,4 +322,83 @@ pub fn rows(
         ));
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pass(secs: u64, coordinator: f64, workers: f64) -> Pass {
+        Pass {
+            batch: Batch {
+                elapsed: Duration::from_secs(secs),
+                submit_to_start: vec![Duration::from_millis(5)],
+                submit_to_result: vec![Duration::from_millis(9)],
+                some_task: String::new(),
+            },
+            cpu: vec![coordinator, workers, 10.0, 20.0, 30.0],
+        }
+    }
+
+    fn round(with_workers: f64, paced_with_workers: f64) -> TraceRound {
+        TraceRound {
+            protocol: "http/protobuf",
+            without: pass(1, 100.0, 100.0),
+            with: pass(1, 100.0, with_workers),
+            paced: Some(PacedCpu {
+                rate: 500.0,
+                without: vec![150.0, 150.0, 0.0, 0.0, 0.0],
+                with: vec![150.0, paced_with_workers, 0.0, 0.0, 0.0],
+            }),
+            spans: 5000,
+        }
+    }
+
+    #[test]
+    fn trace_export_is_shown_at_full_load_and_at_one_load_each_the_median_of_its_rounds() {
+        let table = rows(
+            &Setup {
+                tasks: 1000,
+                submitters: 8,
+                workers: 1,
+                pg_connections: 4,
+            },
+            &mut pass(1, 100.0, 100.0),
+            // Full load: +10, +20, +40 %. One load: +12, +3, +6 %.
+            vec![
+                round(120.0, 186.0),
+                round(140.0, 159.0),
+                round(180.0, 168.0),
+            ],
+            &mut [Duration::from_millis(4)],
+            &mut [Duration::from_millis(6)],
+            Raw {
+                js_rate: 10_000.0,
+                js_cpu: 10.0,
+                js_latency: vec![Duration::from_micros(100)],
+                pg_rate: 5_000.0,
+                pg_cpu: 50.0,
+            },
+            None,
+            None,
+        );
+        let text: Vec<String> = table.iter().map(|r| format!("{r:?}")).collect();
+        let full = text
+            .iter()
+            .find(|r| r.contains("with trace export: orchestration CPU per task"))
+            .expect("the full-load row");
+        assert!(
+            full.contains("+20.0%, the median of 3 rounds (+10.0, +20.0, +40.0 %"),
+            "{full}"
+        );
+        let equal = text
+            .iter()
+            .find(|r| r.contains("at one load (500 tasks/s"))
+            .expect("the equal-load row");
+        assert!(
+            equal.contains("+6.0%, the median of 3 rounds (+3.0, +6.0, +12.0 %"),
+            "{equal}"
+        );
+        assert!(equal.contains("318 µs against 300 µs without"), "{equal}");
+    }
 }

@@ -131,6 +131,12 @@ struct Args {
     /// default) or `grpc`.
     #[arg(long, value_enum, default_value_t = TraceProtocol::HttpProtobuf)]
     trace_protocol: TraceProtocol,
+    /// After their throughput pass, the process sets compared in the trace-export
+    /// rounds and in the scaling phase also take one open-loop load, this share of the
+    /// first throughput pass's rate, for 5 s (0 skips it): CPU per task on
+    /// equal work, where throughput passes of different speeds batch differently.
+    #[arg(long, default_value_t = 0.5)]
+    equal_load_share: f64,
     /// Rounds of the scaling phase: every setup runs once per round, and its row is
     /// the round with the median orchestration CPU per task.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -327,6 +333,45 @@ async fn pass(
     Ok(Pass { batch, cpu })
 }
 
+/// The equal load's rate (tasks/s): `--equal-load-share` of `n` tasks in `elapsed`.
+fn equal_load(args: &Args, n: usize, elapsed: Duration) -> anyhow::Result<f64> {
+    anyhow::ensure!(
+        args.equal_load_share.is_finite() && args.equal_load_share >= 0.0,
+        "--equal-load-share must be a share of 0 or more (0.5 is 50 %), not {}",
+        args.equal_load_share
+    );
+    Ok(args.equal_load_share * n as f64 / elapsed.as_secs_f64().max(f64::EPSILON))
+}
+
+/// An open-loop load of `rate` tasks/s for [`scaling::EQUAL_LOAD`] on `stack`: the CPU per task
+/// of each meter, as [`pass`] gives it; `None` when `rate` is 0.
+async fn paced_pass(
+    s: &Servers,
+    stack: &mut Stack,
+    events: &Events,
+    label: &str,
+    rate: f64,
+) -> anyhow::Result<Option<Vec<f64>>> {
+    if rate <= 0.0 {
+        return Ok(None);
+    }
+    let mut meters = stack.meters().to_vec();
+    meters.extend(server_meters(s)?);
+    meters.push(Meter::Pids(vec![std::process::id()]));
+    let before = Readings::take(&meters)?;
+    let tasks = events
+        .paced(
+            &stack.clients,
+            &format!("{label} equal load"),
+            rate,
+            scaling::EQUAL_LOAD,
+        )
+        .await?
+        .len();
+    stack.check_running()?;
+    Ok(Some(before.per_unit_since(&meters, tasks)?))
+}
+
 /// `--stages`: a throughput pass on fresh processes with the stages' backlogs
 /// sampled, then the stages alone on fresh processes: submits while no worker runs,
 /// then the workers on that backlog, then, the workers stopped, claims and results
@@ -507,6 +552,8 @@ async fn scaling(
     // Rounds one after another, each over every setup: a drift of the machine's load
     // falls on every setup alike.
     let mut rounds: Vec<Vec<scaling::Row>> = vec![Vec::new(); scaling::SETUPS.len()];
+    // The equal load: a share of the first 1+1 pass's rate, the same for every setup.
+    let mut rate = None;
     for round in 1..=args.rounds {
         for ((coordinators, workers), measured) in scaling::SETUPS.into_iter().zip(&mut rounds) {
             eprintln!(
@@ -517,19 +564,27 @@ async fn scaling(
                 Stack::start(s, coordinators, workers, args.worker_concurrency, &[]).await?;
             let label = format!("{coordinators}c{workers}w{round}");
             let pass = pass(s, &mut stack, events, args, &label, None).await?;
+            let rate = match rate {
+                Some(rate) => rate,
+                None => *rate.insert(equal_load(args, n, pass.batch.elapsed)?),
+            };
+            let equal = paced_pass(s, &mut stack, events, &label, rate).await?;
             stack.stop();
-            let cpu: [f64; 4] = pass
-                .cpu
-                .get(..4)
-                .and_then(|c| c.try_into().ok())
-                .context("four CPU meters")?;
+            let four = |cpu: &[f64]| -> anyhow::Result<[f64; 4]> {
+                cpu.get(..4)
+                    .and_then(|c| c.try_into().ok())
+                    .context("four CPU meters")
+            };
             measured.push(scaling::Row {
                 coordinators,
                 workers,
                 tasks: n,
                 elapsed: pass.batch.elapsed,
                 submit_to_result: pass.batch.submit_to_result,
-                cpu,
+                cpu: four(&pass.cpu)?,
+                equal_load: equal
+                    .map(|cpu| four(&cpu).map(|cpu| scaling::EqualLoad { rate, cpu }))
+                    .transpose()?,
             });
         }
     }
@@ -667,6 +722,7 @@ async fn end_to_end(
     // after the other: a drift of the machine's load falls on both alike.
     let mut trace_rounds = Vec::new();
     let mut last = None;
+    let trace_rate = equal_load(args, n, plain.batch.elapsed)?;
     for round in 1..=args.trace_rounds {
         eprintln!(
             "phase 4, round {round}/{}: {n} tasks without trace export, then with it",
@@ -678,14 +734,23 @@ async fn end_to_end(
         }
         let mut stack = Stack::of_args(s, args, &[]).await?;
         let without = pass(s, &mut stack, events, args, "unexported", None).await?;
+        let paced_without = paced_pass(s, &mut stack, events, "unexported", trace_rate).await?;
         stack.stop();
         let spans_before = collector.span_count();
         let mut stack = Stack::of_args(s, args, &otel).await?;
         let with = pass(s, &mut stack, events, args, "exported", None).await?;
+        let paced_with = paced_pass(s, &mut stack, events, "exported", trace_rate).await?;
         trace_rounds.push(figures::TraceRound {
             protocol,
             without,
             with,
+            paced: paced_without
+                .zip(paced_with)
+                .map(|(without, with)| figures::PacedCpu {
+                    rate: trace_rate,
+                    without,
+                    with,
+                }),
             spans: collector.span_count().saturating_sub(spans_before),
         });
         last = Some(stack);
@@ -871,6 +936,23 @@ mod tests {
             args.trace_env,
             [("OTEL_TRACES_SAMPLER".to_owned(), "always_off".to_owned())]
         );
+    }
+
+    #[test]
+    fn the_equal_load_is_a_share_of_the_first_pass_and_a_bad_share_is_refused() {
+        let args = Args::try_parse_from(["taskwire-bench"]).expect("parses");
+        let rate = equal_load(&args, 3000, Duration::from_secs(2)).expect("valid");
+        assert!((rate - 750.0).abs() < 1e-9, "half of 1500 tasks/s: {rate}");
+        let off =
+            Args::try_parse_from(["taskwire-bench", "--equal-load-share", "0"]).expect("parses");
+        assert_eq!(
+            equal_load(&off, 3000, Duration::from_secs(2)).ok(),
+            Some(0.0)
+        );
+        let bad =
+            Args::try_parse_from(["taskwire-bench", "--equal-load-share=-1"]).expect("parses");
+        let err = equal_load(&bad, 3000, Duration::from_secs(2)).expect_err("refused");
+        assert!(err.to_string().contains("--equal-load-share"), "{err}");
     }
 
     #[test]
