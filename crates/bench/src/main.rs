@@ -141,6 +141,10 @@ struct Args {
     /// the round with the median orchestration CPU per task.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
+    /// The scaling phase's setups, as `COORDINATORSxWORKERS` (comma-separated) [default:
+    /// 1x1,2x1,4x1,1x2,1x4,1x8,2x2]. The first is the one the others are compared with.
+    #[arg(long, value_delimiter = ',', value_parser = parse_setup)]
+    setups: Vec<(u32, u32)>,
     /// Run only this phase (and write only its section).
     #[arg(long, value_enum)]
     only: Option<Only>,
@@ -151,6 +155,17 @@ fn parse_env_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// `CxW`: a number of coordinators and of workers, each at least 1.
+fn parse_setup(s: &str) -> Result<(u32, u32), String> {
+    let parse = |n: &str| n.trim().parse::<u32>().ok().filter(|n| *n > 0);
+    match s.split_once('x').map(|(c, w)| (parse(c), parse(w))) {
+        Some((Some(c), Some(w))) => Ok((c, w)),
+        _ => Err(format!(
+            "{s:?} is not COORDINATORSxWORKERS (such as 2x1), each at least 1"
+        )),
     }
 }
 
@@ -532,7 +547,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Phase 7: the throughput pass for each setup of [`scaling::SETUPS`], after the raw
+/// Phase 7: the throughput pass for each setup (`--setups`, else [`scaling::SETUPS`]), after the raw
 /// rates.
 async fn scaling(
     s: &Servers,
@@ -551,11 +566,15 @@ async fn scaling(
     };
     // Rounds one after another, each over every setup: a drift of the machine's load
     // falls on every setup alike.
-    let mut rounds: Vec<Vec<scaling::Row>> = vec![Vec::new(); scaling::SETUPS.len()];
+    let setups = match args.setups.is_empty() {
+        true => scaling::SETUPS.to_vec(),
+        false => args.setups.clone(),
+    };
+    let mut rounds: Vec<Vec<scaling::Row>> = vec![Vec::new(); setups.len()];
     // The equal load: a share of the first 1+1 pass's rate, the same for every setup.
     let mut rate = None;
     for round in 1..=args.rounds {
-        for ((coordinators, workers), measured) in scaling::SETUPS.into_iter().zip(&mut rounds) {
+        for (&(coordinators, workers), measured) in setups.iter().zip(&mut rounds) {
             eprintln!(
                 "phase 7, round {round}/{}: {n} tasks, {coordinators} coordinator(s), {workers} worker(s)",
                 args.rounds
@@ -935,6 +954,21 @@ mod tests {
         assert_eq!(
             args.trace_env,
             [("OTEL_TRACES_SAMPLER".to_owned(), "always_off".to_owned())]
+        );
+    }
+
+    #[test]
+    fn scaling_setups_are_read_as_coordinators_by_workers_and_a_bad_one_is_refused() {
+        let args = Args::try_parse_from(["taskwire-bench", "--setups", "1x1,2x8"]).expect("parses");
+        assert_eq!(args.setups, [(1, 1), (2, 8)]);
+        for bad in ["1x0", "x2", "2", "1x1x1", "ax1"] {
+            let err = parse_setup(bad).expect_err(bad);
+            assert!(err.contains("COORDINATORSxWORKERS"), "{err}");
+        }
+        let default = Args::try_parse_from(["taskwire-bench"]).expect("parses");
+        assert!(
+            default.setups.is_empty(),
+            "the default setups are scaling::SETUPS"
         );
     }
 
