@@ -102,6 +102,17 @@ pub struct Raw {
     pub pg_cpu: f64,
 }
 
+/// An overhead's median and every round's (`all`, sorted), in %, with the target.
+fn median_of_rounds(median: f64, all: &[f64]) -> String {
+    let all: Vec<String> = all.iter().map(|o| format!("{:+.1}", o * 100.0)).collect();
+    format!(
+        "{:+.1}%, the median of {} rounds ({} %; target ≤ +10%)",
+        median * 100.0,
+        all.len(),
+        all.join(", ")
+    )
+}
+
 /// The rows of the table, in the order of the run.
 #[allow(clippy::too_many_arguments)]
 pub fn rows(
@@ -228,10 +239,7 @@ pub fn rows(
     ));
     // The round with the median overhead stands for the phase; every round is named.
     trace_rounds.sort_by(|a, b| a.overhead().total_cmp(&b.overhead()));
-    let all: Vec<String> = trace_rounds
-        .iter()
-        .map(|r| format!("{:+.1}", r.overhead() * 100.0))
-        .collect();
+    let all: Vec<f64> = trace_rounds.iter().map(TraceRound::overhead).collect();
     if let Some(median) = trace_rounds.get(trace_rounds.len() / 2) {
         let rate_of = |p: &Pass| n / p.batch.elapsed.as_secs_f64();
         let (w, e) = (&median.without.cpu, &median.with.cpu);
@@ -258,12 +266,7 @@ pub fn rows(
                 e.get(4).copied().unwrap_or_default(),
                 w.get(4).copied().unwrap_or_default(),
             ),
-            format!(
-                "{:+.1}%, the median of {} rounds ({} %; target ≤ +10%)",
-                median.overhead() * 100.0,
-                trace_rounds.len(),
-                all.join(", ")
-            ),
+            median_of_rounds(median.overhead(), &all),
         ));
     }
     // At equal load: the rounds' open-loop passes, their own median.
@@ -273,10 +276,7 @@ pub fn rows(
         .collect();
     paced.sort_by(|a, b| a.overhead().total_cmp(&b.overhead()));
     if let Some(median) = paced.get(paced.len() / 2) {
-        let all: Vec<String> = paced
-            .iter()
-            .map(|p| format!("{:+.1}", p.overhead() * 100.0))
-            .collect();
+        let all: Vec<f64> = paced.iter().map(|p| p.overhead()).collect();
         let (w, e) = (&median.without, &median.with);
         rows.push(Row::new(
             format!(
@@ -295,12 +295,7 @@ pub fn rows(
                 e.get(4).copied().unwrap_or_default(),
                 w.get(4).copied().unwrap_or_default(),
             ),
-            format!(
-                "{:+.1}%, the median of {} rounds ({} %; target ≤ +10%)",
-                median.overhead() * 100.0,
-                paced.len(),
-                all.join(", ")
-            ),
+            median_of_rounds(median.overhead(), &all),
         ));
     }
     if let Some(m) = memory {

@@ -214,13 +214,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_row_is_compared_with_the_raw_rates_and_the_first_row() {
-        let mut rows = vec![
-            row(1, 1, 1, [100.0, 200.0, 50.0, 80.0]),
-            row(2, 1, 1, [110.0, 220.0, 50.0, 80.0]),
-        ];
-        let section = section(
+    /// The section of `rows` on a 2-core machine, against 10,000 raw messages and 4,000
+    /// raw commits per second, 3 rounds.
+    fn section_of(rows: &mut [Row]) -> String {
+        section(
             "taskwire-bench --only scaling",
             "2 cores",
             &[],
@@ -228,10 +225,19 @@ mod tests {
                 jetstream: 10_000.0,
                 commits: 4_000.0,
             },
-            &mut rows,
+            rows,
             256,
             3,
-        );
+        )
+    }
+
+    #[test]
+    fn each_row_is_compared_with_the_raw_rates_and_the_first_row() {
+        let mut rows = vec![
+            row(1, 1, 1, [100.0, 200.0, 50.0, 80.0]),
+            row(2, 1, 1, [110.0, 220.0, 50.0, 80.0]),
+        ];
+        let section = section_of(&mut rows);
         assert!(section.starts_with(BEGIN) && section.trim_end().ends_with(END));
         assert!(
             section.contains("| 1 | 1 | 1000 | 0.10 | 0.25 | 1.00 |"),
@@ -258,18 +264,7 @@ mod tests {
         ];
         rows[0].equal_load = equal([150.0, 250.0, 60.0, 90.0]);
         rows[1].equal_load = equal([160.0, 260.0, 60.0, 95.0]);
-        let section = section(
-            "taskwire-bench --only scaling",
-            "2 cores",
-            &[],
-            RawRates {
-                jetstream: 10_000.0,
-                commits: 4_000.0,
-            },
-            &mut rows,
-            256,
-            3,
-        );
+        let section = section_of(&mut rows);
         assert!(
             section.contains("| at 700 tasks/s: CPU/task coordinators | workers | orchestration | × 1+1 | Postgres |"),
             "{section}"
