@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test lint fmt build release setup bench bench-scaling bench-sandbox bench-mcp bench-limits check-deploy
+.PHONY: demo test lint fmt build release setup bench bench-scaling bench-bundle bench-sandbox bench-mcp bench-limits check-deploy
 
 demo: ## a coordinator, a worker and one task, with live progress
 	scripts/demo.sh
@@ -42,6 +42,10 @@ bench: ## taskwire processes end to end against raw JetStream and Postgres; writ
 bench-scaling: ## throughput and CPU per task for 1, 2, 4 coordinators and 1, 2, 4, 8 workers on real processes; writes its section of docs/performance.md (release build)
 	$(CARGO) build --release --locked -p taskwire-cli
 	$(CARGO) run --release --locked -p taskwire-bench --bin taskwire-bench -- --only scaling $(BENCH_ARGS)
+
+bench-bundle: ## the release binaries, nats-server and Postgres in one tarball, to run the benchmark on a machine that can download nothing (bench-bundle.tar.xz in the target directory)
+	$(CARGO) build --release --locked -p taskwire-cli -p taskwire-bench
+	bash scripts/bench-bundle.sh
 
 bench-sandbox: ## the command sandbox's cost per command and per running command (release build)
 	$(CARGO) run --release --locked -p taskwire-bench --bin sandbox -- --runs 200 --concurrent 100
