@@ -571,7 +571,7 @@ async fn scaling(
         false => args.setups.clone(),
     };
     let mut rounds: Vec<Vec<scaling::Row>> = vec![Vec::new(); setups.len()];
-    // The equal load: a share of the first 1+1 pass's rate, the same for every setup.
+    // The equal load: a share of the first setup's first pass's rate, the same for all.
     let mut rate = None;
     for round in 1..=args.rounds {
         for (&(coordinators, workers), measured) in setups.iter().zip(&mut rounds) {
