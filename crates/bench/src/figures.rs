@@ -49,14 +49,20 @@ pub struct PacedCpu {
 impl PacedCpu {
     /// Orchestration CPU per task with export as a share of the same without.
     pub fn overhead(&self) -> f64 {
-        (self.with[0] + self.with[1]) / (self.without[0] + self.without[1]) - 1.0
+        orchestration(&self.with) / orchestration(&self.without) - 1.0
     }
+}
+
+/// Orchestration CPU per task, µs, of CPU figures in the order of [`Pass::cpu`]: the
+/// coordinators' and the workers'.
+pub fn orchestration(cpu: &[f64]) -> f64 {
+    cpu[0] + cpu[1]
 }
 
 impl Pass {
     /// Orchestration CPU per task, µs: the coordinators' and the workers'.
     pub fn orchestration(&self) -> f64 {
-        self.cpu[0] + self.cpu[1]
+        orchestration(&self.cpu)
     }
 }
 
@@ -286,8 +292,8 @@ pub fn rows(
             format!(
                 "{:.0} µs against {:.0} µs without (coordinator {:.0} against {:.0}, workers {:.0} against {:.0}; \
                  the benchmark's own process {:.0} against {:.0} µs)",
-                e[0] + e[1],
-                w[0] + w[1],
+                self::orchestration(e),
+                self::orchestration(w),
                 e[0],
                 w[0],
                 e[1],

@@ -319,11 +319,7 @@ async fn pass(
     if args.statements {
         statements::reset(&s.pg.url_for("taskwire")).await?;
     }
-    let mut meters = stack.meters().to_vec();
-    meters.extend(server_meters(s)?);
-    // The benchmark's own process last: the scripted model, the callers and, when
-    // traces are exported, the span receiver, all on the same cores.
-    meters.push(Meter::Pids(vec![std::process::id()]));
+    let meters = pass_meters(s, stack)?;
     let http = traffic.map(|url| (reqwest::Client::new(), url));
     let traffic_before = match &http {
         Some((client, url)) => Some(traffic::Counters::read(client, url).await?),
@@ -348,6 +344,17 @@ async fn pass(
     Ok(Pass { batch, cpu })
 }
 
+/// What a pass meters, in the order of [`figures::Pass::cpu`]: the coordinators, the
+/// workers, nats-server, Postgres, and the benchmark's own process last (the scripted
+/// model, the callers and, when traces are exported, the span receiver, all on the
+/// same cores).
+fn pass_meters(s: &Servers, stack: &Stack) -> anyhow::Result<Vec<Meter>> {
+    let mut meters = stack.meters().to_vec();
+    meters.extend(server_meters(s)?);
+    meters.push(Meter::Pids(vec![std::process::id()]));
+    Ok(meters)
+}
+
 /// The equal load's rate (tasks/s): `--equal-load-share` of `n` tasks in `elapsed`.
 fn equal_load(args: &Args, n: usize, elapsed: Duration) -> anyhow::Result<f64> {
     anyhow::ensure!(
@@ -370,9 +377,7 @@ async fn paced_pass(
     if rate <= 0.0 {
         return Ok(None);
     }
-    let mut meters = stack.meters().to_vec();
-    meters.extend(server_meters(s)?);
-    meters.push(Meter::Pids(vec![std::process::id()]));
+    let meters = pass_meters(s, stack)?;
     let before = Readings::take(&meters)?;
     let tasks = events
         .paced(

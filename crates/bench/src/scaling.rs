@@ -50,7 +50,7 @@ pub struct EqualLoad {
 
 impl EqualLoad {
     fn orchestration(&self) -> f64 {
-        self.cpu[0] + self.cpu[1]
+        crate::figures::orchestration(&self.cpu)
     }
 }
 
@@ -60,7 +60,7 @@ impl Row {
     }
 
     fn orchestration(&self) -> f64 {
-        self.cpu[0] + self.cpu[1]
+        crate::figures::orchestration(&self.cpu)
     }
 }
 
