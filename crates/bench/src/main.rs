@@ -137,6 +137,10 @@ struct Args {
     /// equal work, where throughput passes of different speeds batch differently.
     #[arg(long, default_value_t = 0.5)]
     equal_load_share: f64,
+    /// The equal load's rate in tasks/s, instead of a share of the first pass: the
+    /// same work for runs of different binaries, or on different days.
+    #[arg(long, conflicts_with = "equal_load_share")]
+    equal_load_rate: Option<f64>,
     /// Rounds of the scaling phase: every setup runs once per round, and its row is
     /// the round with the median orchestration CPU per task.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -355,8 +359,16 @@ fn pass_meters(s: &Servers, stack: &Stack) -> anyhow::Result<Vec<Meter>> {
     Ok(meters)
 }
 
-/// The equal load's rate (tasks/s): `--equal-load-share` of `n` tasks in `elapsed`.
+/// The equal load's rate (tasks/s): `--equal-load-rate`, or else `--equal-load-share`
+/// of `n` tasks in `elapsed`.
 fn equal_load(args: &Args, n: usize, elapsed: Duration) -> anyhow::Result<f64> {
+    if let Some(rate) = args.equal_load_rate {
+        anyhow::ensure!(
+            rate.is_finite() && rate >= 0.0,
+            "--equal-load-rate must be tasks/s, 0 or more, not {rate}"
+        );
+        return Ok(rate);
+    }
     anyhow::ensure!(
         args.equal_load_share.is_finite() && args.equal_load_share >= 0.0,
         "--equal-load-share must be a share of 0 or more (0.5 is 50 %), not {}",
@@ -992,6 +1004,30 @@ mod tests {
             Args::try_parse_from(["taskwire-bench", "--equal-load-share=-1"]).expect("parses");
         let err = equal_load(&bad, 3000, Duration::from_secs(2)).expect_err("refused");
         assert!(err.to_string().contains("--equal-load-share"), "{err}");
+    }
+
+    #[test]
+    fn an_equal_load_rate_given_is_the_same_whatever_the_first_pass_did() {
+        let args =
+            Args::try_parse_from(["taskwire-bench", "--equal-load-rate", "900"]).expect("parses");
+        for elapsed in [1, 2, 7] {
+            let rate = equal_load(&args, 3000, Duration::from_secs(elapsed)).expect("valid");
+            assert!((rate - 900.0).abs() < 1e-9, "{rate}");
+        }
+        let bad = Args::try_parse_from(["taskwire-bench", "--equal-load-rate=-5"]).expect("parses");
+        let err = equal_load(&bad, 3000, Duration::from_secs(2)).expect_err("refused");
+        assert!(err.to_string().contains("--equal-load-rate"), "{err}");
+        assert!(
+            Args::try_parse_from([
+                "taskwire-bench",
+                "--equal-load-rate",
+                "900",
+                "--equal-load-share",
+                "0.5"
+            ])
+            .is_err(),
+            "a rate and a share are not both given"
+        );
     }
 
     #[test]

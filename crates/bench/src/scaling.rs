@@ -186,7 +186,7 @@ pub fn section(
         match equal_rate {
             Some(rate) => format!(
                 " After its throughput pass, each setup took the same open-loop load, {rate:.0} tasks/s \
-                 (a share of the first row's first throughput pass) for {} s: its CPU per task there compares \
+                 (`--equal-load-rate` where the command gives it, else a share of the first row's first throughput pass) for {} s: its CPU per task there compares \
                  equal work, where throughput passes of different speeds carry different numbers of \
                  tasks per batch; that figure is the rounds' median too.",
                 EQUAL_LOAD.as_secs()
