@@ -2,9 +2,7 @@
 //!
 //! Each coordinator's relay publishes the dispatches of the submits its own coordinator
 //! wrote: the submit batcher hands them over from memory once committed ([`Handoff`]),
-//! and the relay publishes them; their rows are deleted by id off the dispatch's path,
-//! those of every batch published within [`DELETE_LINGER`] in one statement
-//! ([`delete_published`]). The relays thus divide
+//! and the relay publishes them and deletes their rows by id. The relays thus divide
 //! the work by writer (each task is written by one coordinator), with no scan and no
 //! lock between them. Rows nobody is publishing — written by another path (a replay, a
 //! schedule's fire, a delayed start; those wake the relay), or left by a coordinator
@@ -44,15 +42,6 @@ pub const OWN_GRACE: Duration = Duration::from_secs(2);
 const HANDOFF_BATCHES: usize = 64;
 
 const BATCH: i64 = 1024;
-/// How long the ids of published own rows wait to be deleted together. The delete is
-/// off the dispatch's path, and one statement serves every batch published meanwhile
-/// instead of one each, which at a few tasks per batch was a transaction per task. Far
-/// shorter than `OWN_GRACE`, after which a scan would publish the rows again (stored
-/// once by JetStream, but sent twice).
-pub const DELETE_LINGER: Duration = Duration::from_millis(50);
-/// Published batches whose rows wait to be deleted; a relay whose deletes cannot keep
-/// up waits for room.
-const DELETE_BATCHES: usize = 256;
 /// How soon a relay whose window is full looks again.
 const WINDOW_POLL: Duration = Duration::from_millis(20);
 
@@ -146,27 +135,9 @@ pub async fn run(
     store: Store,
     bus: Bus,
     wake: Arc<Notify>,
-    own: Option<mpsc::Receiver<Vec<OutboxMessage>>>,
-    window: Option<Window>,
-    shutdown: CancellationToken,
-) {
-    let (deletes, published) = mpsc::channel(DELETE_BATCHES);
-    let deleter = tokio::spawn(delete_published(store.clone(), published, DELETE_LINGER));
-    relay(&store, &bus, &wake, own, window, &deletes, &shutdown).await;
-    // The last published rows are deleted before the relay ends.
-    drop(deletes);
-    let _ = deleter.await;
-}
-
-/// The relay's loop, until `shutdown`; the ids of published own rows go to `deletes`.
-async fn relay(
-    store: &Store,
-    bus: &Bus,
-    wake: &Notify,
     mut own: Option<mpsc::Receiver<Vec<OutboxMessage>>>,
     window: Option<Window>,
-    deletes: &mpsc::Sender<Vec<i64>>,
-    shutdown: &CancellationToken,
+    shutdown: CancellationToken,
 ) {
     let mut backoff = RETRY.build();
     let mut room = window.map(|window| Room {
@@ -185,7 +156,7 @@ async fn relay(
             }
             continue;
         }
-        match relay_once(store, bus, limit).await {
+        match relay_once(&store, &bus, limit).await {
             Ok(n) => {
                 backoff = RETRY.build();
                 if let Some(room) = room.as_mut() {
@@ -211,7 +182,7 @@ async fn relay(
                 _ = shutdown.cancelled() => return,
                 _ = wake.notified() => break,
                 _ = poll.tick() => break,
-                Some(rows) = recv(&mut own) => publish_own(bus, rows, &mut own, deletes).await,
+                Some(rows) = recv(&mut own) => publish_own(&store, &bus, rows, &mut own).await,
             }
         }
     }
@@ -228,14 +199,13 @@ async fn recv(own: &mut Option<mpsc::Receiver<Vec<OutboxMessage>>>) -> Option<Ve
     }
 }
 
-/// Publishes `rows` and whatever else was handed over meanwhile, then hands the ids of
-/// the rows JetStream acknowledged to `deletes`. A failure leaves the rest to a scan
-/// after `OWN_GRACE`.
+/// Publishes `rows` and whatever else was handed over meanwhile, then deletes the rows
+/// JetStream acknowledged. A failure leaves the rest to a scan after `OWN_GRACE`.
 async fn publish_own(
+    store: &Store,
     bus: &Bus,
     mut rows: Vec<OutboxMessage>,
     own: &mut Option<mpsc::Receiver<Vec<OutboxMessage>>>,
-    deletes: &mpsc::Sender<Vec<i64>>,
 ) {
     if let Some(rx) = own.as_mut() {
         while rows.len() < BATCH as usize {
@@ -250,42 +220,11 @@ async fn publish_own(
     if let Some(e) = failure {
         tracing::warn!(error = %e, grace_ms = OWN_GRACE.as_millis() as u64, "publishing own dispatches failed, the outbox scan takes the rest");
     }
-    if !done.is_empty() {
-        // Closed only once the relay has stopped.
-        let _ = deletes.send(done).await;
+    if let Err(e) = store.outbox_delete(&done).await {
+        // Published but not deleted: a scan publishes them again after the grace, and
+        // JetStream stores each once (same `Nats-Msg-Id`).
+        tracing::warn!(error = %e, rows = done.len(), "deleting published outbox rows failed");
     }
-}
-
-/// Deletes the published rows whose ids come from `published`: each id waits at most
-/// `linger` ([`DELETE_LINGER`]), and the ids that came meanwhile go in the same
-/// statement. Once the channel closes, what is left is deleted at once. Returns how
-/// many statements it ran.
-async fn delete_published(
-    store: Store,
-    mut published: mpsc::Receiver<Vec<i64>>,
-    linger: Duration,
-) -> usize {
-    let mut statements = 0;
-    while let Some(mut ids) = published.recv().await {
-        let linger = tokio::time::sleep(linger);
-        tokio::pin!(linger);
-        loop {
-            tokio::select! {
-                _ = &mut linger => break,
-                more = published.recv() => match more {
-                    Some(more) => ids.extend(more),
-                    None => break,
-                },
-            }
-        }
-        statements += 1;
-        if let Err(e) = store.outbox_delete(&ids).await {
-            // Published but not deleted: a scan publishes them again after the grace,
-            // and JetStream stores each once (same `Nats-Msg-Id`).
-            tracing::warn!(error = %e, rows = ids.len(), "deleting published outbox rows failed");
-        }
-    }
-    statements
 }
 
 /// Publishes one batch of at most `limit`; returns how many rows it read.

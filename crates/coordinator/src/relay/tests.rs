@@ -150,50 +150,6 @@ async fn what_a_dead_coordinator_committed_and_never_published_another_relay_pub
     relay.await.expect("relay stops");
 }
 
-#[tokio::test]
-async fn published_rows_are_deleted_together_and_the_last_at_once_when_the_relay_stops() {
-    let s = setup().await;
-    let tasks: Vec<NewTask> = (0..6).map(|i| new_task(&s.subjects, i)).collect();
-    let (_, rows) = s
-        .store
-        .insert_tasks_relaying(&tasks, Duration::from_secs(60))
-        .await
-        .expect("committed");
-    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-    assert_eq!(ids.len(), 6);
-
-    // Two batches published within the linger: their rows go in one statement.
-    let (tx, rx) = mpsc::channel(DELETE_BATCHES);
-    for batch in ids[..4].chunks(2) {
-        tx.send(batch.to_vec()).await.expect("room");
-    }
-    let deleter = tokio::spawn(delete_published(s.store.clone(), rx, DELETE_LINGER));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while s.store.outbox_count_up_to(100).await.expect("count") > 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "published rows left behind"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    drop(tx);
-    assert_eq!(deleter.await.expect("deleter ends"), 1, "one statement");
-    assert_eq!(s.store.outbox_count_up_to(100).await.expect("count"), 2);
-
-    // What is handed over as the relay stops is deleted without waiting its linger.
-    let linger = Duration::from_secs(600);
-    let (tx, rx) = mpsc::channel(DELETE_BATCHES);
-    let deleter = tokio::spawn(delete_published(s.store.clone(), rx, linger));
-    tx.send(ids[4..].to_vec()).await.expect("deleter running");
-    drop(tx);
-    let statements = tokio::time::timeout(WAIT, deleter)
-        .await
-        .expect("deleted at once, not after the linger")
-        .expect("deleter ends");
-    assert_eq!(statements, 1);
-    assert_eq!(s.store.outbox_count_up_to(100).await.expect("count"), 0);
-}
-
 #[test]
 fn a_stored_requests_traceparent_is_read_without_the_rest_of_it() {
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
