@@ -325,22 +325,51 @@ const TITLE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// The longest a title waiting for a rate-limit slot may hold up the result.
 const TITLE_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// When the title call's wait for a rate-limit slot ends, while it waits.
+/// Where the title call stands in a rate-limit wait, as its deltas tell: queued from
+/// the first `RateLimited` it hears until its answer starts. The provider tells a wait
+/// once, and a wait for a full budget is told as one poll of it, so the told end alone
+/// says too little: while the call is queued, its wait lasts at least until now.
 #[derive(Clone, Default)]
-struct TitleWait(std::sync::Arc<std::sync::Mutex<Option<tokio::time::Instant>>>);
+struct TitleWait(std::sync::Arc<std::sync::Mutex<Option<Queued>>>);
+
+#[derive(Clone, Copy)]
+struct Queued {
+    /// The end of the wait last told, or when the answer started.
+    until: tokio::time::Instant,
+    /// Told a wait, and no answer yet.
+    queued: bool,
+}
 
 impl TitleWait {
     fn set(&self, wait: std::time::Duration) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some(tokio::time::Instant::now() + wait);
+        *self.lock() = Some(Queued {
+            until: tokio::time::Instant::now() + wait,
+            queued: true,
+        });
     }
 
+    /// The answer started: a call that was queued is no longer.
+    fn answering(&self) {
+        let mut state = self.lock();
+        if let Some(q) = state.as_mut().filter(|q| q.queued) {
+            *q = Queued {
+                until: tokio::time::Instant::now(),
+                queued: false,
+            };
+        }
+    }
+
+    /// When the wait ends (a queued call's not before now), or when the answer of a
+    /// call that waited started; `None` for a call that never waited.
     fn until(&self) -> Option<tokio::time::Instant> {
-        *self
-            .0
+        self.lock().map(|q| match q.queued {
+            true => q.until.max(tokio::time::Instant::now()),
+            false => q.until,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Queued>> {
+        self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -349,7 +378,9 @@ impl TitleWait {
 /// Runs `session` to its end with `title` beside it; the title gets [`TITLE_GRACE`]
 /// more once the session is done, and is dropped after it. A title waiting for its
 /// slot in the model's rate budget is not slow but queued: its grace runs from the end
-/// of that wait (up to [`TITLE_MAX_WAIT`]), so a throttled model loses no titles.
+/// of that wait, however many times the budget is asked again (a call still queued
+/// waits at least until now), up to [`TITLE_MAX_WAIT`], so a throttled model loses no
+/// titles.
 async fn run_beside_title<S, T>(
     session: impl std::future::Future<Output = S>,
     title: Option<(impl std::future::Future<Output = Option<T>>, TitleWait)>,
@@ -407,10 +438,10 @@ async fn write_title(
     wait: TitleWait,
     stop: &StopHandle,
 ) -> Option<(Option<String>, taskwire_llm::Usage)> {
-    let mut on_delta = |delta: taskwire_llm::StreamDelta| {
-        if let taskwire_llm::StreamDelta::RateLimited { wait: w, .. } = delta {
-            wait.set(w);
-        }
+    let mut on_delta = |delta: taskwire_llm::StreamDelta| match delta {
+        taskwire_llm::StreamDelta::RateLimited { wait: w, .. } => wait.set(w),
+        taskwire_llm::StreamDelta::Text(_) => wait.answering(),
+        taskwire_llm::StreamDelta::RateHints(_) => {}
     };
     let call = taskwire_agent::title::write_title(
         ctx.provider.as_ref(),
@@ -716,4 +747,51 @@ async fn transcript_for_result(
         tracing::warn!(task.id = %request.task_id, error = %e, "transcript not saved");
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A title that answers `after` the session ended, having heard `told` first.
+    async fn title_answering(
+        wait: TitleWait,
+        told: Option<Duration>,
+        after: Duration,
+    ) -> Option<&'static str> {
+        if let Some(told) = told {
+            wait.set(told);
+        }
+        tokio::time::sleep(after).await;
+        wait.answering();
+        Some("a title")
+    }
+
+    #[tokio::test]
+    async fn a_title_still_queued_after_its_told_wait_is_kept_past_the_grace() {
+        let wait = TitleWait::default();
+        // The provider told one poll of the wait (100 ms); the slot came much later.
+        let title = title_answering(
+            wait.clone(),
+            Some(Duration::from_millis(100)),
+            TITLE_GRACE + Duration::from_secs(2),
+        );
+        let ((), title) = run_beside_title(async {}, Some((title, wait))).await;
+        assert_eq!(title, Some("a title"));
+    }
+
+    #[tokio::test]
+    async fn a_title_that_never_waited_is_dropped_after_the_grace() {
+        let wait = TitleWait::default();
+        let started = tokio::time::Instant::now();
+        let title = title_answering(wait.clone(), None, TITLE_GRACE + Duration::from_secs(2));
+        let ((), title) = run_beside_title(async {}, Some((title, wait))).await;
+        assert_eq!(title, None);
+        let took = started.elapsed();
+        assert!(
+            took >= TITLE_GRACE && took < TITLE_GRACE + Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
 }
