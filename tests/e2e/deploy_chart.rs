@@ -480,3 +480,33 @@ fn an_invalid_skill_name_or_a_skill_without_its_skill_md_is_refused_by_the_value
         assert!(err.to_string().contains(why), "{set}: {err}");
     }
 }
+
+#[test]
+fn the_charts_max_backlog_reaches_the_coordinator_and_an_invalid_one_is_refused() {
+    let Some(helm) = helm() else { return };
+    let docs = render(&helm, &[]).expect("renders");
+    let coordinator = find(&docs, "Deployment", "-coordinator");
+    assert!(
+        !env_of(coordinator).contains_key("TASKWIRE_MAX_BACKLOG"),
+        "unset: the coordinator's own default"
+    );
+    for limit in [0, 25_000] {
+        let docs = render(
+            &helm,
+            &["--set", &format!("coordinator.maxBacklog={limit}")],
+        )
+        .expect("renders");
+        let coordinator = find(&docs, "Deployment", "-coordinator");
+        assert_eq!(
+            env_of(coordinator)["TASKWIRE_MAX_BACKLOG"],
+            limit.to_string()
+        );
+    }
+    for (set, why) in [
+        ("coordinator.maxBacklog=-1", "maxBacklog"),
+        ("coordinator.maxBacklog=lots", "maxBacklog"),
+    ] {
+        let err = render(&helm, &["--set", set]).expect_err("refused");
+        assert!(err.to_string().contains(why), "{set}: {err}");
+    }
+}

@@ -141,6 +141,7 @@ async fn a_task_moves_the_coordinator_and_worker_counters_and_promtool_finds_not
     let model = ScriptedModel::start(move |req| list_then_answer(req, &flaked)).await;
     let mut cluster = start_with(model, 0, 1, |config| {
         config.http_listen = coordinator_http;
+        config.max_backlog = 5_000;
     })
     .await
     .expect("cluster");
@@ -234,6 +235,11 @@ async fn a_task_moves_the_coordinator_and_worker_counters_and_promtool_finds_not
     assert!(
         sample(&after_c, wait_count) > sample(&before_c, wait_count),
         "{after_c}"
+    );
+    assert_eq!(
+        sample(&after_c, "taskwire_coordinator_backlog_limit"),
+        5_000.0,
+        "the configured --max-backlog\n{after_c}"
     );
     let after_w = scrape(worker_http).await;
     assert_eq!(

@@ -158,6 +158,7 @@ pub async fn serve_with_http(
     shutdown: CancellationToken,
 ) -> Result<(), CoordinatorError> {
     let metrics = metrics::Metrics::new();
+    metrics.set_backlog_limit(config.max_backlog);
     let readiness = http::Readiness::default();
     let http_stop = CancellationToken::new();
     // Dropped (and the listener stopped) on every way out of this function.

@@ -174,6 +174,7 @@ struct Inner {
     schedule_ticks: Family<OutcomeLabels, Counter>,
     refused: Family<ReasonLabels, Counter>,
     backlog: Family<StageLabels, Gauge>,
+    backlog_limit: Gauge,
     schedule_lag: Histogram,
     queued: Gauge,
     running: Gauge,
@@ -259,6 +260,12 @@ impl Metrics {
             "Tasks the fleet is behind on, by stage, as backpressure last sampled them for the fleet (this coordinator or another): outbox (dispatches not yet published), tasks (task messages in the tasks stream, waiting or running), results (results not yet recorded); --max-backlog bounds their sum",
             backlog.clone(),
         );
+        let backlog_limit = Gauge::default();
+        r.register(
+            "taskwire_coordinator_backlog_limit",
+            "The backlog at which submits are refused RESOURCE_EXHAUSTED (--max-backlog; 0: no limit)",
+            backlog_limit.clone(),
+        );
         let schedule_ticks = Family::<OutcomeLabels, Counter>::default();
         for outcome in ScheduleOutcome::ALL {
             drop(schedule_ticks.get_or_create(&OutcomeLabels {
@@ -332,6 +339,7 @@ impl Metrics {
             schedule_ticks,
             refused,
             backlog,
+            backlog_limit,
             schedule_lag,
             queued,
             running,
@@ -360,6 +368,13 @@ impl Metrics {
                 reason: reason.label(),
             })
             .inc();
+    }
+
+    /// The backlog limit this coordinator refuses submits at (`--max-backlog`).
+    pub fn set_backlog_limit(&self, limit: u64) {
+        self.0
+            .backlog_limit
+            .set(i64::try_from(limit).unwrap_or(i64::MAX));
     }
 
     /// The backlog as last sampled, by stage.
