@@ -276,11 +276,8 @@ mod tests {
 
     use super::*;
 
-    /// More sessions than the connection's 5,000 in-flight publish acks, each with an
-    /// event stored before its model call and more after it: every one finishes.
-    #[tokio::test]
-    async fn more_waiting_sessions_than_in_flight_acks_all_finish() {
-        let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+    /// A bus on `nats` with the streams made.
+    async fn bus_with_streams(nats: &NatsServer) -> (Bus, Subjects) {
         let subjects = Subjects::new("progresstest");
         let bus = Bus::connect(
             &nats.url(),
@@ -291,10 +288,19 @@ mod tests {
         .await
         .expect("connects");
         let config = BusConfig {
-            subjects,
+            subjects: subjects.clone(),
             ..BusConfig::default()
         };
         bus.ensure_streams(&config).await.expect("streams");
+        (bus, subjects)
+    }
+
+    /// More sessions than the connection's 5,000 in-flight publish acks, each with an
+    /// event stored before its model call and more after it: every one finishes.
+    #[tokio::test]
+    async fn more_waiting_sessions_than_in_flight_acks_all_finish() {
+        let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
+        let (bus, _) = bus_with_streams(&nats).await;
         let sessions: Vec<_> = (0..5_100)
             .map(|_| {
                 let (sink, publisher) = ProgressPublisher::start(
@@ -326,20 +332,7 @@ mod tests {
     #[tokio::test]
     async fn a_quick_steps_events_are_stored_as_one_message() {
         let nats = NatsServer::start().expect("nats-server starts (apt-get install nats-server)");
-        let subjects = Subjects::new("progresstest");
-        let bus = Bus::connect(
-            &nats.url(),
-            "progress-test",
-            &NatsOptions::default(),
-            subjects.clone(),
-        )
-        .await
-        .expect("connects");
-        let config = BusConfig {
-            subjects: subjects.clone(),
-            ..BusConfig::default()
-        };
-        bus.ensure_streams(&config).await.expect("streams");
+        let (bus, subjects) = bus_with_streams(&nats).await;
         let task = TaskId::generate();
         let (sink, publisher) = ProgressPublisher::start(bus.clone(), task, TraceId::generate(), 1);
         sink.on_event(SessionEvent::StepStarted { step: 1 });
