@@ -90,11 +90,11 @@ impl ProgressPublisher {
 
 /// How long the first event not yet sent waits for others to go with it: long enough
 /// for a quick step's start, text and end to make one message, short enough that a
-/// watcher sees a streamed text in about fifty pieces a second. The session's end
-/// sends what is gathered at once, so the window never delays a result.
+/// watcher sees a streamed text in pieces at most a fiftieth of a second apart. The
+/// session's end sends what is gathered at once, so the window never delays a result.
 pub const COALESCE_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
-/// Most events in one message (a long text stream still goes out every few
-/// milliseconds, in messages well under NATS's payload limit).
+/// Most events in one message (a fast text stream goes out sooner than the window,
+/// in messages well under NATS's payload limit).
 const MAX_COALESCED: usize = 64;
 
 /// `first` and the events that follow it within [`COALESCE_WINDOW`] (at most
