@@ -141,7 +141,7 @@ fn edit(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
         text.replacen(&args.old_string, &args.new_string, 1)
     };
     workspace.wrote(&path);
-    std::fs::write(&path, edited).map_err(|err| ToolError::io("write", &shown, err))?;
+    super::write::replace_file(&path, edited.as_bytes(), &shown)?;
     let output = if count == 1 {
         format!("edited {shown}: replaced 1 occurrence")
     } else {

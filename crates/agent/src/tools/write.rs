@@ -86,7 +86,11 @@ fn write(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
     };
     create_parents(&path, &shown)?;
     workspace.wrote(&path);
-    std::fs::write(&path, &args.content).map_err(|err| ToolError::io("write", &shown, err))?;
+    if existed {
+        replace_file(&path, args.content.as_bytes(), &shown)?;
+    } else {
+        std::fs::write(&path, &args.content).map_err(|err| ToolError::io("write", &shown, err))?;
+    }
     let bytes = args.content.len();
     let verb = if existed { "overwrote" } else { "created" };
     Ok(ToolOutput {
@@ -94,6 +98,28 @@ fn write(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
         output: format!("{verb} {shown} ({bytes} bytes)"),
         metadata: json!({ "path": shown, "created": !existed, "bytes": bytes }),
     })
+}
+
+/// Replaces the text of the existing file at `path` in one step: `bytes` go to a new
+/// file beside it, with its permissions, which is then renamed over it. The calls of
+/// one turn run at once, so a `read` of the file may run while it is written: it sees
+/// the old text or the new one, never a truncated file. (`path` is canonical, so no
+/// symlink is replaced; the owner is the worker's user either way.)
+pub(super) fn replace_file(path: &Path, bytes: &[u8], shown: &str) -> Result<(), ToolError> {
+    use std::io::Write as _;
+    let failed = |err| ToolError::io("write", shown, err);
+    let permissions = std::fs::metadata(path).map_err(failed)?.permissions();
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut next = tempfile::Builder::new()
+        .prefix(".taskwire-write-")
+        .tempfile_in(dir)
+        .map_err(failed)?;
+    next.write_all(bytes).map_err(failed)?;
+    next.as_file()
+        .set_permissions(permissions)
+        .map_err(failed)?;
+    next.persist(path).map_err(|e| failed(e.error))?;
+    Ok(())
 }
 
 /// Creates the missing parent directories of `path`, which [`Workspace::resolve`]
@@ -164,5 +190,49 @@ mod tests {
             .await
             .expect_err("directory");
         assert_eq!(err.to_string(), "refusing to write sub: it is a directory");
+    }
+
+    /// A file read over and over while it is replaced, as a `read` and an `edit` of one
+    /// turn may run: every read sees one whole text or the other, and the file keeps its
+    /// permissions.
+    #[test]
+    fn a_replaced_file_is_never_seen_truncated_and_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("big.txt");
+        let texts = ["a".repeat(1 << 20), "b".repeat(1 << 20)];
+        std::fs::write(&path, &texts[0]).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+        let stop = AtomicBool::new(false);
+        let torn = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut torn = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let seen = std::fs::read_to_string(&path).expect("read");
+                    if !texts.contains(&seen) {
+                        torn.push(seen.len());
+                    }
+                }
+                torn
+            });
+            for i in 0..200 {
+                replace_file(&path, texts[(i + 1) % 2].as_bytes(), "big.txt").expect("replace");
+            }
+            stop.store(true, Ordering::Relaxed);
+            reader.join().expect("reader")
+        });
+        assert!(
+            torn.is_empty(),
+            "reads of a partly written file, of these lengths: {torn:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), texts[0]);
+        let mode = std::fs::metadata(&path)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert_eq!(left.len(), 1, "no temporary file is left beside it");
     }
 }
